@@ -1,0 +1,38 @@
+# The README's two commands: `make lab` and `make test`. Both work on a fresh machine.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: lab test check bench venv deps services clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+deps: $(STAMP)
+	bash scripts/setup.sh
+
+lab: $(STAMP)
+	bash scripts/setup.sh --web
+	$(BIN)/cronlab lab --host $(HOST) --port $(PORT)
+
+check: $(STAMP)
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/mypy
+
+test: deps
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+bench: $(STAMP)
+	for f in bench/*.py; do $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info

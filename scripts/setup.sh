@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs and starts what the tests and the lab need, from nothing. Idempotent.
+#   scripts/setup.sh        everything for `make test`
+#   scripts/setup.sh --web  only what the lab page needs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+only_web=0
+[ "${1:-}" = "--web" ] && only_web=1
+
+apt_install() {
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: need root to apt-get install $*; install them and run again" >&2
+    return 1
+  fi
+  if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' 2>/dev/null | head -1)" ]; then
+    apt-get update -qq
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null || {
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+  }
+}
+
+# The page's charting library, from the npm registry, served locally.
+vendor=src/cronlab/web/static/vendor
+if [ ! -f "$vendor/uPlot.iife.min.js" ]; then
+  bash scripts/vendor-uplot.sh
+fi
+[ "$only_web" = 1 ] && exit 0
+
+command -v chromium >/dev/null || apt_install chromium
+command -v etcd >/dev/null || apt_install etcd-server

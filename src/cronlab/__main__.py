@@ -1,0 +1,5 @@
+import sys
+
+from cronlab.cli import main
+
+sys.exit(main())

@@ -1,0 +1,230 @@
+"""``cronlab simulate``: the lab's model on the command line."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from cronlab.core import params, workload
+from cronlab.core.model import Result, Scenario, Totals, simulate
+from cronlab.core.series import per_minute
+
+TICKER_HEAD, TICKER_TAIL = 12, 6
+
+
+def register(group: click.Group) -> None:
+    group.add_command(simulate_cmd)
+
+
+@click.command("simulate")
+@click.option(
+    "--preset",
+    type=click.Choice(workload.PRESETS),
+    default="midnight",
+    show_default=True,
+    help="Workload shape.",
+)
+@click.option(
+    "--tasks",
+    type=click.IntRange(min=0),
+    default=workload.DEFAULT_TASKS,
+    show_default=True,
+    help="Tasks (midnight, spread) or tasks per minute (steady).",
+)
+@click.option(
+    "--minutes",
+    type=click.IntRange(min=1),
+    default=workload.DEFAULT_MINUTES,
+    show_default=True,
+    help="Minutes for steady and spread.",
+)
+@click.option(
+    "--bucket",
+    "buckets",
+    multiple=True,
+    metavar="MINUTE=COUNT",
+    help="Due tasks at a minute; overrides the preset. Repeatable.",
+)
+@click.option("--replicas", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option(
+    "--workers", type=click.IntRange(min=1), default=5, show_default=True, help="Worker pods."
+)
+@click.option(
+    "--rate",
+    type=click.IntRange(min=1),
+    default=200,
+    show_default=True,
+    help="Tasks per second per pod.",
+)
+@click.option("--election", type=click.Choice(["lease", "off"]), default="lease", show_default=True)
+@click.option(
+    "--lease-ttl", type=click.IntRange(min=1), default=10, show_default=True, help="Seconds."
+)
+@click.option(
+    "--durable/--in-memory",
+    default=True,
+    show_default=True,
+    help="PENDING rows in a store, or timers in the dispatching process.",
+)
+@click.option(
+    "--crash",
+    "crashes",
+    multiple=True,
+    metavar="leader@T|replica:I@T",
+    help="Crash at second T. Repeatable.",
+)
+@click.option(
+    "--restart-after",
+    default="300",
+    show_default=True,
+    metavar="S|never",
+    help="A crashed replica restarts after S seconds.",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@click.option(
+    "--compare",
+    "changes",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help=f"Run again with a knob changed and show both ({', '.join(params.COMPARE_KEYS)}).",
+)
+def simulate_cmd(
+    preset: str,
+    tasks: int,
+    minutes: int,
+    buckets: tuple[str, ...],
+    crashes: tuple[str, ...],
+    restart_after: str,
+    as_json: bool,
+    changes: tuple[str, ...],
+    durable: bool,
+    **knobs: Any,
+) -> None:
+    """Run the model of distributed cron: duplicates, missed triggers, backlog, drain time."""
+    a = params.build_scenario(
+        preset=preset,
+        tasks=tasks,
+        minutes=minutes,
+        buckets=buckets,
+        crashes=crashes,
+        restart_after=restart_after,
+        durable=durable,
+        **knobs,
+    )
+    b = _changed(a, changes)
+    ra, rb = simulate(a), (simulate(b) if b is not None else None)
+    if as_json:
+        click.echo(json.dumps(_json(ra, rb)))
+    elif rb is None:
+        _print_one(Console(), ra)
+    else:
+        _print_compare(Console(), ra, rb, changes)
+
+
+def _changed(a: Scenario, changes: tuple[str, ...]) -> Scenario | None:
+    if not changes:
+        return None
+    b = a
+    for text in changes:
+        b = params.change(b, *params.parse_change(text))
+    return b
+
+
+def _json(a: Result, b: Result | None) -> dict[str, Any]:
+    if b is None:
+        return params.result_dict(a)
+    return {
+        "a": params.result_dict(a),
+        "b": params.result_dict(b),
+        "diff": params.diff(a.totals, b.totals),
+    }
+
+
+def describe(s: Scenario) -> str:
+    election = f"lease (TTL {s.lease_ttl} s)" if s.election == "lease" else "no election"
+    crashes = ", crash " + ", ".join(f.label() for f in s.faults) if s.faults else ""
+    return (
+        f"{s.due:,} due in {len(s.buckets)} bucket(s) · {s.replicas} replicas · {election} · "
+        f"{'durable' if s.durable else 'in-memory'} timers · {s.workers} pods × {s.rate}/s"
+        f"{crashes}"
+    )
+
+
+def lead_metrics(t: Totals) -> list[tuple[str, str]]:
+    return [
+        ("Duplicate executions", f"{t.duplicates:,}"),
+        ("Missed triggers", f"{t.missed:,}"),
+        ("Queue backlog peak", f"{t.backlog_peak:,}"),
+        ("Drain time", f"{t.drain_time_s / 60:.1f} min"),
+    ]
+
+
+def ticker(r: Result) -> list[str]:
+    """``min 00 · dispatched … · executed … · dup ×… · missed … · backlog …`` per minute."""
+    pm = per_minute(r.timeline)
+    rows = zip(
+        pm.minute, pm.dispatched, pm.executed, pm.duplicates, pm.missed, pm.backlog, strict=True
+    )
+    return [
+        f"min {m:02d} · dispatched {d:,} · executed {e:,} · dup ×{x:,} · missed {mi:,} · "
+        f"backlog {b:,}"
+        for m, d, e, x, mi, b in rows
+    ]
+
+
+def _print_one(out: Console, r: Result) -> None:
+    out.print(
+        f"[bold]Cron at Scale[/bold] — {describe(r.scenario)}", highlight=False, soft_wrap=True
+    )
+    table = Table(show_header=True, header_style="bold")
+    for name, _ in lead_metrics(r.totals):
+        table.add_column(name, justify="right")
+    table.add_row(*(value for _, value in lead_metrics(r.totals)))
+    out.print(table)
+    for line in _elide(ticker(r)):
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
+    out.print(params.sentence(r.scenario), highlight=False)
+    _print_extras(out, r.totals)
+
+
+def _print_extras(out: Console, t: Totals) -> None:
+    delays = ", ".join(f"{d} s" for d in t.takeover_delays_s) or "none"
+    out.print(
+        f"due {t.due:,} · dispatched {t.dispatched:,} · executed {t.executed:,} · "
+        f"takeovers: {delays}",
+        highlight=False,
+    )
+
+
+def _elide(lines: list[str]) -> list[str]:
+    if len(lines) <= TICKER_HEAD + TICKER_TAIL + 1:
+        return lines
+    hidden = len(lines) - TICKER_HEAD - TICKER_TAIL
+    return [*lines[:TICKER_HEAD], f"… {hidden:,} more minutes …", *lines[-TICKER_TAIL:]]
+
+
+def _print_compare(out: Console, a: Result, b: Result, changes: tuple[str, ...]) -> None:
+    out.print(f"[bold]A[/bold]: {describe(a.scenario)}", highlight=False)
+    out.print(f"[bold]B[/bold]: A with {', '.join(changes)}", highlight=False)
+    table = Table(show_header=True, header_style="bold")
+    for col in ("metric", "A", "B", "B − A"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    delta = params.diff(a.totals, b.totals)
+    rows = [
+        ("duplicates", "Duplicate executions"),
+        ("missed", "Missed triggers"),
+        ("backlog_peak", "Queue backlog peak"),
+        ("drain_time_s", "Drain time (s)"),
+        ("dispatched", "Dispatched"),
+        ("executed", "Executed"),
+    ]
+    for key, label in rows:
+        va, vb = getattr(a.totals, key), getattr(b.totals, key)
+        table.add_row(label, f"{va:,}", f"{vb:,}", f"{delta[key]:+,}")
+    out.print(table)
+    out.print(f"A: {params.sentence(a.scenario)}", highlight=False)
+    out.print(f"B: {params.sentence(b.scenario)}", highlight=False)

@@ -1,0 +1,40 @@
+"""Every error cronlab raises on purpose.
+
+CronlabError                 base: the CLI prints its message on one line and exits 2
+├── ConfigError              a bad scenario, flag, URL or schedule (a user mistake)
+├── NotFoundError            a named thing (task, schedule, process, handler) is absent
+├── ConflictError            a name or idempotency key already taken
+├── BackendUnavailable       a store, lease or queue server cannot be reached
+└── FencedError              a write carried a stale fencing epoch and was refused
+"""
+
+from __future__ import annotations
+
+
+class CronlabError(Exception):
+    """Base class: the message names the offending value and fits on one line."""
+
+
+class ConfigError(CronlabError, ValueError):
+    """A scenario, flag, URL, cron expression or time zone is invalid."""
+
+
+class NotFoundError(CronlabError, LookupError):
+    """A task, schedule, process, handler or leader that was asked for does not exist."""
+
+
+class ConflictError(CronlabError):
+    """A unique name or idempotency key is already taken."""
+
+
+class BackendUnavailable(CronlabError):
+    """A store, lease or queue backend cannot be reached."""
+
+
+class FencedError(CronlabError):
+    """A write carried a fencing epoch that no longer holds the lease; nothing was written."""
+
+    def __init__(self, epoch: int, current: int | None) -> None:
+        super().__init__(f"fenced: epoch {epoch} no longer holds the lease (current {current})")
+        self.epoch = epoch
+        self.current = current

@@ -1,0 +1,1 @@
+"""Backends by role."""
