@@ -1,0 +1,215 @@
+"""Cron expressions in a time zone, with Vixie cron / cronie daylight-saving rules.
+
+croniter parses the expression and walks *naive wall-clock* times only; every rule that
+involves a time zone is applied here, in UTC arithmetic, so the result does not depend on a
+library's own DST policy (croniter, cronsim, APScheduler and Quartz all differ there).
+
+The rules (cronie's, see docs/scheduling.md):
+
+* **Fixed-time** expressions (a specific minute AND a specific hour: no ``*`` and no ``/`` in
+  either field, e.g. ``30 2 * * *``) fire once per matching wall time. A wall time skipped by
+  spring-forward fires once, at the jump; several skipped wall times (``0,30 2 * * *``) fire
+  once together. A wall time repeated by fall-back fires once, at its first occurrence.
+* **Wildcard** expressions (``*`` or a step in the minute or hour field, e.g. ``0 * * * *``,
+  ``*/15 * * * *``, ``0 */2 * * *``) fire at every instant whose wall clock matches: skipped
+  wall times never happen, repeated ones happen twice. Hourly is 23 fires on the
+  spring-forward day and 25 on the fall-back day: real elapsed time.
+
+Expressions have 5 fields (minute hour day-of-month month day-of-week) or 6, the sixth being
+seconds (croniter's order), or are one of the aliases in :data:`ALIASES`. Fire times are
+aware datetimes in the expression's zone, always on whole seconds.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import CroniterBadDateError, CroniterError, croniter
+
+from cronlab.exceptions import ConfigError
+
+ALIASES: dict[str, str] = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+SECOND = timedelta(seconds=1)
+DAY = timedelta(days=1)
+# A zone's offset is probed once a day: tzdata has no two transitions within a day.
+_HORIZON = timedelta(days=400)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cron:
+    """A validated cron expression bound to a time zone.
+
+    ``spec`` is the expression croniter walks (aliases expanded); ``fixed`` says which DST
+    rule applies (see the module docstring).
+    """
+
+    expr: str
+    tz: ZoneInfo
+    spec: str
+    fixed: bool
+
+
+def zone(name: str) -> ZoneInfo:
+    """The IANA zone ``name``; ConfigError naming it if it is unknown or malformed."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ConfigError(f"unknown time zone {name!r} (use an IANA name like 'Europe/Berlin')") from None
+
+
+@functools.lru_cache(maxsize=1024)
+def parse(expr: str, tz: str = "UTC") -> Cron:
+    """Validate ``expr`` and ``tz``; ConfigError naming the bad value otherwise.
+
+    An expression that can never fire (``0 0 30 2 *``) is rejected too.
+    """
+    spec = ALIASES.get(expr.strip().lower(), " ".join(expr.split()))
+    fields = spec.split(" ")
+    if len(fields) not in (5, 6):
+        raise ConfigError(
+            f"bad cron expression {expr!r}: expected 5 fields (6 with seconds) or one of "
+            f"{', '.join(ALIASES)}"
+        )
+    _check_fires(expr, spec)
+    return Cron(expr=expr, tz=zone(tz), spec=spec, fixed=_is_fixed(fields))
+
+
+def _check_fires(expr: str, spec: str) -> None:
+    try:
+        croniter(spec, datetime(2000, 1, 1)).get_next(datetime)
+    except CroniterBadDateError:
+        raise ConfigError(f"bad cron expression {expr!r}: it never fires") from None
+    except (CroniterError, ValueError, KeyError) as exc:
+        reason = str(exc).replace(f"[{spec}] ", "") or type(exc).__name__
+        raise ConfigError(f"bad cron expression {expr!r}: {reason}") from None
+
+
+def _is_fixed(fields: list[str]) -> bool:
+    # cronie's test is "does the field start with '*'"; a step like 0-59/5 is just as much a
+    # "run every so often" field, so any '*' or '/' in minute or hour makes it a wildcard.
+    return not any(ch in field for field in fields[:2] for ch in "*/")
+
+
+def next_after(cron: Cron, after: datetime) -> datetime:
+    """The first fire time strictly after the aware datetime ``after``, in ``cron.tz``."""
+    return next(fires_after(cron, after))
+
+
+def fires_after(cron: Cron, after: datetime) -> Iterator[datetime]:
+    """Every fire time strictly after the aware datetime ``after``, in order, without end."""
+    if after.tzinfo is None:
+        raise ConfigError(f"a time without a UTC offset is ambiguous: {after.isoformat()}")
+    start = after.astimezone(UTC).replace(microsecond=0)
+    # Fire times are whole seconds, so "after the floored second" is "after `after`".
+    walk = _fixed_fires if cron.fixed else _wildcard_fires
+    return (t.astimezone(cron.tz) for t in walk(cron, start))
+
+
+def _wildcard_fires(cron: Cron, start: datetime) -> Iterator[datetime]:
+    """Every instant after ``start`` whose wall clock matches, walked segment by segment.
+
+    Between two offset changes, wall time minus the offset is UTC: one croniter walk per
+    segment, stopped at the segment's end.
+    """
+    inclusive = False
+    while True:
+        offset = _offset(cron.tz, start)
+        change = next_change(cron.tz, start, start + _HORIZON)
+        end = change or start + _HORIZON
+        for wall in _walls(cron.spec, _wall(cron.tz, start), inclusive=inclusive):
+            instant = (wall - offset).replace(tzinfo=UTC)
+            if instant >= end:
+                break
+            yield instant
+        start, inclusive = end, True
+
+
+def _fixed_fires(cron: Cron, start: datetime) -> Iterator[datetime]:
+    """The first instant at which each matching wall time is reached, once per instant."""
+    last: datetime | None = None
+    for wall in _walls(cron.spec, _high_water(cron.tz, start), inclusive=False):
+        instant = first_reached(cron.tz, wall)
+        if instant != last:
+            yield instant
+        last = instant
+
+
+def _high_water(tz: ZoneInfo, at: datetime) -> datetime:
+    """The latest wall time already reached at ``at`` (after fall-back it is ahead of now)."""
+    wall = _wall(tz, at)
+    change = next_change(tz, at - DAY, at)
+    if change is None:
+        return wall
+    reached = (change + _offset(tz, at - DAY)).replace(tzinfo=None) - SECOND
+    return max(wall, reached)
+
+
+def first_reached(tz: ZoneInfo, wall: datetime) -> datetime:
+    """The first UTC instant at which the clock in ``tz`` shows ``wall`` or later.
+
+    That is the first occurrence of a repeated wall time, and the jump itself for a wall time
+    that spring-forward skips.
+    """
+    instant = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
+    if _wall(tz, instant) == wall:
+        return instant
+    # In a gap, fold=0 reads the wall time with the old offset (after the jump) and fold=1
+    # with the new one (before it), so the jump lies between the two.
+    before = wall.replace(tzinfo=tz, fold=1).astimezone(UTC)
+    change = next_change(tz, before, instant)
+    assert change is not None, "a skipped wall time lies in a gap"
+    return change
+
+
+def next_change(tz: ZoneInfo, start: datetime, limit: datetime) -> datetime | None:
+    """The first UTC instant in (start, limit] whose UTC offset differs from ``start``'s."""
+    offset = _offset(tz, start)
+    lo = start
+    while lo < limit:
+        hi = min(lo + DAY, limit)
+        if _offset(tz, hi) != offset:
+            return _bisect(tz, lo, hi, offset)
+        lo = hi
+    return None
+
+
+def _bisect(tz: ZoneInfo, lo: datetime, hi: datetime, offset: timedelta) -> datetime:
+    """Narrow (lo, hi] to the second at which the offset stops being ``offset``."""
+    lo, hi = lo.replace(microsecond=0), hi.replace(microsecond=0)
+    while hi - lo > SECOND:
+        mid = lo + (hi - lo) // 2
+        mid = mid.replace(microsecond=0)
+        if _offset(tz, mid) == offset:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def _walls(spec: str, start: datetime, *, inclusive: bool) -> Iterator[datetime]:
+    """Matching naive wall times after ``start`` (or at it, if ``inclusive``)."""
+    origin = start - SECOND if inclusive else start
+    return croniter(spec, origin).all_next(datetime)
+
+
+def _offset(tz: ZoneInfo, instant: datetime) -> timedelta:
+    offset = instant.astimezone(tz).utcoffset()
+    assert offset is not None
+    return offset
+
+
+def _wall(tz: ZoneInfo, instant: datetime) -> datetime:
+    return instant.astimezone(tz).replace(tzinfo=None)

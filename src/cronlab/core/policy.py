@@ -1,0 +1,154 @@
+"""Schedules and the pure decisions the scheduler takes about them.
+
+Everything here takes the time as integer epoch milliseconds and does no I/O. The engine
+calls :func:`next_fire` to materialise the next occurrence, :func:`plan_catchup` after a
+restart or failover, :func:`overlap_decision` when an occurrence comes due, and stores each
+occurrence under :func:`occurrence_key`, which its unique index turns into a no-op the second
+time: two schedulers (or an old leader) can never create one occurrence twice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, get_args
+
+from cronlab.core import cron
+from cronlab.exceptions import ConfigError
+
+Catchup = Literal["all", "latest", "none"]
+Overlap = Literal["allow", "skip"]
+Decision = Literal["run", "skip"]
+
+HOUR_MS = 3_600_000
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_KEY = re.compile(r"schedule:(?P<name>.+):(?P<fire>-?[0-9]+)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Schedule:
+    """A named recurring job: which handler runs, when, and what happens when things go wrong.
+
+    ``catchup`` says what to run for occurrences missed while no scheduler was up: ``all`` of
+    them (oldest first), the ``latest`` one, or ``none``; only occurrences at most
+    ``catchup_window_ms`` old are ever run. ``overlap="skip"`` skips (and the engine records
+    as skipped) an occurrence that comes due while the previous run is still running.
+    Construction validates every field and raises ConfigError naming the bad value.
+    """
+
+    name: str
+    cron: str
+    handler: str
+    tz: str = "UTC"
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    catchup: Catchup = "latest"
+    catchup_window_ms: int = HOUR_MS
+    overlap: Overlap = "skip"
+    paused: bool = False
+
+    def __post_init__(self) -> None:
+        _check_name("schedule name", self.name)
+        _check_name("handler name", self.handler)
+        cron.parse(self.cron, self.tz)
+        _check_choice("catchup", self.catchup, get_args(Catchup))
+        _check_choice("overlap", self.overlap, get_args(Overlap))
+        if not isinstance(self.catchup_window_ms, int) or self.catchup_window_ms < 0:
+            raise ConfigError(f"catchup window must be >= 0 ms, got {self.catchup_window_ms!r}")
+        _check_payload(self.payload)
+
+
+def _check_name(what: str, value: str) -> None:
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise ConfigError(
+            f"bad {what} {value!r}: use 1-100 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+
+
+def _check_choice(what: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"bad {what} {value!r}: choose one of {', '.join(choices)}")
+
+
+def _check_payload(payload: Mapping[str, Any]) -> None:
+    if not isinstance(payload, Mapping):
+        raise ConfigError(f"payload must be a JSON object, got {payload!r}")
+    try:
+        json.dumps(payload, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"payload is not plain JSON: {exc}") from None
+
+
+def next_fire(schedule: Schedule, after_ms: int) -> int:
+    """The schedule's first fire time strictly after ``after_ms`` (epoch ms, DST rules applied).
+
+    Pausing is the engine's business: this answers for the expression alone.
+    """
+    return next(fires(schedule, after_ms))
+
+
+def fires(schedule: Schedule, after_ms: int) -> Iterator[int]:
+    """Every fire time strictly after ``after_ms``, in epoch ms, in order, without end."""
+    parsed = cron.parse(schedule.cron, schedule.tz)
+    return (to_ms(t) for t in cron.fires_after(parsed, from_ms(after_ms)))
+
+
+def occurrences(schedule: Schedule, after_ms: int, until_ms: int) -> list[int]:
+    """Fire times in (after_ms, until_ms], oldest first."""
+    found = []
+    for fire_ms in fires(schedule, after_ms):
+        if fire_ms > until_ms:
+            break
+        found.append(fire_ms)
+    return found
+
+
+def plan_catchup(schedule: Schedule, last_fire_ms: int | None, now_ms: int) -> list[int]:
+    """The occurrences to run now, given the last one materialised and the time.
+
+    Due and missed occurrences are those in (last_fire_ms, now_ms]; only those at most
+    ``catchup_window_ms`` old (fire >= now - window) are candidates. ``all`` runs every
+    candidate once, oldest first; ``latest`` runs the newest candidate only; ``none`` runs
+    none (the schedule just continues with :func:`next_fire` of ``now_ms``). A schedule that
+    never fired (``last_fire_ms`` is None) has missed nothing.
+    """
+    if last_fire_ms is None or schedule.catchup == "none":
+        return []
+    start = max(last_fire_ms, now_ms - schedule.catchup_window_ms - 1)
+    due = occurrences(schedule, start, now_ms)
+    return due if schedule.catchup == "all" else due[-1:]
+
+
+def overlap_decision(schedule: Schedule, previous_running: bool) -> Decision:
+    """``skip`` if the previous run is still running and the schedule forbids overlap."""
+    return "skip" if previous_running and schedule.overlap == "skip" else "run"
+
+
+def occurrence_key(name: str, fire_ms: int) -> str:
+    """The idempotency key of the occurrence of schedule ``name`` at ``fire_ms``.
+
+    The store's unique index on it is what makes a second materialisation a no-op.
+    """
+    return f"schedule:{name}:{fire_ms}"
+
+
+def parse_occurrence_key(key: str) -> tuple[str, int]:
+    """The (schedule name, fire ms) of an occurrence key; ConfigError if it is not one."""
+    match = _KEY.fullmatch(key)
+    if match is None:
+        raise ConfigError(f"not a schedule occurrence key: {key!r}")
+    return match["name"], int(match["fire"])
+
+
+def to_ms(instant: datetime) -> int:
+    """Epoch milliseconds of an aware datetime (exact, no float rounding)."""
+    return (instant - EPOCH) // timedelta(milliseconds=1)
+
+
+def from_ms(ms: int) -> datetime:
+    """The aware UTC datetime of epoch milliseconds ``ms``."""
+    return EPOCH + timedelta(milliseconds=ms)

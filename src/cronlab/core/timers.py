@@ -1,0 +1,54 @@
+"""Durable timers: when a one-off delayed task is due, from ``--in 3d`` or ``--at ISO8601``.
+
+Pure parsing into integer epoch milliseconds; the engine writes the PENDING row.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from cronlab.core.policy import to_ms
+from cronlab.exceptions import ConfigError
+
+UNIT_MS = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1_000, "ms": 1}
+_PART = re.compile(r"([0-9]+)(ms|d|h|m|s)")
+_DELAY = re.compile(r"(?:[0-9]+(?:ms|d|h|m|s))+")
+
+
+def parse_delay(text: str) -> int:
+    """Milliseconds in a delay like ``3d``, ``2h``, ``90s``, ``15m``, ``250ms`` or ``1h30m``.
+
+    ConfigError naming the text if it is empty, has another unit, or is not positive.
+    """
+    compact = text.strip().lower()
+    if not _DELAY.fullmatch(compact):
+        raise ConfigError(f"bad delay {text!r}: use a number and a unit, e.g. 3d, 2h, 15m, 90s")
+    total = sum(int(n) * UNIT_MS[unit] for n, unit in _PART.findall(compact))
+    if total <= 0:
+        raise ConfigError(f"bad delay {text!r}: it must be positive")
+    return total
+
+
+def parse_at(text: str) -> int:
+    """Epoch ms of an ISO 8601 time with a UTC offset (``2026-11-01T09:00:00+01:00``, ``…Z``).
+
+    A time without an offset is refused: which zone it meant cannot be guessed.
+    """
+    try:
+        instant = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ConfigError(f"bad time {text!r}: expected ISO 8601, e.g. 2026-11-01T09:00:00Z") from None
+    if instant.tzinfo is None:
+        raise ConfigError(f"time {text!r} has no UTC offset: add one, e.g. Z or +01:00")
+    return to_ms(instant)
+
+
+def due_ms(*, now_ms: int, delay: str | None = None, at: str | None = None) -> int:
+    """When a timer given ``--in`` (``delay``) or ``--at`` is due; exactly one must be given.
+
+    A time in the past is due at once: the engine runs it on its next pass.
+    """
+    if (delay is None) == (at is None):
+        raise ConfigError("give exactly one of --in DELAY or --at TIME")
+    return now_ms + parse_delay(delay) if delay is not None else parse_at(at or "")
