@@ -55,7 +55,8 @@ def _after(text: str | None, parsed: cron.Cron) -> datetime:
     try:
         start = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ConfigError(f"bad --after {text!r}: expected ISO 8601, e.g. 2026-03-29T00:00") from None
+        message = f"bad --after {text!r}: expected ISO 8601, e.g. 2026-03-29T00:00"
+        raise ConfigError(message) from None
     return start if start.tzinfo is not None else start.replace(tzinfo=parsed.tz)
 
 

@@ -67,7 +67,8 @@ def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise ConfigError(f"unknown time zone {name!r} (use an IANA name like 'Europe/Berlin')") from None
+        message = f"unknown time zone {name!r} (use an IANA name like 'Europe/Berlin')"
+        raise ConfigError(message) from None
 
 
 @functools.lru_cache(maxsize=1024)

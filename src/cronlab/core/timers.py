@@ -38,7 +38,8 @@ def parse_at(text: str) -> int:
     try:
         instant = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ConfigError(f"bad time {text!r}: expected ISO 8601, e.g. 2026-11-01T09:00:00Z") from None
+        message = f"bad time {text!r}: expected ISO 8601, e.g. 2026-11-01T09:00:00Z"
+        raise ConfigError(message) from None
     if instant.tzinfo is None:
         raise ConfigError(f"time {text!r} has no UTC offset: add one, e.g. Z or +01:00")
     return to_ms(instant)
