@@ -120,9 +120,9 @@ def simulate_cmd(
     if as_json:
         click.echo(json.dumps(_json(ra, rb)))
     elif rb is None:
-        _print_one(Console(), ra)
+        _print_one(Console(soft_wrap=True), ra)
     else:
-        _print_compare(Console(), ra, rb, changes)
+        _print_compare(Console(soft_wrap=True), ra, rb, changes)
 
 
 def _changed(a: Scenario, changes: tuple[str, ...]) -> Scenario | None:

@@ -271,7 +271,7 @@ def _visit(
         t = heapq.heappop(times)
         if steps and t == steps[-1].t:
             continue
-        if _finished(cp, buckets, faults, fi) and t > queue.empty_at():
+        if steps and _finished(cp, buckets, faults, fi) and t > queue.empty_at():
             break
         step = _Step(t=t)
         while fi < len(faults) and faults[fi].at == t:

@@ -65,3 +65,29 @@ def _at(t: Ints, n: Ints, base: Ints, step: Ints, seconds: Ints, end: int) -> In
     seconds = np.minimum(seconds, max(end - 1, 0))
     i = np.clip(np.searchsorted(t, seconds, side="right") - 1, 0, None)
     return base[i] + step[i] * (seconds - t[i])
+
+
+@dataclass(frozen=True, kw_only=True)
+class PerSecond:
+    """The timeline expanded: one entry per simulated second (for short runs and tests)."""
+
+    dispatched: Ints
+    executed: Ints
+    duplicates: Ints
+    missed: Ints
+    backlog: Ints
+    leader: Ints
+
+
+def per_second(tl: Timeline) -> PerSecond:
+    """Expand every run; memory is O(simulated seconds)."""
+    n = _arr(tl.n)
+    offset = np.arange(tl.end, dtype=np.int64) - np.repeat(_arr(tl.t), n)
+    return PerSecond(
+        dispatched=np.repeat(_arr(tl.dispatched), n),
+        executed=np.repeat(_arr(tl.executed), n),
+        duplicates=np.repeat(_arr(tl.duplicates), n),
+        missed=np.repeat(_arr(tl.missed), n),
+        backlog=np.repeat(_arr(tl.backlog), n) + np.repeat(_arr(tl.backlog_step), n) * offset,
+        leader=np.repeat(_arr(tl.leader), n),
+    )
