@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
+LINTED := $(wildcard src tests bench examples)
 
 .PHONY: lab test check bench venv deps services clean
 
@@ -24,8 +25,8 @@ lab: $(STAMP)
 	$(BIN)/cronlab lab --host $(HOST) --port $(PORT)
 
 check: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
-	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy
 
 test: deps
