@@ -24,6 +24,8 @@ Overlap = Literal["allow", "skip"]
 Decision = Literal["run", "skip"]
 
 HOUR_MS = 3_600_000
+# Like Quartz's default misfireThreshold: a run this late is late, not missed.
+MISFIRE_THRESHOLD_MS = 60_000
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _KEY = re.compile(r"schedule:(?P<name>.+):(?P<fire>-?[0-9]+)")
@@ -108,19 +110,23 @@ def occurrences(schedule: Schedule, after_ms: int, until_ms: int) -> list[int]:
 
 
 def plan_catchup(schedule: Schedule, last_fire_ms: int | None, now_ms: int) -> list[int]:
-    """The occurrences to run now, given the last one materialised and the time.
+    """The fire times to materialise and run now, oldest first.
 
-    Due and missed occurrences are those in (last_fire_ms, now_ms]; only those at most
-    ``catchup_window_ms`` old (fire >= now - window) are candidates. ``all`` runs every
-    candidate once, oldest first; ``latest`` runs the newest candidate only; ``none`` runs
-    none (the schedule just continues with :func:`next_fire` of ``now_ms``). A schedule that
-    never fired (``last_fire_ms`` is None) has missed nothing.
+    ``last_fire_ms`` is the newest fire time already materialised (or planned through); the
+    candidates are the fire times in (last_fire_ms, now_ms] at most ``catchup_window_ms``
+    old. A candidate at most ``min(MISFIRE_THRESHOLD_MS, catchup_window_ms)`` late is *on
+    time* and always runs; older ones were *missed*: ``all`` runs every missed one, ``latest``
+    runs only the newest missed one (one run for all of them), ``none`` runs none. A schedule
+    that never fired (``last_fire_ms`` is None) has missed nothing.
     """
-    if last_fire_ms is None or schedule.catchup == "none":
+    if last_fire_ms is None:
         return []
-    start = max(last_fire_ms, now_ms - schedule.catchup_window_ms - 1)
-    due = occurrences(schedule, start, now_ms)
-    return due if schedule.catchup == "all" else due[-1:]
+    window = schedule.catchup_window_ms
+    due = occurrences(schedule, max(last_fire_ms, now_ms - window - 1), now_ms)
+    on_time_from = now_ms - min(MISFIRE_THRESHOLD_MS, window)
+    missed = [fire for fire in due if fire < on_time_from]
+    kept = {"all": missed, "latest": missed[-1:], "none": []}[schedule.catchup]
+    return kept + due[len(missed) :]
 
 
 def overlap_decision(schedule: Schedule, previous_running: bool) -> Decision:
