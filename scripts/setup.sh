@@ -30,3 +30,13 @@ fi
 
 command -v chromium >/dev/null || apt_install chromium
 command -v etcd >/dev/null || apt_install etcd-server
+
+# Servers the distributed backends' tests talk to, all on loopback.
+if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
+fi
+if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+    --dir /var/lib/redis --logfile /var/log/redis/ci.log || true
+fi
+bash scripts/etcd.sh start
