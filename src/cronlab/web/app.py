@@ -1,0 +1,262 @@
+"""The lab's web app: the page, the model API, live mode, metrics and the OpenAPI document.
+
+``create_app(LabConfig(...))`` returns a Starlette app; ``cronlab lab`` serves it with uvicorn.
+Mutating live endpoints (start, stop, chaos) are guarded: allowed when the server is bound to
+loopback with no token configured, otherwise only with the token (``X-Cronlab-Token`` header or
+``Authorization: Bearer``). On loopback the Host header must be a loopback name, so a web page
+elsewhere cannot reach the API through DNS rebinding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import (
+    FileResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from cronlab.core import params
+from cronlab.core.model import simulate
+from cronlab.exceptions import ConfigError, ConflictError, NotFoundError
+from cronlab.web import metrics, openapi, query
+from cronlab.web.live import Live, LiveConfig
+
+STATIC = Path(__file__).parent / "static"
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LabConfig:
+    """Where the lab listens and the token that unlocks live endpoints off loopback."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    token: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.loopback and not self.token:
+            raise ConfigError(f"--host {self.host} is not loopback: give --token to expose the lab")
+
+    @property
+    def loopback(self) -> bool:
+        """True when only this machine can connect."""
+        return is_loopback(self.host)
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost``, 127.0.0.0/8 or ::1."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def create_app(config: LabConfig | None = None, live: Live | None = None) -> Starlette:
+    """The lab app; ``live`` is injectable so tests can point it at another engine command."""
+    cfg = config or LabConfig()
+    lab = _Lab(cfg, live or Live())
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        yield
+        await asyncio.to_thread(lab.live.close)
+
+    middleware = []
+    if cfg.loopback:
+        hosts = list(LOOPBACK_NAMES)
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=hosts))
+    app = Starlette(routes=lab.routes(), middleware=middleware, lifespan=lifespan)
+    app.state.lab = lab
+    return app
+
+
+class _Lab:
+    """The handlers, bound to one configuration and one live run."""
+
+    def __init__(self, cfg: LabConfig, live: Live) -> None:
+        self.cfg = cfg
+        self.live = live
+
+    def routes(self) -> list[Route | Mount]:
+        return [
+            Route("/", self.page),
+            Route("/api/simulate", self.simulate),
+            Route("/api/live", self.live_snapshot),
+            Route("/api/live/start", self.guarded(self.live_start), methods=["POST"]),
+            Route("/api/live/stop", self.guarded(self.live_stop), methods=["POST"]),
+            Route("/api/live/chaos", self.guarded(self.live_chaos), methods=["POST"]),
+            Route("/api/live/events", self.live_events),
+            Route("/metrics", self.metrics),
+            Route("/openapi.json", self.openapi),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ]
+
+    async def page(self, _: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers=_PAGE_HEADERS)
+
+    async def simulate(self, request: Request) -> Response:
+        try:
+            parsed = query.parse(list(request.query_params.multi_items()))
+        except query.ParamError as exc:
+            return problem(422, str(exc), exc.field)
+        return JSONResponse(run_model(parsed))
+
+    async def openapi(self, _: Request) -> Response:
+        return JSONResponse(openapi.document())
+
+    async def metrics(self, _: Request) -> Response:
+        text = metrics.render(self.live.snapshot())
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+    async def live_snapshot(self, _: Request) -> Response:
+        return JSONResponse(await asyncio.to_thread(self.live.snapshot))
+
+    async def live_start(self, request: Request) -> Response:
+        body = await _body(request)
+        try:
+            cfg = live_config(body)
+        except query.ParamError as exc:
+            return problem(422, str(exc), exc.field)
+        return JSONResponse(await asyncio.to_thread(self.live.start, cfg), status_code=201)
+
+    async def live_stop(self, _: Request) -> Response:
+        return JSONResponse(await asyncio.to_thread(self.live.stop))
+
+    async def live_chaos(self, request: Request) -> Response:
+        body = await _body(request)
+        seconds = body.get("for", 15)
+        if not isinstance(seconds, int) or not 1 <= seconds <= 600:
+            return problem(422, f"for must be 1..600 seconds, got {seconds!r}", "for")
+        action = str(body.get("action", ""))
+        if action not in ("crash-leader", "pause-leader"):
+            return problem(
+                422, f"unknown action {action!r} (crash-leader or pause-leader)", "action"
+            )
+        return JSONResponse(await asyncio.to_thread(self.live.chaos, action, seconds))
+
+    async def live_events(self, request: Request) -> Response:
+        return StreamingResponse(
+            self._events(request),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store"},
+        )
+
+    async def _events(self, request: Request) -> AsyncIterator[str]:
+        """A ``snapshot`` event whenever the run changes; ``end`` once no run is going."""
+        seen = -1
+        while not await request.is_disconnected():
+            if self.live.version != seen:
+                seen = self.live.version
+                snap = await asyncio.to_thread(self.live.snapshot)
+                yield f"event: snapshot\ndata: {json.dumps(snap)}\n\n"
+                if not snap["running"]:
+                    yield "event: end\ndata: {}\n\n"
+                    return
+            await asyncio.sleep(0.25)
+
+    def guarded(self, handler: Handler) -> Handler:
+        """Wrap a live handler: the token rule, and engine errors as 404/409/422 JSON."""
+
+        async def wrapped(request: Request) -> Response:
+            if not self.allowed(request):
+                return problem(403, "live endpoints need the lab's token off loopback", "token")
+            try:
+                return await handler(request)
+            except ConflictError as exc:
+                return problem(409, str(exc), "live")
+            except NotFoundError as exc:
+                return problem(404, str(exc), "live")
+            except ConfigError as exc:
+                return problem(422, str(exc), getattr(exc, "field", "live"))
+
+        return wrapped
+
+    def allowed(self, request: Request) -> bool:
+        """Loopback with no token configured, or the right token on the request."""
+        if self.cfg.token is None:
+            return self.cfg.loopback
+        given = request.headers.get("x-cronlab-token", "")
+        bearer = request.headers.get("authorization", "")
+        if bearer.lower().startswith("bearer "):
+            given = given or bearer[7:]
+        return hmac.compare_digest(given.encode(), self.cfg.token.encode())
+
+
+_PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data: blob:; "
+    "style-src 'self' 'unsafe-inline'; script-src 'self'; connect-src 'self'",
+    "Cache-Control": "no-store",
+}
+
+
+def run_model(parsed: query.Request) -> dict[str, Any]:
+    """``result_dict`` for the scenario; with changes, ``compare`` holds B and the difference."""
+    a = simulate(parsed.scenario)
+    data = params.result_dict(a, minutes=True)
+    if parsed.changes:
+        scenario_b = parsed.scenario
+        for key, value in parsed.changes:
+            scenario_b = params.change(scenario_b, key, value)
+        b = simulate(scenario_b)
+        data["compare"] = {
+            "changes": [f"{k}={v}" for k, v in parsed.changes],
+            "b": {
+                "scenario": params.scenario_dict(b.scenario),
+                "totals": params.totals_dict(b.totals),
+                "sentence": params.sentence(b.scenario),
+            },
+            "diff": params.diff(a.totals, b.totals),
+        }
+    return data
+
+
+def live_config(body: dict[str, Any]) -> LiveConfig:
+    """LiveConfig from the page's JSON body; ParamError names a bad or unknown field."""
+    fields = {"replicas", "workers", "election", "timers", "ttl", "count", "drain_s", "lead_s"}
+    for name, value in body.items():
+        if name not in fields:
+            raise query.ParamError(name, f"unknown field {name!r}")
+        wanted = str if name in ("election", "timers") else int
+        if not isinstance(value, wanted) or isinstance(value, bool):
+            raise query.ParamError(name, f"{name} must be {wanted.__name__}, got {value!r}")
+    knobs = {("lease_ttl" if k == "ttl" else k): v for k, v in body.items()}
+    return LiveConfig(**knobs)
+
+
+def problem(status: int, message: str, field: str) -> JSONResponse:
+    """The API's error body: ``{"error": message, "field": name}``."""
+    return JSONResponse({"error": message, "field": field}, status_code=status)
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError:
+        raise query.ParamError("body", "request body must be a JSON object") from None
+    if not isinstance(data, dict):
+        raise query.ParamError("body", "request body must be a JSON object")
+    return data

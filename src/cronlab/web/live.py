@@ -1,0 +1,336 @@
+"""Live mode: the real engine, driven only through its documented CLI, one run at a time.
+
+A run lives in a fresh temporary folder holding one SQLite store. It seeds the invoice
+workload (``cronlab invoices seed``), starts ``cronlab cluster`` in its own session so a stop
+can signal every process it spawned, and polls ``cronlab status --json`` and ``cronlab report
+--json`` into a snapshot the page streams. Nothing here imports the engine: the contract is
+the command line (issue 3), so the engine can change inside without breaking the lab.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from cronlab.core import params
+from cronlab.core.model import simulate
+from cronlab.exceptions import ConfigError, ConflictError, NotFoundError
+from cronlab.web.query import ParamError
+
+CRONLAB: tuple[str, ...] = (sys.executable, "-m", "cronlab")
+POLL_S = 1.0
+COMMAND_TIMEOUT_S = 30.0
+STOP_GRACE_S = 8.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class LiveConfig:
+    """What the page asks for; the worker rate is derived so the drain takes ``drain_s``."""
+
+    replicas: int = 3
+    workers: int = 5
+    election: str = "lease"
+    timers: str = "durable"
+    lease_ttl: int = 10
+    count: int = 20_000
+    drain_s: int = 60
+    lead_s: int = 8
+
+    def __post_init__(self) -> None:
+        _check(1 <= self.replicas <= 7, "replicas", f"1..7, got {self.replicas}")
+        _check(1 <= self.workers <= 16, "workers", f"1..16, got {self.workers}")
+        _check(self.election in ("lease", "off"), "election", f"lease or off, {self.election!r}")
+        _check(
+            self.timers in ("durable", "in-memory"),
+            "timers",
+            f"durable or in-memory, {self.timers!r}",
+        )
+        _check(1 <= self.lease_ttl <= 120, "ttl", f"1..120 s, got {self.lease_ttl}")
+        _check(1 <= self.count <= 1_000_000, "count", f"1..1,000,000, got {self.count}")
+        _check(5 <= self.drain_s <= 3600, "drain_s", f"5..3600 s, got {self.drain_s}")
+        _check(2 <= self.lead_s <= 120, "lead_s", f"2..120 s, got {self.lead_s}")
+
+    @property
+    def worker_rate(self) -> int:
+        """Tasks per second per pod so that ``count`` drains in about ``drain_s`` seconds."""
+        return max(1, math.ceil(self.count / (self.workers * self.drain_s)))
+
+
+def commands(cfg: LiveConfig, store: str) -> dict[str, list[str]]:
+    """The engine commands one run uses (issue 3's operator contract), by role."""
+    return {
+        "seed": [
+            *CRONLAB,
+            "invoices",
+            "seed",
+            "--store",
+            store,
+            "--count",
+            str(cfg.count),
+            "--at",
+            f"+{cfg.lead_s}",
+        ],
+        "cluster": [
+            *CRONLAB,
+            "cluster",
+            "--store",
+            store,
+            "--replicas",
+            str(cfg.replicas),
+            "--workers",
+            str(cfg.workers),
+            "--election",
+            cfg.election,
+            "--timers",
+            cfg.timers,
+            "--lease-ttl",
+            str(cfg.lease_ttl),
+            "--worker-rate",
+            str(cfg.worker_rate),
+        ],
+        "status": [*CRONLAB, "status", "--store", store, "--json"],
+        "report": [*CRONLAB, "report", "--store", store, "--json"],
+    }
+
+
+def prediction(cfg: LiveConfig, crashes: Sequence[int]) -> dict[str, Any]:
+    """The model's totals for the live scenario, with the crashes sent so far."""
+    scenario = params.build_scenario(
+        tasks=cfg.count,
+        replicas=cfg.replicas,
+        workers=cfg.workers,
+        rate=cfg.worker_rate,
+        election=cfg.election,
+        durable=cfg.timers == "durable",
+        lease_ttl=cfg.lease_ttl,
+        crashes=[f"leader@{max(0, t)}" for t in crashes],
+    )
+    result = simulate(scenario)
+    return {"totals": params.totals_dict(result.totals), "sentence": params.sentence(scenario)}
+
+
+@dataclass(kw_only=True)
+class Run:
+    """One live run's processes, folder and what has been measured so far."""
+
+    cfg: LiveConfig
+    folder: str
+    store: str
+    cluster: subprocess.Popen[bytes]
+    due_at: float
+    crashes: list[int] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    status: dict[str, Any] = field(default_factory=dict)
+    report: dict[str, Any] = field(default_factory=dict)
+    exit_code: int | None = None
+
+    def note(self, kind: str, text: str) -> None:
+        self.events.append({"t": round(time.time() - self.due_at, 1), "kind": kind, "text": text})
+
+
+class Live:
+    """The lab's single live run. Thread-safe; ``version`` bumps on every change (for SSE)."""
+
+    def __init__(self, cronlab: Sequence[str] = CRONLAB, poll_s: float = POLL_S) -> None:
+        self._cronlab = tuple(cronlab)
+        self._poll_s = poll_s
+        self._lock = threading.Lock()
+        self._run: Run | None = None
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
+        self.version = 0
+
+    @property
+    def running(self) -> bool:
+        return self._run is not None
+
+    def start(self, cfg: LiveConfig) -> dict[str, Any]:
+        """Seed and start a cluster; ConflictError while another run is going."""
+        with self._lock:
+            if self._run is not None:
+                raise ConflictError("a live run is already going: stop it first (one at a time)")
+            self._run = self._launch(cfg)
+            self._stop.clear()
+            self._poller = threading.Thread(target=self._poll, name="cronlab-live", daemon=True)
+            self._poller.start()
+            self.version += 1
+        return self.snapshot()
+
+    def stop(self) -> dict[str, Any]:
+        """Kill every process of the run and remove its folder; NotFoundError when idle."""
+        with self._lock:
+            run, self._run = self._run, None
+            if run is None:
+                raise NotFoundError("no live run to stop")
+            self._stop.set()
+        _terminate(run.cluster)
+        shutil.rmtree(run.folder, ignore_errors=True)
+        if self._poller is not None:
+            self._poller.join(timeout=COMMAND_TIMEOUT_S)
+        self.version += 1
+        return {"stopped": True, "folder_removed": not os.path.exists(run.folder)}
+
+    def close(self) -> None:
+        """Stop the run if there is one (server shutdown)."""
+        with contextlib.suppress(NotFoundError):
+            self.stop()
+
+    def chaos(self, action: str, seconds: int) -> dict[str, Any]:
+        """``crash-leader`` or ``pause-leader`` through ``cronlab chaos``: real signals."""
+        run = self._current()
+        if action not in ("crash-leader", "pause-leader"):
+            raise ConfigError(f"unknown chaos action {action!r} (crash-leader or pause-leader)")
+        argv = [*self._cronlab, "chaos", action, "--store", run.store]
+        if action == "pause-leader":
+            argv += ["--for", str(seconds)]
+        done = _run_cmd(argv)
+        offset = round(time.time() - run.due_at)
+        if done.returncode != 0:
+            run.note("error", f"{action} failed: {_line(done.stderr) or done.returncode}")
+        else:
+            if action == "crash-leader" or seconds >= run.cfg.lease_ttl:
+                run.crashes.append(offset)
+            run.note("chaos", f"{action}: {_line(done.stdout) or 'signal sent'}")
+        self.version += 1
+        return {"ok": done.returncode == 0, "stdout": done.stdout, "stderr": done.stderr}
+
+    def snapshot(self) -> dict[str, Any]:
+        """Plain data for the page: config, measured report and status, model prediction."""
+        run = self._run
+        if run is None:
+            return {"running": False, "version": self.version}
+        return {
+            "running": True,
+            "version": self.version,
+            "config": {**asdict(run.cfg), "worker_rate": run.cfg.worker_rate},
+            "t": round(time.time() - run.due_at, 1),
+            "status": run.status,
+            "report": run.report,
+            "prediction": prediction(run.cfg, run.crashes),
+            "events": list(run.events[-200:]),
+            "cluster_exit": run.exit_code,
+        }
+
+    def _current(self) -> Run:
+        run = self._run
+        if run is None:
+            raise NotFoundError("no live run: start one first")
+        return run
+
+    def _launch(self, cfg: LiveConfig) -> Run:
+        folder = tempfile.mkdtemp(prefix="cronlab-live-")
+        store = f"sqlite:///{os.path.join(folder, 'lab.db')}"
+        cmds = {k: [*self._cronlab, *v[len(CRONLAB) :]] for k, v in commands(cfg, store).items()}
+        seeded = _run_cmd(cmds["seed"])
+        if seeded.returncode != 0:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise ConfigError(f"seeding failed: {_line(seeded.stderr) or seeded.returncode}")
+        due_at = time.time() + cfg.lead_s
+        log = open(os.path.join(folder, "cluster.log"), "wb")  # noqa: SIM115 - lives with the run
+        cluster = subprocess.Popen(
+            cmds["cluster"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        run = Run(cfg=cfg, folder=folder, store=store, cluster=cluster, due_at=due_at)
+        run.note(
+            "start",
+            f"seeded {cfg.count:,} invoices due in {cfg.lead_s} s; "
+            f"cluster pid {cluster.pid}: {cfg.replicas} replicas, {cfg.workers} workers × "
+            f"{cfg.worker_rate}/s",
+        )
+        return run
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self._poll_s):
+            run = self._run
+            if run is None:
+                return
+            self._refresh(run)
+
+    def _refresh(self, run: Run) -> None:
+        status = _json_cmd([*self._cronlab, "status", "--store", run.store, "--json"])
+        report = _json_cmd([*self._cronlab, "report", "--store", run.store, "--json"])
+        if self._stop.is_set():
+            return
+        if status is not None:
+            _note_leader(run, run.status, status)
+            run.status = status
+        if report is not None:
+            run.report = report
+        if run.exit_code is None and run.cluster.poll() is not None:
+            run.exit_code = run.cluster.returncode
+            run.note("exit", f"cluster exited with code {run.exit_code}")
+        self.version += 1
+
+
+def _note_leader(run: Run, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """Log a lease acquisition when the leader or its epoch changes between two polls."""
+    before, after = _leader(old), _leader(new)
+    if after != before and after[1] is not None:
+        replica, epoch = after
+        who = "no replica" if replica is None else f"replica {replica}"
+        run.note("acquire", f"{who} holds the lease (epoch {epoch})")
+
+
+def _leader(status: dict[str, Any]) -> tuple[Any, Any]:
+    leader = status.get("leader") or {}
+    if not isinstance(leader, dict):
+        return (leader, None)
+    return (leader.get("replica"), leader.get("epoch"))
+
+
+def _run_cmd(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(argv, 124, "", f"timed out after {COMMAND_TIMEOUT_S} s")
+
+
+def _json_cmd(argv: list[str]) -> dict[str, Any] | None:
+    done = _run_cmd(argv)
+    if done.returncode != 0:
+        return None
+    try:
+        data = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _terminate(proc: subprocess.Popen[bytes]) -> None:
+    """SIGCONT (a paused leader cannot die politely), SIGTERM, then SIGKILL the whole session."""
+    for sig in (signal.SIGCONT, signal.SIGTERM):
+        _signal_group(proc.pid, sig)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=STOP_GRACE_S)
+    _signal_group(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=STOP_GRACE_S)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    # The cluster leads its own session: the group holds every replica and worker it spawned.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def _check(ok: bool, name: str, expected: str) -> None:
+    if not ok:
+        raise ParamError(name, f"live {name} must be {expected}")

@@ -1,0 +1,137 @@
+"""The lab's scenario from a URL query string: the page, its shared links and the API agree.
+
+A query names each knob once (``crash``, ``bucket`` and ``compare`` may repeat). Every bad value
+raises :class:`ParamError`, which names the field so the API can answer 422 with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
+
+from cronlab.core import params, workload
+from cronlab.core.model import Scenario
+from cronlab.exceptions import ConfigError
+
+#: Bounds keep one request cheap: the model's cost grows with buckets and faults, not tasks.
+INT_BOUNDS: dict[str, tuple[str, int, int]] = {
+    "tasks": ("tasks", 0, 10**12),
+    "minutes": ("minutes", 1, 1440),
+    "replicas": ("replicas", 1, 32),
+    "workers": ("workers", 1, 100_000),
+    "rate": ("rate", 1, 10**8),
+    "ttl": ("lease_ttl", 1, 86_400),
+}
+ALIASES = {"lease-ttl": "ttl", "lease_ttl": "ttl", "restart_after": "restart-after"}
+T = TypeVar("T")
+REPEATABLE = {"crash": 20, "bucket": 1440, "compare": 4}
+SINGLE = {*INT_BOUNDS, "preset", "election", "timers", "restart-after", "token"}
+
+
+class ParamError(ConfigError):
+    """A query parameter is missing its meaning: ``field`` names it, the message says why."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    """A parsed query: the scenario and the ``compare`` changes (key, value) in order."""
+
+    scenario: Scenario
+    changes: tuple[tuple[str, str], ...]
+
+
+def parse(items: list[tuple[str, str]]) -> Request:
+    """Build the scenario from query ``items`` (pairs, as the URL lists them)."""
+    grouped = _group(items)
+    knobs: dict[str, Any] = {}
+    for name in INT_BOUNDS:
+        if name in grouped:
+            field, low, high = INT_BOUNDS[name]
+            knobs[field] = _bounded(name, grouped[name][0], low, high)
+    scenario = _guard("scenario", lambda: _build(grouped, knobs))
+    return Request(scenario=scenario, changes=_changes(scenario, _all(grouped, "compare")))
+
+
+def _changes(scenario: Scenario, texts: list[str]) -> tuple[tuple[str, str], ...]:
+    """Parse each ``KEY=VALUE`` and check that applying them in order gives a valid B."""
+    changes = tuple(_guard("compare", partial(params.parse_change, t)) for t in texts)
+    b = scenario
+    for key, value in changes:
+        b = _guard("compare", partial(params.change, b, key, value))
+    return changes
+
+
+def _group(items: list[tuple[str, str]]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for raw, value in items:
+        name = ALIASES.get(raw, raw)
+        if name not in SINGLE and name not in REPEATABLE:
+            raise ParamError(raw, f"unknown parameter {raw!r}")
+        grouped.setdefault(name, []).append(value)
+    for name, values in grouped.items():
+        limit = REPEATABLE.get(name, 1)
+        if len(values) > limit:
+            raise ParamError(name, f"{name} given {len(values)} times (at most {limit})")
+    return grouped
+
+
+def _build(grouped: dict[str, list[str]], knobs: dict[str, Any]) -> Scenario:
+    preset = _one(grouped, "preset", "midnight")
+    if preset not in workload.PRESETS:
+        raise ParamError("preset", f"unknown preset {preset!r} ({', '.join(workload.PRESETS)})")
+    election = _one(grouped, "election", "lease")
+    if election not in ("lease", "off"):
+        raise ParamError("election", f"unknown election {election!r} (choose lease or off)")
+    durable = _guard("timers", lambda: params.parse_timers(_one(grouped, "timers", "durable")))
+    restart = _one(grouped, "restart-after", "300")
+    _guard("restart-after", lambda: params.parse_restart_after(restart))
+    buckets = _all(grouped, "bucket")
+    _guard("bucket", lambda: [workload.parse_bucket(b) for b in buckets])
+    crashes = _all(grouped, "crash")
+    _guard("crash", lambda: [params.parse_fault(c) for c in crashes])
+    return _guard(
+        "crash" if crashes else "scenario",
+        lambda: params.build_scenario(
+            preset=preset,
+            buckets=buckets,
+            crashes=crashes,
+            restart_after=restart,
+            election=election,
+            durable=durable,
+            **knobs,
+        ),
+    )
+
+
+def _bounded(name: str, text: str, low: int, high: int) -> int:
+    try:
+        value = int(text.strip().replace("_", "").replace(",", ""))
+    except ValueError:
+        raise ParamError(name, f"{name} must be a whole number, got {text!r}") from None
+    if not low <= value <= high:
+        raise ParamError(name, f"{name} must be between {low:,} and {high:,}, got {value:,}")
+    return value
+
+
+def _one(grouped: dict[str, list[str]], name: str, default: str) -> str:
+    return grouped.get(name, [default])[0].strip()
+
+
+def _all(grouped: dict[str, list[str]], name: str) -> list[str]:
+    return [v for v in grouped.get(name, []) if v.strip()]
+
+
+def _guard(field: str, build: Callable[[], T]) -> T:
+    """Run ``build``; a ConfigError becomes a ParamError naming ``field``."""
+    try:
+        return build()
+    except ParamError:
+        raise
+    except ConfigError as exc:
+        raise ParamError(field, str(exc)) from None

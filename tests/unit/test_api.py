@@ -1,0 +1,194 @@
+"""The lab's HTTP API through Starlette's TestClient: the model's numbers, 422s, OpenAPI, tokens."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+from starlette.exceptions import StarletteDeprecationWarning
+from starlette.routing import Mount, Route
+
+with warnings.catch_warnings():
+    # Starlette 1.x nudges towards httpx2; the dev extra installs httpx, which still works.
+    warnings.simplefilter("ignore", StarletteDeprecationWarning)
+    from starlette.testclient import TestClient
+
+from cronlab.core import params
+from cronlab.core.model import simulate
+from cronlab.exceptions import ConfigError
+from cronlab.web.app import LabConfig, create_app, is_loopback
+
+LOOPBACK = "http://127.0.0.1"
+
+
+@pytest.fixture
+def client() -> TestClient:
+    return TestClient(create_app(LabConfig()), base_url=LOOPBACK)
+
+
+def totals(client: TestClient, query: str) -> dict[str, Any]:
+    res = client.get(f"/api/simulate?{query}")
+    assert res.status_code == 200, res.text
+    body: dict[str, Any] = res.json()
+    return body["totals"]  # type: ignore[no-any-return]
+
+
+def test_default_scenario_equals_the_model(client: TestClient) -> None:
+    expected = params.totals_dict(simulate(params.build_scenario()).totals)
+    assert totals(client, "") == expected
+    assert expected["drain_time_s"] == 1000
+
+
+def test_election_off_duplicates_two_million(client: TestClient) -> None:
+    assert totals(client, "election=off")["duplicates"] == 2_000_000
+
+
+def test_crash_leader_durable_loses_nothing_and_takes_over_in_ttl(client: TestClient) -> None:
+    t = totals(client, "crash=leader@0")
+    assert (t["missed"], t["takeover_delays_s"], t["drain_time_s"]) == (0, [10], 1010)
+
+
+def test_crash_leader_in_memory_misses_the_million(client: TestClient) -> None:
+    assert totals(client, "crash=leader@0&timers=in-memory")["missed"] == 1_000_000
+
+
+def test_result_has_the_pages_fields(client: TestClient) -> None:
+    body = client.get("/api/simulate?preset=spread&tasks=600&minutes=6&ttl=4").json()
+    assert set(body) >= {"scenario", "totals", "timeline", "log", "sentence", "per_minute"}
+    assert body["scenario"]["lease_ttl"] == 4
+    assert body["per_minute"]["dispatched"][:6] == [100] * 6
+    assert body["sentence"].startswith("leader holds lease; crash costs ~4s")
+
+
+def test_repeated_crashes_and_aliases(client: TestClient) -> None:
+    query = "crash=leader@0&crash=replica:1@5&lease-ttl=20&restart-after=never"
+    expected = simulate(
+        params.build_scenario(crashes=["leader@0", "replica:1@5"], lease_ttl=20, restart_after=None)
+    ).totals
+    assert totals(client, query) == params.totals_dict(expected)
+
+
+def test_compare_returns_b_and_the_difference(client: TestClient) -> None:
+    body = client.get("/api/simulate?compare=election=off").json()
+    assert body["compare"]["changes"] == ["election=off"]
+    assert body["compare"]["b"]["totals"]["duplicates"] == 2_000_000
+    assert body["compare"]["diff"]["duplicates"] == 2_000_000
+    assert body["compare"]["diff"]["drain_time_s"] == 3000 - 1000
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("replicas=0", "replicas"),
+        ("replicas=three", "replicas"),
+        ("workers=-1", "workers"),
+        ("minutes=100000", "minutes"),
+        ("preset=noon", "preset"),
+        ("election=maybe", "election"),
+        ("timers=disk", "timers"),
+        ("crash=leader", "crash"),
+        ("crash=replica:7@0", "crash"),
+        ("bucket=zero", "bucket"),
+        ("restart-after=soon", "restart-after"),
+        ("compare=election", "compare"),
+        ("compare=colour=red", "compare"),
+        ("compare=replicas=0", "compare"),
+        ("bogus=1", "bogus"),
+        ("replicas=3&replicas=4", "replicas"),
+    ],
+)
+def test_bad_parameters_are_422_naming_the_field(
+    client: TestClient, query: str, field: str
+) -> None:
+    res = client.get(f"/api/simulate?{query}")
+    assert res.status_code == 422
+    assert res.json()["field"] == field
+    assert res.json()["error"]
+
+
+def test_every_route_is_in_openapi(client: TestClient) -> None:
+    doc = client.get("/openapi.json").json()
+    assert doc["openapi"].startswith("3.")
+    app = client.app
+    for route in app.routes:  # type: ignore[attr-defined]
+        assert isinstance(route, Route | Mount)
+        path = route.path + "/{path}" if isinstance(route, Mount) else route.path
+        assert path in doc["paths"], path
+        if isinstance(route, Route) and route.methods:
+            methods = {m.lower() for m in route.methods} - {"head"}
+            assert methods <= set(doc["paths"][path]), (path, methods)
+
+
+def test_openapi_lists_every_query_parameter(client: TestClient) -> None:
+    from cronlab.web import query
+
+    doc = client.get("/openapi.json").json()
+    names = {p["name"] for p in doc["paths"]["/api/simulate"]["get"]["parameters"]}
+    assert names == (query.SINGLE | set(query.REPEATABLE)) - {"token"}
+
+
+def test_page_and_static_assets_are_served_locally(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200
+    assert "Cron at Scale: Leader Election &amp; Worker Dispatch" in page.text
+    assert "http" not in page.text.split("<body>")[0].replace('name="viewport"', "")
+    for asset in ("/static/lab.js", "/static/lab.css", "/static/vendor/uPlot.iife.min.js"):
+        assert client.get(asset).status_code == 200, asset
+
+
+def test_metrics_without_a_run(client: TestClient) -> None:
+    res = client.get("/metrics")
+    assert res.status_code == 200
+    assert res.headers["content-type"].startswith("text/plain")
+    assert "cronlab_live_running 0" in res.text
+
+
+def test_foreign_host_header_is_refused_on_loopback(client: TestClient) -> None:
+    res = client.get("/api/simulate", headers={"host": "attacker.example"})
+    assert res.status_code == 400
+
+
+def test_live_endpoints_allowed_on_loopback_without_token(client: TestClient) -> None:
+    res = client.post("/api/live/stop")
+    assert res.status_code == 404
+    assert res.json()["field"] == "live"
+
+
+def test_off_loopback_needs_a_token() -> None:
+    with pytest.raises(ConfigError, match=r"0\.0\.0\.0 is not loopback"):
+        LabConfig(host="0.0.0.0")
+    assert not is_loopback("0.0.0.0") and is_loopback("::1") and is_loopback("127.0.0.2")
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "127.0.0.1"])
+def test_with_a_token_live_endpoints_need_it(host: str) -> None:
+    client = TestClient(create_app(LabConfig(host=host, token="s3cret")), base_url=LOOPBACK)
+    for headers in ({}, {"x-cronlab-token": "wrong"}, {"authorization": "Bearer nope"}):
+        for path in ("/api/live/start", "/api/live/stop", "/api/live/chaos"):
+            assert client.post(path, headers=headers).status_code == 403, (path, headers)
+    ok = client.post("/api/live/stop", headers={"x-cronlab-token": "s3cret"})
+    assert ok.status_code == 404
+    bearer = client.post("/api/live/stop", headers={"authorization": "Bearer s3cret"})
+    assert bearer.status_code == 404
+    assert client.get("/api/simulate?election=off").status_code == 200
+
+
+def test_live_start_validates_fields(client: TestClient) -> None:
+    for body, field in (
+        ({"replicas": 0}, "replicas"),
+        ({"count": "many"}, "count"),
+        ({"colour": "red"}, "colour"),
+        ({"election": "maybe"}, "election"),
+    ):
+        res = client.post("/api/live/start", json=body)
+        assert res.status_code == 422, body
+        assert res.json()["field"] == field
+    res = client.post("/api/live/start", content=b"[1, 2]")
+    assert (res.status_code, res.json()["field"]) == (422, "body")
+
+
+def test_live_chaos_without_a_run_is_404_and_bad_action_422(client: TestClient) -> None:
+    assert client.post("/api/live/chaos", json={"action": "crash-leader"}).status_code == 404
+    res = client.post("/api/live/chaos", json={"action": "reboot"})
+    assert (res.status_code, res.json()["field"]) == (422, "action")
