@@ -1,0 +1,274 @@
+"""The engine's ports: every piece of I/O sits behind one of these protocols.
+
+Time is integer epoch milliseconds everywhere here. Backends live in role-named folders
+(``stores/sqlite.py``, ``election/store.py``, ``queues/store.py``); ``stores/memory.py`` and
+``runtime/clock.FakeClock`` ship in the package for unit and contract tests.
+
+Statuses of a task: ``PENDING`` → ``DISPATCHED`` → ``DONE`` | ``FAILED``; ``MISSED`` when a
+scheduler with in-memory timers skipped its trigger (the documented anti-pattern).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from cronlab.core.lease import LeaseState
+
+STATUSES = ("PENDING", "DISPATCHED", "DONE", "FAILED", "MISSED")
+RUN_OUTCOMES = ("ok", "noop")  # a run that completed: effect applied, or a no-op duplicate
+
+
+@dataclass(frozen=True, kw_only=True)
+class NewTask:
+    """A task to add; a second task with the same ``idempotency_key`` is ignored."""
+
+    idempotency_key: str
+    handler: str
+    trigger_ms: int
+    payload: str = "{}"
+    schedule: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Task:
+    """A stored task as a dispatcher sees it."""
+
+    id: int
+    idempotency_key: str
+    handler: str
+    payload: str
+    trigger_ms: int
+    status: str = "PENDING"
+    attempts: int = 0
+    epoch: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Message:
+    """A queue message: one dispatched copy of a task, received ``receives`` times."""
+
+    id: int
+    task_id: int
+    idempotency_key: str
+    handler: str
+    payload: str
+    trigger_ms: int
+    receives: int = 1
+    attempt: int = 1
+    execution_id: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lease:
+    """A held lease: ``epoch`` is the fencing token every dispatch carries."""
+
+    holder: str
+    epoch: int
+    expires_ms: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProcessInfo:
+    """A process the cluster started: role ``scheduler`` or ``worker``, its index and pid."""
+
+    role: str
+    index: int
+    pid: int
+    owner: str
+    started_ms: int
+    exited_ms: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """Something the control plane or chaos did: ``acquire``, ``crash``, ``pause``, ``fenced`` …"""
+
+    kind: str
+    at_ms: int
+    holder: str | None = None
+    epoch: int | None = None
+    pid: int | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Retry:
+    """A failing handler runs again after ``base_ms · 2^(attempt-1)`` until ``max_attempts``."""
+
+    max_attempts: int = 5
+    base_ms: int = 500
+    cap_ms: int = 60_000
+
+    def delay_ms(self, attempt: int) -> int:
+        return int(min(self.cap_ms, self.base_ms * 2 ** max(0, attempt - 1)))
+
+
+class Tx(Protocol):
+    """The open transaction a handler writes through (committed together with the ack)."""
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
+        """Run one bound statement; return the number of rows it changed."""
+        ...
+
+    def add_task(self, task: NewTask) -> int:
+        """Insert a follow-up task in this transaction; 0 when its key already exists."""
+        ...
+
+
+# A run of a handler on a message inside the batch transaction; True when the effect was
+# applied, False when it was a no-op (an idempotent duplicate). Raising means failure.
+Run = Callable[[Message, Tx], bool]
+
+
+class Clock(Protocol):
+    """Wall time in integer epoch milliseconds."""
+
+    def now_ms(self) -> int:
+        """The current time."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Block (or, for a fake clock, advance) ``seconds``."""
+        ...
+
+
+class Store(Protocol):
+    """Tasks, fencing, executions, the process registry and the event log.
+
+    Every write method is one transaction: it happens completely or not at all.
+    """
+
+    def add_tasks(self, tasks: Iterable[NewTask]) -> int:
+        """Insert tasks as PENDING; duplicates of an existing key are ignored. Returns inserted."""
+        ...
+
+    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> list[Task]:
+        """Claim up to ``limit`` PENDING tasks with ``trigger_ms <= now_ms`` (oldest first).
+
+        In one transaction: check ``epoch`` still holds the lease (else raise ``FencedError``
+        and write nothing), mark them DISPATCHED with ``epoch``, enqueue one message each.
+        """
+        ...
+
+    def read_due(self, now_ms: int, limit: int) -> list[Task]:
+        """PENDING tasks due at ``now_ms`` without claiming them (``--election off``)."""
+        ...
+
+    def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
+        """Enqueue a message per task and mark them DISPATCHED, unfenced (``--election off``)."""
+        ...
+
+    def mark_missed(self, before_ms: int, now_ms: int) -> int:
+        """Mark PENDING tasks with ``trigger_ms < before_ms`` MISSED (in-memory timers)."""
+        ...
+
+    def execute(
+        self,
+        worker: str,
+        messages: Sequence[Message],
+        run: Run,
+        retry: Retry,
+        now: Callable[[], int],
+    ) -> dict[str, int]:
+        """Run ``run`` on each message in ONE transaction with the execution records and acks.
+
+        A message whose run raises is retried later (``retry``) or its task becomes FAILED with
+        the error kept. Returns outcome counts (``ok``, ``noop``, ``error``, ``failed``).
+        """
+        ...
+
+    def counts(self) -> dict[str, int]:
+        """Tasks by status (every status in ``STATUSES`` present, zero when none)."""
+        ...
+
+    def register_process(self, info: ProcessInfo) -> None:
+        """Record a started process (replacing an earlier one with the same role and index)."""
+        ...
+
+    def process_exited(self, role: str, index: int, pid: int, now_ms: int) -> None:
+        """Record that the process ``pid`` in that slot has exited."""
+        ...
+
+    def processes(self) -> list[ProcessInfo]:
+        """Every registered process, ordered by role and index."""
+        ...
+
+    def record_event(self, event: Event) -> None:
+        """Append to the event log."""
+        ...
+
+    def events(self) -> list[Event]:
+        """The event log in time order."""
+        ...
+
+    def record_sample(self, now_ms: int, depth: int) -> None:
+        """Append a queue-depth sample (the leader writes one per scan)."""
+        ...
+
+
+class LeaseTable(Protocol):
+    """A lease row kept in a store: the atomic conditional updates the store elector uses."""
+
+    def lease_cas(self, owner: str, now_ms: int, ttl_ms: int) -> LeaseState | None:
+        """Apply ``core.lease.acquire_or_renew`` atomically; None when another holds it."""
+        ...
+
+    def lease_release(self, owner: str) -> None:
+        """Apply ``core.lease.release`` atomically."""
+        ...
+
+    def lease_read(self) -> LeaseState:
+        """The lease row as it is now."""
+        ...
+
+
+class QueueTable(Protocol):
+    """A queue kept in a store: what ``queues/store.py`` builds on."""
+
+    def queue_claim(
+        self, worker: str, limit: int, visibility_ms: int, now_ms: int
+    ) -> list[Message]:
+        """Claim visible messages (conditional update), invisible until ``now + visibility``."""
+        ...
+
+    def queue_ack(self, messages: Sequence[Message]) -> int:
+        """Delete the messages whose last delivery is the one given. Returns count."""
+        ...
+
+    def queue_depth(self) -> int:
+        """Messages not yet acked."""
+        ...
+
+
+class LeaseElector(Protocol):
+    """Leader election with fencing epochs."""
+
+    def acquire_or_renew(self, owner: str, ttl_ms: int) -> Lease | None:
+        """Acquire a free/expired lease (epoch + 1) or renew our own; None if another holds it."""
+        ...
+
+    def release(self, owner: str) -> None:
+        """Give the lease up now if ``owner`` holds it."""
+        ...
+
+    def current(self) -> Lease | None:
+        """The unexpired lease, or None."""
+        ...
+
+
+class Queue(Protocol):
+    """At-least-once delivery with a visibility timeout."""
+
+    def claim(self, worker: str, limit: int, visibility_ms: int) -> list[Message]:
+        """Up to ``limit`` visible messages, invisible to others for ``visibility_ms``."""
+        ...
+
+    def ack(self, messages: Sequence[Message]) -> int:
+        """Delete delivered messages (only the delivery that was claimed last). Returns count."""
+        ...
+
+    def depth(self) -> int:
+        """Messages not yet acked (visible or in flight)."""
+        ...

@@ -1,0 +1,27 @@
+"""A queue kept in the store (``ports.QueueTable``): visibility timeout via
+``invisible_until_ms``; a claim is one conditional update, so two workers never hold the same
+delivery. A message whose worker dies becomes visible again after the timeout (at-least-once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cronlab.ports import Clock, Message, QueueTable
+
+
+class StoreQueue:
+    """``ports.Queue`` over a store's queue table."""
+
+    def __init__(self, table: QueueTable, clock: Clock) -> None:
+        self._table = table
+        self._clock = clock
+
+    def claim(self, worker: str, limit: int, visibility_ms: int) -> list[Message]:
+        return self._table.queue_claim(worker, limit, visibility_ms, self._clock.now_ms())
+
+    def ack(self, messages: Sequence[Message]) -> int:
+        return self._table.queue_ack(messages)
+
+    def depth(self) -> int:
+        return self._table.queue_depth()

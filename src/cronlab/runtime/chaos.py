@@ -1,0 +1,129 @@
+"""Chaos: real signals to the processes the store lists, each recorded as an event.
+
+A pid is signalled only if it is alive and its command line is a cronlab process, so a stale
+registry can never make chaos hit an unrelated process that reused the pid.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from cronlab.exceptions import NotFoundError
+from cronlab.ports import Clock, Event, ProcessInfo
+from cronlab.stores.sqlite import SqliteStore
+
+
+def alive(pid: int) -> bool:
+    """True when ``pid`` runs (not a zombie) and is a cronlab process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return state != "Z" and b"cronlab" in cmdline
+
+
+def live_processes(store: SqliteStore, role: str) -> list[ProcessInfo]:
+    return [p for p in store.processes() if p.role == role and p.exited_ms is None and alive(p.pid)]
+
+
+def leader(store: SqliteStore, clock: Clock) -> ProcessInfo:
+    """The live process holding an unexpired lease, or NotFoundError."""
+    state = store.lease_read()
+    if not state.live(clock.now_ms()):
+        raise NotFoundError("no leader to crash: the lease is free or expired")
+    for p in live_processes(store, "scheduler"):
+        if p.owner == state.holder:
+            return p
+    raise NotFoundError(f"no leader to crash: holder {state.holder!r} is not a live process")
+
+
+def crash_leader(store: SqliteStore, clock: Clock) -> Event:
+    p = leader(store, clock)
+    return _hit(
+        store,
+        clock,
+        p,
+        signal.SIGKILL,
+        "crash",
+        {"target": "leader", "was_leader": True, "replica": p.index},
+    )
+
+
+def crash_replica(store: SqliteStore, clock: Clock, index: int) -> Event:
+    p = _find(store, "scheduler", index)
+    holder = store.lease_read()
+    was_leader = holder.live(clock.now_ms()) and holder.holder == p.owner
+    return _hit(
+        store,
+        clock,
+        p,
+        signal.SIGKILL,
+        "crash",
+        {"target": f"replica:{index}", "was_leader": was_leader, "replica": index},
+    )
+
+
+def kill_worker(store: SqliteStore, clock: Clock, index: int | None) -> Event:
+    if index is None:
+        live = live_processes(store, "worker")
+        if not live:
+            raise NotFoundError("no live worker to kill")
+        index = live[0].index
+    p = _find(store, "worker", index)
+    return _hit(store, clock, p, signal.SIGKILL, "kill-worker", {"worker": index})
+
+
+def pause_leader(store: SqliteStore, clock: Clock, seconds: float) -> Event:
+    """SIGSTOP the leader, wait ``seconds``, SIGCONT it; records ``pause`` and ``resume``."""
+    p = leader(store, clock)
+    event = _hit(
+        store,
+        clock,
+        p,
+        signal.SIGSTOP,
+        "pause",
+        {"target": "leader", "was_leader": True, "replica": p.index, "for_s": seconds},
+    )
+    time.sleep(seconds)
+    try:
+        os.kill(p.pid, signal.SIGCONT)
+    except ProcessLookupError:
+        return event
+    store.record_event(
+        Event(
+            kind="resume",
+            at_ms=clock.now_ms(),
+            holder=p.owner,
+            pid=p.pid,
+            detail={"replica": p.index},
+        )
+    )
+    return event
+
+
+def _find(store: SqliteStore, role: str, index: int) -> ProcessInfo:
+    for p in live_processes(store, role):
+        if p.index == index:
+            return p
+    raise NotFoundError(f"no live {role} with index {index}")
+
+
+def _hit(
+    store: SqliteStore,
+    clock: Clock,
+    p: ProcessInfo,
+    signum: int,
+    kind: str,
+    detail: dict[str, object],
+) -> Event:
+    epoch = store.lease_read().epoch
+    at = clock.now_ms()
+    os.kill(p.pid, signum)
+    event = Event(kind=kind, at_ms=at, holder=p.owner, epoch=epoch, pid=p.pid, detail=detail)
+    store.record_event(event)
+    return event

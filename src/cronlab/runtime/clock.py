@@ -1,0 +1,43 @@
+"""Clocks: ``SystemClock`` for processes, ``FakeClock`` (advanced by hand) for tests."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+
+class SystemClock:
+    """Wall time in epoch milliseconds; ``sleep`` really sleeps."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            time.sleep(seconds)
+
+
+class FakeClock:
+    """A clock that only moves when told: ``sleep`` and ``advance`` add to ``now``."""
+
+    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
+        self._now = start_ms
+
+    def now_ms(self) -> int:
+        return self._now
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(int(seconds * 1000))
+
+    def advance(self, ms: int) -> None:
+        self._now += max(0, ms)
+
+
+def to_datetime(ms: int) -> datetime:
+    """Epoch milliseconds → aware UTC datetime (the CLI/API boundary)."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def to_ms(moment: datetime) -> int:
+    """Aware datetime → epoch milliseconds."""
+    return int(moment.timestamp() * 1000)

@@ -1,0 +1,155 @@
+"""The cluster: R scheduler and W worker processes, each a real OS process.
+
+Each child runs ``python -m cronlab scheduler|worker …``; its pid and lease owner name go in
+the store's process registry (``status`` and ``chaos`` read it). A child that dies is started
+again after ``restart_after_s`` (None: never). SIGINT/SIGTERM stop every child, then return.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from cronlab.ports import Clock, Event, ProcessInfo, Store
+
+POLL_S = 0.2
+STOP_GRACE_S = 5.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterConfig:
+    """What ``cronlab cluster`` starts."""
+
+    store_url: str
+    replicas: int = 3
+    workers: int = 5
+    election: str = "lease"
+    timers: str = "durable"
+    lease_ttl_s: float = 10.0
+    worker_rate: float | None = None
+    restart_after_s: float | None = 300.0
+    scan_interval_s: float = 1.0
+    visibility_s: float = 30.0
+
+
+def owner_name(role: str, index: int, pid: int) -> str:
+    """The name a process uses as lease holder and in the registry."""
+    return f"{role}-{index}@{pid}"
+
+
+def command(cfg: ClusterConfig, role: str, index: int) -> list[str]:
+    """The child's command line."""
+    base = [sys.executable, "-m", "cronlab", role, "--store", cfg.store_url]
+    if role == "scheduler":
+        return [
+            *base,
+            "--replica",
+            str(index),
+            "--election",
+            cfg.election,
+            "--timers",
+            cfg.timers,
+            "--lease-ttl",
+            str(cfg.lease_ttl_s),
+            "--scan-interval",
+            str(cfg.scan_interval_s),
+        ]
+    rate = [] if cfg.worker_rate is None else ["--rate", str(cfg.worker_rate)]
+    return [*base, "--index", str(index), "--visibility", str(cfg.visibility_s), *rate]
+
+
+class Cluster:
+    """Starts, watches, restarts and stops the children."""
+
+    def __init__(self, cfg: ClusterConfig, store: Store, clock: Clock) -> None:
+        self.cfg, self.store, self.clock = cfg, store, clock
+        self.children: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
+        self.restarts: dict[tuple[str, int], float] = {}
+        self.stop = False
+
+    def slots(self) -> list[tuple[str, int]]:
+        return [("scheduler", i) for i in range(self.cfg.replicas)] + [
+            ("worker", i) for i in range(self.cfg.workers)
+        ]
+
+    def run(self) -> None:
+        """Foreground: start everything, watch until SIGINT/SIGTERM, stop everything."""
+        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            for slot in self.slots():
+                self._spawn(slot)
+            while not self.stop:
+                self._watch()
+                time.sleep(POLL_S)
+        finally:
+            self._stop_all()
+            for s, handler in old.items():
+                signal.signal(s, handler)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.stop = True
+
+    def _spawn(self, slot: tuple[str, int]) -> None:
+        role, index = slot
+        child = subprocess.Popen(command(self.cfg, role, index), stdin=subprocess.DEVNULL)
+        self.children[slot] = child
+        info = ProcessInfo(
+            role=role,
+            index=index,
+            pid=child.pid,
+            owner=owner_name(role, index, child.pid),
+            started_ms=self.clock.now_ms(),
+        )
+        self.store.register_process(info)
+
+    def _watch(self) -> None:
+        now = time.monotonic()
+        for slot, child in list(self.children.items()):
+            if child.poll() is not None and slot not in self.restarts:
+                self._exited(slot, child, now)
+        for slot, at in list(self.restarts.items()):
+            if now >= at:
+                del self.restarts[slot]
+                self._spawn(slot)
+
+    def _exited(self, slot: tuple[str, int], child: subprocess.Popen[bytes], now: float) -> None:
+        role, index = slot
+        self.store.process_exited(role, index, child.pid, self.clock.now_ms())
+        self.store.record_event(
+            Event(
+                kind="exit",
+                at_ms=self.clock.now_ms(),
+                pid=child.pid,
+                detail={"role": role, "index": index, "code": child.returncode},
+            )
+        )
+        if self.cfg.restart_after_s is not None:
+            self.restarts[slot] = now + self.cfg.restart_after_s
+        else:
+            self.restarts[slot] = float("inf")
+
+    def _stop_all(self) -> None:
+        live = [c for c in self.children.values() if c.poll() is None]
+        for child in live:
+            _signal(child.pid, signal.SIGCONT)  # a paused child cannot handle SIGTERM
+            _signal(child.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for child in live:
+            try:
+                child.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        now = self.clock.now_ms()
+        for (role, index), child in self.children.items():
+            self.store.process_exited(role, index, child.pid, now)
+
+
+def _signal(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)

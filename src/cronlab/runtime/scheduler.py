@@ -1,0 +1,154 @@
+"""A scheduler replica: hold the lease, dispatch due tasks in large fenced batches.
+
+The loop (one thread): renew every TTL/3; dispatch only while the lease it holds has not
+expired by its own clock (so a replica that cannot renew stops by itself); scan at every
+whole ``scan_ms`` boundary, and again at once while batches come back full. Every dispatch
+carries the epoch, and the store refuses a stale one (``FencedError``) inside the same
+transaction — the backstop for a replica paused between its check and its write.
+
+Anti-patterns for the lab (documented in docs/engine.md): ``election="off"`` reads the due
+rows without claiming and enqueues its own copy; ``timers="in-memory"`` dispatches only what
+falls due after this replica took over and marks what fell due before as MISSED.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from cronlab.exceptions import BackendUnavailable, FencedError
+from cronlab.ports import Clock, Event, Lease, LeaseElector, Queue, Store, Task
+
+Election = Literal["lease", "off"]
+Timers = Literal["durable", "in-memory"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SchedulerConfig:
+    """A replica's knobs; times in milliseconds."""
+
+    replica: int
+    election: Election = "lease"
+    timers: Timers = "durable"
+    ttl_ms: int = 10_000
+    scan_ms: int = 1_000
+    batch: int = 10_000
+
+
+class Scheduler:
+    """One replica. ``step()`` does one round and says how long to sleep."""
+
+    def __init__(
+        self,
+        cfg: SchedulerConfig,
+        *,
+        store: Store,
+        queue: Queue,
+        elector: LeaseElector,
+        clock: Clock,
+        owner: str,
+        pid: int = 0,
+    ) -> None:
+        self.cfg, self.store, self.queue = cfg, store, queue
+        self.elector, self.clock, self.owner, self.pid = elector, clock, owner, pid
+        self.lease: Lease | None = None
+        self.next_renew_ms = 0
+        self.dispatched = 0
+
+    def run(self, stopping: Callable[[], bool]) -> None:
+        """Loop until ``stopping()``; then give the lease up so a standby takes over at once."""
+        while not stopping():
+            self.clock.sleep(self.step() / 1000)
+        if self.lease is not None and self.cfg.election == "lease":
+            self.elector.release(self.owner)
+
+    def step(self) -> int:
+        """One round; returns milliseconds to sleep before the next."""
+        now = self.clock.now_ms()
+        if now >= self.next_renew_ms:
+            self._renew(now)
+        if not self.leading(now):
+            return max(1, self.next_renew_ms - now)
+        if self._dispatch(now) >= self.cfg.batch:
+            return 0
+        self.store.record_sample(now, self.queue.depth())
+        next_scan = (now // self.cfg.scan_ms + 1) * self.cfg.scan_ms
+        return max(1, min(next_scan, self.next_renew_ms) - self.clock.now_ms())
+
+    def leading(self, now_ms: int) -> bool:
+        """True while this replica's lease is unexpired by its own clock."""
+        return self.lease is not None and now_ms < self.lease.expires_ms
+
+    def _renew(self, now: int) -> None:
+        self.next_renew_ms = now + max(1, self.cfg.ttl_ms // 3)
+        try:
+            lease = self.elector.acquire_or_renew(self.owner, self.cfg.ttl_ms)
+        except BackendUnavailable:
+            return  # keep what we have; it still expires by our own clock
+        fresh = lease is not None and (self.lease is None or self.lease.epoch != lease.epoch)
+        self.lease = lease
+        if fresh and lease is not None and self.cfg.election == "lease":
+            self._took_over(lease, now)
+
+    def _took_over(self, lease: Lease, now: int) -> None:
+        self.store.record_event(
+            Event(
+                kind="acquire",
+                at_ms=now,
+                holder=self.owner,
+                epoch=lease.epoch,
+                pid=self.pid,
+                detail={"replica": self.cfg.replica},
+            )
+        )
+        if self.cfg.timers == "in-memory":
+            # Timers lived in the previous leader's memory: what fell due before now is lost.
+            missed = self.store.mark_missed(now, now)
+            if missed:
+                self.store.record_event(
+                    Event(
+                        kind="missed",
+                        at_ms=now,
+                        holder=self.owner,
+                        epoch=lease.epoch,
+                        pid=self.pid,
+                        detail={"count": missed},
+                    )
+                )
+
+    def _dispatch(self, now: int) -> int:
+        if self.cfg.election == "off":
+            return self._dispatch_unclaimed(now)
+        assert self.lease is not None
+        try:
+            tasks = self.store.dispatch_due(now, self.cfg.batch, self.lease.epoch)
+        except FencedError as exc:
+            self._fenced(exc, now)
+            return 0
+        self.dispatched += len(tasks)
+        return len(tasks)
+
+    def _dispatch_unclaimed(self, now: int) -> int:
+        # Read, then write in a separate transaction: replicas scanning the same second all
+        # see the same rows and each enqueues its own copy — the duplicates cron-on-every-
+        # replica produces.
+        tasks: list[Task] = self.store.read_due(now, self.cfg.batch)
+        if tasks:
+            self.store.enqueue_copies(tasks, self.clock.now_ms())
+        self.dispatched += len(tasks)
+        return len(tasks)
+
+    def _fenced(self, exc: FencedError, now: int) -> None:
+        self.store.record_event(
+            Event(
+                kind="fenced",
+                at_ms=now,
+                holder=self.owner,
+                epoch=exc.epoch,
+                pid=self.pid,
+                detail={"current": exc.current, "replica": self.cfg.replica},
+            )
+        )
+        self.lease = None
+        self.next_renew_ms = now

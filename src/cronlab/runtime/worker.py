@@ -1,0 +1,88 @@
+"""A worker: claim a batch with a visibility timeout, run the handlers, ack — at-least-once.
+
+The handlers' writes, the execution records and the acks commit in one transaction
+(``Store.execute``). A worker killed mid-batch leaves its deliveries invisible until the
+timeout; then another worker receives them again. ``rate`` caps tasks/s with a token bucket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cronlab.handlers import Registry
+from cronlab.ports import Clock, Queue, Retry, Store
+
+IDLE_MS = 100
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerConfig:
+    """A worker's knobs; ``rate`` None means uncapped."""
+
+    index: int
+    batch: int = 2_000
+    visibility_ms: int = 30_000
+    rate: float | None = None
+    retry: Retry = field(default_factory=Retry)
+
+
+class TokenBucket:
+    """``rate`` tokens a second, at most one second's worth saved up."""
+
+    def __init__(self, rate: float, now_ms: int) -> None:
+        self.rate, self.tokens, self.at_ms = rate, min(rate, 1.0), now_ms
+
+    def available(self, now_ms: int) -> int:
+        self.tokens = min(self.rate, self.tokens + (now_ms - self.at_ms) * self.rate / 1000)
+        self.at_ms = now_ms
+        return int(self.tokens)
+
+    def take(self, n: int) -> None:
+        self.tokens -= n
+
+    def wait_ms(self) -> int:
+        """Milliseconds until one whole token is there."""
+        return max(1, int((1 - self.tokens) * 1000 / self.rate) + 1)
+
+
+class Worker:
+    """One worker process's loop."""
+
+    def __init__(
+        self,
+        cfg: WorkerConfig,
+        *,
+        store: Store,
+        queue: Queue,
+        registry: Registry,
+        clock: Clock,
+        name: str,
+    ) -> None:
+        self.cfg, self.store, self.queue, self.clock, self.name = cfg, store, queue, clock, name
+        self.run_message = registry.runner(clock.now_ms)
+        self.bucket = TokenBucket(cfg.rate, clock.now_ms()) if cfg.rate else None
+        self.totals = {"ok": 0, "noop": 0, "error": 0, "failed": 0}
+
+    def run(self, stopping: Callable[[], bool]) -> None:
+        while not stopping():
+            self.clock.sleep(self.step() / 1000)
+
+    def step(self) -> int:
+        """Claim and run one batch; returns milliseconds to sleep before the next."""
+        limit = self.cfg.batch
+        if self.bucket is not None:
+            limit = min(limit, self.bucket.available(self.clock.now_ms()))
+            if limit < 1:
+                return self.bucket.wait_ms()
+        messages = self.queue.claim(self.name, limit, self.cfg.visibility_ms)
+        if not messages:
+            return IDLE_MS
+        if self.bucket is not None:
+            self.bucket.take(len(messages))
+        counts = self.store.execute(
+            self.name, messages, self.run_message, self.cfg.retry, self.clock.now_ms
+        )
+        for key, n in counts.items():
+            self.totals[key] += n
+        return 0

@@ -1,0 +1,141 @@
+-- Named queries of the SQLite store: each block starts with `-- name: NAME`.
+-- Parameters are always bound (:name), never formatted into the text.
+
+-- name: add_task
+INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
+VALUES (?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING;
+
+-- name: lease_read
+SELECT holder, epoch, expires_ms FROM lease WHERE name = 'scheduler';
+
+-- name: lease_cas
+-- Acquire a free or expired lease (epoch + 1), or renew our own unexpired one (epoch kept).
+UPDATE lease
+SET epoch = CASE WHEN holder = :owner AND expires_ms > :now THEN epoch ELSE epoch + 1 END,
+    holder = :owner,
+    expires_ms = :now + :ttl
+WHERE name = 'scheduler' AND (holder IS NULL OR expires_ms <= :now OR holder = :owner)
+RETURNING holder, epoch, expires_ms;
+
+-- name: lease_release
+UPDATE lease SET holder = NULL, expires_ms = 0 WHERE name = 'scheduler' AND holder = :owner;
+
+-- name: fence_read
+SELECT max_epoch FROM fence WHERE name = 'scheduler';
+
+-- name: fence_raise
+UPDATE fence SET max_epoch = :epoch WHERE name = 'scheduler' AND max_epoch < :epoch;
+
+-- name: claim_due
+UPDATE tasks SET status = 'DISPATCHED', epoch = :epoch, dispatched_ms = :now
+WHERE id IN (
+  SELECT id FROM tasks WHERE status = 'PENDING' AND trigger_ms <= :now
+  ORDER BY trigger_ms LIMIT :limit
+)
+RETURNING id, idempotency_key, handler, payload, trigger_ms, attempts;
+
+-- name: read_due
+SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
+WHERE status = 'PENDING' AND trigger_ms <= :now ORDER BY trigger_ms LIMIT :limit;
+
+-- name: mark_dispatched
+UPDATE tasks SET status = 'DISPATCHED', dispatched_ms = coalesce(dispatched_ms, ?)
+WHERE id = ? AND status = 'PENDING';
+
+-- name: enqueue
+INSERT INTO queue (task_id, idempotency_key, handler, payload, trigger_ms, attempt, enqueued_ms)
+VALUES (?, ?, ?, ?, ?, ?, ?);
+
+-- name: count_dispatched
+UPDATE counters SET value = value + :n WHERE name = 'dispatched';
+
+-- name: mark_missed
+UPDATE tasks SET status = 'MISSED' WHERE status = 'PENDING' AND trigger_ms < :before;
+
+-- name: queue_claim
+UPDATE queue SET invisible_until_ms = :until, receives = receives + 1, worker = :worker
+WHERE id IN (SELECT id FROM queue WHERE invisible_until_ms <= :now LIMIT :limit)
+RETURNING id, task_id, idempotency_key, handler, payload, trigger_ms, receives, attempt;
+
+-- name: queue_ack
+DELETE FROM queue WHERE id = ? AND receives = ?;
+
+-- name: queue_retry
+UPDATE queue SET invisible_until_ms = ?, attempt = attempt + 1 WHERE id = ? AND receives = ?;
+
+-- name: queue_depth
+SELECT count(*) FROM queue;
+
+-- name: max_execution_id
+SELECT coalesce(max(id), 0) FROM executions;
+
+-- name: execution_start
+INSERT INTO executions (id, task_id, message_id, receive, worker, attempt, start_ms)
+VALUES (?, ?, ?, ?, ?, ?, ?);
+
+-- name: execution_end
+UPDATE executions SET end_ms = ?, outcome = ?, error = ? WHERE id = ?;
+
+-- name: task_done
+UPDATE tasks SET status = 'DONE', attempts = attempts + 1 WHERE id = ?;
+
+-- name: task_error
+UPDATE tasks SET attempts = attempts + 1, last_error = ? WHERE id = ?;
+
+-- name: task_failed
+UPDATE tasks SET status = 'FAILED', attempts = attempts + 1, last_error = ? WHERE id = ?;
+
+-- name: counts
+SELECT status, count(*) FROM tasks GROUP BY status;
+
+-- name: register_process
+INSERT INTO processes (role, idx, pid, owner, started_ms) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (role, idx) DO UPDATE SET pid = excluded.pid, owner = excluded.owner,
+  started_ms = excluded.started_ms, exited_ms = NULL;
+
+-- name: process_exited
+UPDATE processes SET exited_ms = ? WHERE role = ? AND idx = ? AND pid = ?;
+
+-- name: processes
+SELECT role, idx, pid, owner, started_ms, exited_ms FROM processes ORDER BY role, idx;
+
+-- name: record_event
+INSERT INTO events (kind, at_ms, holder, epoch, pid, detail) VALUES (?, ?, ?, ?, ?, ?);
+
+-- name: events
+SELECT kind, at_ms, holder, epoch, pid, detail FROM events ORDER BY at_ms, id;
+
+-- name: record_sample
+INSERT INTO samples (at_ms, depth) VALUES (?, ?);
+
+-- name: invoice_insert
+INSERT INTO invoices (customer, period, task_id) VALUES (?, ?, ?)
+ON CONFLICT DO NOTHING;
+
+-- name: report_due
+SELECT count(*), min(trigger_ms) FROM tasks WHERE trigger_ms <= :now;
+
+-- name: report_dispatched
+SELECT value FROM counters WHERE name = 'dispatched';
+
+-- name: report_runs
+-- A run is a delivery that was not a retryable error: ok, noop, failed, or still 'running'
+-- (a worker killed mid-batch). Runs beyond the first per task are duplicate executions.
+SELECT
+  coalesce(sum(outcome IN ('ok', 'noop')), 0),
+  count(*) - count(DISTINCT task_id),
+  max(CASE WHEN outcome IN ('ok', 'noop') THEN end_ms END)
+FROM executions WHERE outcome != 'error';
+
+-- name: report_backlog_peak
+SELECT coalesce(max(depth), 0) FROM samples;
+
+-- name: report_duplicate_invoices
+SELECT count(*) - count(DISTINCT customer || char(31) || period) FROM invoices;
+
+-- name: report_lateness_count
+SELECT count(*) FROM tasks WHERE dispatched_ms IS NOT NULL;
+
+-- name: report_lateness_at
+SELECT dispatched_ms - trigger_ms AS late FROM tasks WHERE dispatched_ms IS NOT NULL
+ORDER BY late LIMIT 1 OFFSET :k;

@@ -1,0 +1,456 @@
+"""The SQLite store: tasks, lease row, fence, queue, executions, processes and events in one file.
+
+One connection per process, WAL journal, ``busy_timeout`` so writers queue instead of failing,
+``BEGIN IMMEDIATE`` for every write so a transaction takes the write lock before it reads (the
+fencing check and the claim can then not interleave with another writer). SQL is data:
+numbered migrations and named queries in ``stores/sql/``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from importlib import resources
+from itertools import islice
+from pathlib import Path
+from typing import Any, Literal
+
+from cronlab.core import lease as rules
+from cronlab.exceptions import BackendUnavailable, ConfigError, FencedError
+from cronlab.ports import (
+    STATUSES,
+    Event,
+    Message,
+    NewTask,
+    ProcessInfo,
+    Retry,
+    Run,
+    Task,
+)
+
+Fencing = Literal["lease", "epoch"]
+BUSY_TIMEOUT_MS = 60_000
+CHUNK = 50_000
+
+
+def _sql_files() -> dict[str, str]:
+    folder = resources.files("cronlab.stores") / "sql"
+    return {f.name: f.read_text() for f in folder.iterdir() if f.name.endswith(".sql")}
+
+
+def parse_queries(text: str) -> dict[str, str]:
+    """``-- name: X`` blocks → {X: sql}; comment lines inside a block are dropped."""
+    queries: dict[str, str] = {}
+    name = ""
+    for line in text.splitlines():
+        if line.startswith("-- name:"):
+            name = line.removeprefix("-- name:").strip()
+            queries[name] = ""
+        elif name and not line.startswith("--"):
+            queries[name] += line + "\n"
+    return {k: v.strip() for k, v in queries.items()}
+
+
+def split_statements(script: str) -> list[str]:
+    """A migration script → its statements (SQLite decides where one is complete)."""
+    statements, buf = [], ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            statements.append(buf.strip())
+            buf = ""
+    return [s for s in statements if s.strip(" ;\n")]
+
+
+FILES = _sql_files()
+Q = parse_queries(FILES["queries.sql"])
+MIGRATIONS = sorted((int(n.split("_")[0]), n) for n in FILES if n[:3].isdigit())
+
+
+class SqliteTx:
+    """The open transaction handed to a handler (``ports.Tx``)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
+        return self._conn.execute(sql, params).rowcount
+
+    def add_task(self, task: NewTask) -> int:
+        return self._conn.execute(Q["add_task"], _task_row(task)).rowcount
+
+
+class SqliteStore:
+    """``ports.Store`` + ``LeaseTable`` + ``QueueTable`` on one SQLite file.
+
+    ``fencing="lease"``: a dispatch must carry the epoch of the unexpired lease row in this
+    file. ``"epoch"``: the lease lives elsewhere (etcd …); a dispatch must carry an epoch no
+    lower than the highest one seen. Both raise the stored ``max_epoch``.
+    """
+
+    def __init__(self, path: str | Path, *, create: bool = True, fencing: Fencing = "lease"):
+        self.path = Path(path)
+        self.fencing = fencing
+        self._conn = _connect(self.path, create)
+        self._migrate()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction holding the write lock from its first statement."""
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise BackendUnavailable(f"sqlite {self.path}: {exc}") from exc
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, name TEXT)"
+        )
+        for version, name in MIGRATIONS:
+            with self._tx() as c:
+                done = c.execute("SELECT 1 FROM schema_version WHERE version = ?", (version,))
+                if done.fetchone():
+                    continue
+                for statement in split_statements(FILES[name]):
+                    c.execute(statement)
+                c.execute("INSERT INTO schema_version VALUES (?, ?)", (version, name))
+
+    def schema_versions(self) -> list[int]:
+        """Applied migration numbers, ascending."""
+        rows = self._conn.execute("SELECT version FROM schema_version ORDER BY version")
+        return [r[0] for r in rows]
+
+    def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
+        """Read-only SQL for reports and tests (bound parameters)."""
+        return self._conn.execute(sql, params).fetchall()
+
+    # -- tasks ------------------------------------------------------------------------------
+
+    def add_tasks(
+        self, tasks: Iterable[NewTask], progress: Callable[[int], None] | None = None
+    ) -> int:
+        """Insert in chunks inside ONE transaction; ``progress(n)`` after each chunk."""
+        inserted = 0
+        it = iter(tasks)
+        with self._tx() as c:
+            while chunk := [_task_row(t) for t in islice(it, CHUNK)]:
+                before = c.total_changes
+                c.executemany(Q["add_task"], chunk)
+                inserted += c.total_changes - before
+                if progress:
+                    progress(len(chunk))
+        return inserted
+
+    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> list[Task]:
+        with self._tx() as c:
+            self._fence(c, epoch, now_ms)
+            rows = c.execute(Q["claim_due"], {"epoch": epoch, "now": now_ms, "limit": limit})
+            tasks = [_task(r, "DISPATCHED", epoch) for r in rows.fetchall()]
+            self._enqueue(c, tasks, now_ms)
+        return tasks
+
+    def _fence(self, c: sqlite3.Connection, epoch: int, now_ms: int) -> None:
+        (max_epoch,) = c.execute(Q["fence_read"]).fetchone()
+        state = self._lease_state(c)
+        ok = epoch >= max_epoch and (self.fencing == "epoch" or rules.holds(state, epoch, now_ms))
+        if not ok:
+            raise FencedError(epoch, state.epoch if self.fencing == "lease" else max_epoch)
+        c.execute(Q["fence_raise"], {"epoch": epoch})
+
+    def _enqueue(self, c: sqlite3.Connection, tasks: Sequence[Task], now_ms: int) -> None:
+        rows = [
+            (t.id, t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.attempts + 1, now_ms)
+            for t in tasks
+        ]
+        c.executemany(Q["enqueue"], rows)
+        c.execute(Q["count_dispatched"], {"n": len(rows)})
+
+    def read_due(self, now_ms: int, limit: int) -> list[Task]:
+        rows = self._conn.execute(Q["read_due"], {"now": now_ms, "limit": limit})
+        return [_task(r, "PENDING", None) for r in rows.fetchall()]
+
+    def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
+        with self._tx() as c:
+            self._enqueue(c, tasks, now_ms)
+            c.executemany(Q["mark_dispatched"], [(now_ms, t.id) for t in tasks])
+        return len(tasks)
+
+    def mark_missed(self, before_ms: int, now_ms: int) -> int:
+        with self._tx() as c:
+            return c.execute(Q["mark_missed"], {"before": before_ms}).rowcount
+
+    def counts(self) -> dict[str, int]:
+        found = dict(self._conn.execute(Q["counts"]).fetchall())
+        return {s: int(found.get(s, 0)) for s in STATUSES}
+
+    # -- executions -------------------------------------------------------------------------
+
+    def execute(
+        self,
+        worker: str,
+        messages: Sequence[Message],
+        run: Run,
+        retry: Retry,
+        now: Callable[[], int],
+    ) -> dict[str, int]:
+        """Record the starts (own transaction, so a killed worker leaves its trace), then run.
+
+        Fast path: every run in one transaction. If a run raises, that transaction is rolled
+        back and the batch runs again with a savepoint per message, so one failing handler
+        does not undo the others' effects.
+        """
+        started = self._start(worker, messages, now())
+        try:
+            with self._tx() as c:
+                return _Batch(c, retry, now).run_all(started, run, isolate=False)
+        except _HandlerFailed:
+            with self._tx() as c:
+                return _Batch(c, retry, now).run_all(started, run, isolate=True)
+
+    def _start(self, worker: str, messages: Sequence[Message], now_ms: int) -> list[Message]:
+        with self._tx() as c:
+            (first,) = c.execute(Q["max_execution_id"]).fetchone()
+            rows = [
+                (first + i + 1, m.task_id, m.id, m.receives, worker, m.attempt, now_ms)
+                for i, m in enumerate(messages)
+            ]
+            c.executemany(Q["execution_start"], rows)
+        return [_with_execution(m, first + i + 1) for i, m in enumerate(messages)]
+
+    # -- lease row (LeaseTable) -------------------------------------------------------------
+
+    def lease_cas(self, owner: str, now_ms: int, ttl_ms: int) -> rules.LeaseState | None:
+        if ttl_ms <= 0:
+            raise ConfigError(f"lease TTL must be > 0 ms, got {ttl_ms}")
+        with self._tx() as c:
+            row = c.execute(Q["lease_cas"], {"owner": owner, "now": now_ms, "ttl": ttl_ms})
+            got = row.fetchone()
+        return (
+            None
+            if got is None
+            else rules.LeaseState(holder=got[0], epoch=got[1], expires_ms=got[2])
+        )
+
+    def lease_release(self, owner: str) -> None:
+        with self._tx() as c:
+            c.execute(Q["lease_release"], {"owner": owner})
+
+    def lease_read(self) -> rules.LeaseState:
+        return self._lease_state(self._conn)
+
+    @staticmethod
+    def _lease_state(c: sqlite3.Connection) -> rules.LeaseState:
+        holder, epoch, expires = c.execute(Q["lease_read"]).fetchone()
+        return rules.LeaseState(holder=holder, epoch=epoch, expires_ms=expires)
+
+    # -- queue (QueueTable) -----------------------------------------------------------------
+
+    def queue_claim(
+        self, worker: str, limit: int, visibility_ms: int, now_ms: int
+    ) -> list[Message]:
+        args = {"until": now_ms + visibility_ms, "worker": worker, "now": now_ms, "limit": limit}
+        with self._tx() as c:
+            rows = c.execute(Q["queue_claim"], args).fetchall()
+        return [_message(r) for r in rows]
+
+    def queue_ack(self, messages: Sequence[Message]) -> int:
+        with self._tx() as c:
+            before = c.total_changes
+            c.executemany(Q["queue_ack"], [(m.id, m.receives) for m in messages])
+            return c.total_changes - before
+
+    def queue_depth(self) -> int:
+        return int(self._conn.execute(Q["queue_depth"]).fetchone()[0])
+
+    # -- processes, events, samples ---------------------------------------------------------
+
+    def register_process(self, info: ProcessInfo) -> None:
+        with self._tx() as c:
+            c.execute(
+                Q["register_process"],
+                (info.role, info.index, info.pid, info.owner, info.started_ms),
+            )
+
+    def process_exited(self, role: str, index: int, pid: int, now_ms: int) -> None:
+        with self._tx() as c:
+            c.execute(Q["process_exited"], (now_ms, role, index, pid))
+
+    def processes(self) -> list[ProcessInfo]:
+        rows = self._conn.execute(Q["processes"]).fetchall()
+        return [
+            ProcessInfo(
+                role=r[0], index=r[1], pid=r[2], owner=r[3], started_ms=r[4], exited_ms=r[5]
+            )
+            for r in rows
+        ]
+
+    def record_event(self, event: Event) -> None:
+        row = (
+            event.kind,
+            event.at_ms,
+            event.holder,
+            event.epoch,
+            event.pid,
+            json.dumps(dict(event.detail)),
+        )
+        with self._tx() as c:
+            c.execute(Q["record_event"], row)
+
+    def events(self) -> list[Event]:
+        rows = self._conn.execute(Q["events"]).fetchall()
+        return [
+            Event(kind=r[0], at_ms=r[1], holder=r[2], epoch=r[3], pid=r[4], detail=json.loads(r[5]))
+            for r in rows
+        ]
+
+    def record_sample(self, now_ms: int, depth: int) -> None:
+        with self._tx() as c:
+            c.execute(Q["record_sample"], (now_ms, depth))
+
+    def set_idempotency(self, on: bool) -> None:
+        """Create or drop the invoices' unique key (``--no-idempotency`` drops it)."""
+        sql = (
+            "CREATE UNIQUE INDEX IF NOT EXISTS invoices_once ON invoices (customer, period)"
+            if on
+            else "DROP INDEX IF EXISTS invoices_once"
+        )
+        try:
+            with self._tx() as c:
+                c.execute(sql)
+        except sqlite3.IntegrityError as exc:
+            raise ConfigError(
+                f"cannot turn idempotency on: duplicate invoices exist ({exc})"
+            ) from exc
+
+
+class _HandlerFailed(Exception):
+    """A run raised on the fast path: redo the batch with a savepoint per message."""
+
+
+class _Batch:
+    """One worker batch inside an open transaction: runs, execution ends, task updates, acks."""
+
+    def __init__(self, c: sqlite3.Connection, retry: Retry, now: Callable[[], int]) -> None:
+        self.c, self.retry, self.now = c, retry, now
+        self.ends: list[tuple[int, str, str | None, int]] = []
+        self.done: list[tuple[int]] = []
+        self.acks: list[tuple[int, int]] = []
+        self.counts = {"ok": 0, "noop": 0, "error": 0, "failed": 0}
+
+    def run_all(self, messages: Sequence[Message], run: Run, *, isolate: bool) -> dict[str, int]:
+        tx = SqliteTx(self.c)
+        for m in messages:
+            if not isolate:
+                self._run_fast(m, run, tx)
+            elif (error := self._run_isolated(m, run, tx)) is not None:
+                self._failed(m, error)
+        self._flush()
+        return self.counts
+
+    def _run_fast(self, m: Message, run: Run, tx: SqliteTx) -> None:
+        try:
+            applied = run(m, tx)
+        except Exception as exc:
+            raise _HandlerFailed from exc
+        self._succeeded(m, applied)
+
+    def _run_isolated(self, m: Message, run: Run, tx: SqliteTx) -> Exception | None:
+        self.c.execute("SAVEPOINT message")
+        try:
+            applied = run(m, tx)
+        except Exception as exc:
+            self.c.execute("ROLLBACK TO message")
+            self.c.execute("RELEASE message")
+            return exc
+        self.c.execute("RELEASE message")
+        self._succeeded(m, applied)
+        return None
+
+    def _succeeded(self, m: Message, applied: bool) -> None:
+        outcome = "ok" if applied else "noop"
+        self.counts[outcome] += 1
+        self.ends.append((self.now(), outcome, None, m.execution_id))
+        self.done.append((m.task_id,))
+        self.acks.append((m.id, m.receives))
+
+    def _failed(self, m: Message, exc: BaseException) -> None:
+        error = f"{type(exc).__name__}: {exc}"
+        now = self.now()
+        if m.attempt < self.retry.max_attempts:
+            self.counts["error"] += 1
+            self.ends.append((now, "error", error, m.execution_id))
+            self.c.execute(Q["task_error"], (error, m.task_id))
+            delay = self.retry.delay_ms(m.attempt)
+            self.c.execute(Q["queue_retry"], (now + delay, m.id, m.receives))
+        else:
+            self.counts["failed"] += 1
+            self.ends.append((now, "failed", error, m.execution_id))
+            self.c.execute(Q["task_failed"], (error, m.task_id))
+            self.acks.append((m.id, m.receives))
+
+    def _flush(self) -> None:
+        self.c.executemany(Q["execution_end"], self.ends)
+        self.c.executemany(Q["task_done"], self.done)
+        self.c.executemany(Q["queue_ack"], self.acks)
+
+
+def _connect(path: Path, create: bool) -> sqlite3.Connection:
+    if not create and not path.is_file():
+        raise ConfigError(f"no store at {str(path)!r} (file does not exist)")
+    uri = f"file:{path}?mode={'rwc' if create else 'rw'}"
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.Error as exc:
+        raise ConfigError(f"cannot open store {str(path)!r}: {exc}") from exc
+    return conn
+
+
+def _task_row(t: NewTask) -> tuple[str, str, str, int, str | None]:
+    return (t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.schedule)
+
+
+def _task(r: Sequence[Any], status: str, epoch: int | None) -> Task:
+    return Task(
+        id=r[0],
+        idempotency_key=r[1],
+        handler=r[2],
+        payload=r[3],
+        trigger_ms=r[4],
+        attempts=r[5],
+        status=status,
+        epoch=epoch,
+    )
+
+
+def _message(r: Sequence[Any]) -> Message:
+    return Message(
+        id=r[0],
+        task_id=r[1],
+        idempotency_key=r[2],
+        handler=r[3],
+        payload=r[4],
+        trigger_ms=r[5],
+        receives=r[6],
+        attempt=r[7],
+    )
+
+
+def _with_execution(m: Message, execution_id: int) -> Message:
+    return replace(m, execution_id=execution_id)

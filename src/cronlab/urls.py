@@ -1,0 +1,34 @@
+"""Store URLs: ``sqlite:///PATH`` (absolute: ``sqlite:////abs/path``; relative: ``sqlite:///rel``).
+
+Later backends add their schemes here (postgresql://, etcd://, redis://).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cronlab.exceptions import ConfigError
+
+SCHEMES = ("sqlite",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreUrl:
+    """A parsed store URL."""
+
+    scheme: str
+    path: Path
+    text: str
+
+
+def parse(text: str) -> StoreUrl:
+    """Parse ``--store``; ConfigError names an unknown scheme or a malformed URL."""
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        raise ConfigError(f"malformed store URL {text!r}: expected sqlite:///PATH")
+    if scheme not in SCHEMES:
+        raise ConfigError(f"unknown store scheme {scheme!r} in {text!r} (supported: sqlite)")
+    if not rest.startswith("/") or rest == "/":
+        raise ConfigError(f"malformed store URL {text!r}: expected sqlite:///PATH")
+    return StoreUrl(scheme=scheme, path=Path(rest[1:] or "/"), text=text)
