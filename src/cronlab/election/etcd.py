@@ -1,0 +1,172 @@
+"""Lease election on etcd (``--election etcd://host:2379[/prefix]``).
+
+The leader key ``<prefix>/leader`` holds the owner's name and is attached to an etcd lease of
+TTL seconds. Leadership is one transaction that creates the key only if it is absent
+(``create_revision == 0``); the key's create revision is the fencing epoch. Revisions only
+grow in an etcd cluster, so every new acquisition gets a higher epoch than any before it; the
+store keeps the highest epoch it has seen and refuses a dispatch that carries a lower one
+(``fencing="epoch"`` stores).
+
+Renewal is a keep-alive of the lease plus a check that the key is still ours. Expiry is judged
+by etcd's clock (it deletes the key when the lease runs out); this replica's own ``expires_ms``
+starts counting BEFORE the request, so the replica believes it leads no longer than etcd does.
+Talks to etcd's HTTP gateway (``etcd3gw``), which Debian's etcd 3.4 serves under ``/v3beta/``.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import etcd3gw
+import requests
+from etcd3gw.exceptions import Etcd3Exception
+from etcd3gw.lease import Lease as EtcdLease
+
+from cronlab.exceptions import BackendUnavailable, ConfigError
+from cronlab.ports import Clock, Lease
+
+API_PATH = "/v3beta/"
+DEFAULT_PREFIX = "/cronlab"
+REQUEST_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class EtcdUrl:
+    """``etcd://host:port[/prefix]`` parsed; the leader key is ``prefix + "/leader"``."""
+
+    host: str
+    port: int
+    prefix: str
+    text: str
+
+    @property
+    def leader_key(self) -> str:
+        return f"{self.prefix}/leader"
+
+
+def parse_url(text: str) -> EtcdUrl:
+    """Parse ``--election etcd://…``; ConfigError names a malformed URL."""
+    parts = urlsplit(text)
+    try:
+        port = parts.port or 2379
+    except ValueError:
+        raise ConfigError(f"malformed etcd URL {text!r}: bad port") from None
+    if parts.scheme != "etcd" or not parts.hostname:
+        raise ConfigError(f"malformed etcd URL {text!r}: expected etcd://host:2379[/prefix]")
+    prefix = parts.path.rstrip("/") or DEFAULT_PREFIX
+    return EtcdUrl(host=parts.hostname, port=port, prefix=prefix, text=text)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Held:
+    """What this process holds: the etcd lease and the leader key's create revision."""
+
+    lease: EtcdLease
+    epoch: int
+
+
+class EtcdElector:
+    """``ports.LeaseElector`` over an etcd leader key bound to an etcd lease."""
+
+    def __init__(self, url: EtcdUrl, clock: Clock, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+        self.url = url
+        self._clock = clock
+        self._client = etcd3gw.client(
+            host=url.host, port=url.port, api_path=API_PATH, timeout=timeout_s
+        )
+        self._key = _b64(url.leader_key)
+        self._held: _Held | None = None
+
+    def acquire_or_renew(self, owner: str, ttl_ms: int) -> Lease | None:
+        """Renew our key's lease, or create the key if absent; None when another holds it."""
+        if ttl_ms <= 0:
+            raise ConfigError(f"lease TTL must be > 0 ms, got {ttl_ms}")
+        started = self._clock.now_ms()
+        epoch = self._call(self._renew, owner) if self._held else None
+        if epoch is None:
+            epoch = self._call(self._acquire, owner, ttl_ms)
+        if epoch is None:
+            return None
+        return Lease(holder=owner, epoch=epoch, expires_ms=started + ttl_ms)
+
+    def release(self, owner: str) -> None:
+        """Delete the key if ``owner`` holds it and revoke our lease (a standby takes over)."""
+        held, self._held = self._held, None
+        if held is None:
+            return
+        self._call(self._delete_if, owner, held.epoch)
+        self._call(held.lease.revoke)
+
+    def current(self) -> Lease | None:
+        """The leader key's holder and epoch; expiry from its lease's remaining TTL."""
+        now = self._clock.now_ms()
+        kv = self._call(self._read)
+        if kv is None:
+            return None
+        ttl_s = self._call(EtcdLease(int(kv.get("lease", 0)), self._client).ttl)
+        if ttl_s <= 0:
+            return None
+        holder = base64.b64decode(kv["value"]).decode()
+        return Lease(holder=holder, epoch=int(kv["create_revision"]), expires_ms=now + ttl_s * 1000)
+
+    # -- etcd requests ----------------------------------------------------------------------
+
+    def _acquire(self, owner: str, ttl_ms: int) -> int | None:
+        lease = self._client.lease(ttl=max(1, math.ceil(ttl_ms / 1000)))
+        put = {"key": self._key, "value": _b64(owner), "lease": lease.id}
+        result = self._txn([_created(self._key, 0)], [{"request_put": put}])
+        if not result.get("succeeded"):
+            lease.revoke()  # unused: do not let it linger until its TTL
+            return None
+        # The key was created by this transaction, so its create revision is the txn's.
+        epoch = int(result["header"]["revision"])
+        self._held = _Held(lease=lease, epoch=epoch)
+        return epoch
+
+    def _renew(self, owner: str) -> int | None:
+        assert self._held is not None
+        held = self._held
+        if held.lease.refresh() <= 0 or not self._still_ours(owner, held.epoch):
+            self._held = None  # expired or taken: the next acquisition is a new epoch
+            return None
+        return held.epoch
+
+    def _still_ours(self, owner: str, epoch: int) -> bool:
+        compare = [_created(self._key, epoch), _value_is(self._key, owner)]
+        return bool(self._txn(compare, []).get("succeeded"))
+
+    def _delete_if(self, owner: str, epoch: int) -> None:
+        compare = [_created(self._key, epoch), _value_is(self._key, owner)]
+        self._txn(compare, [{"request_delete_range": {"key": self._key}}])
+
+    def _read(self) -> dict[str, Any] | None:
+        result = self._client.post(self._client.get_url("/kv/range"), json={"key": self._key})
+        kvs = result.get("kvs") or []
+        return dict(kvs[0]) if kvs else None
+
+    def _txn(self, compare: list[dict[str, Any]], success: list[dict[str, Any]]) -> dict[str, Any]:
+        txn = {"compare": compare, "success": success, "failure": []}
+        return dict(self._client.transaction(txn))
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        """Run one etcd request; an unreachable server becomes ``BackendUnavailable``."""
+        try:
+            return fn(*args)
+        except (Etcd3Exception, requests.RequestException) as exc:
+            raise BackendUnavailable(f"etcd {self.url.text}: {type(exc).__name__} {exc}") from exc
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _created(key: str, revision: int) -> dict[str, Any]:
+    return {"key": key, "result": "EQUAL", "target": "CREATE", "create_revision": revision}
+
+
+def _value_is(key: str, owner: str) -> dict[str, Any]:
+    return {"key": key, "result": "EQUAL", "target": "VALUE", "value": _b64(owner)}

@@ -1,0 +1,183 @@
+"""The Store contract: tasks, fenced dispatch, executions, registry, events — every backend."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from cronlab.election.store import StoreElector
+from cronlab.exceptions import FencedError
+from cronlab.handlers import Context, Registry
+from cronlab.ports import Event, NewTask, ProcessInfo, Retry
+from cronlab.queues.store import StoreQueue
+
+from .conftest import Backend
+
+TTL = 10_000
+
+
+def tasks(n: int, at: int, handler: str = "ok", prefix: str = "k") -> list[NewTask]:
+    return [
+        NewTask(idempotency_key=f"{prefix}{i}", handler=handler, trigger_ms=at + i,
+                payload=json.dumps({"i": i}))
+        for i in range(n)
+    ]
+
+
+def lead(b: Backend, owner: str = "a") -> int:
+    lease = StoreElector(b.store, b.clock).acquire_or_renew(owner, TTL)
+    assert lease is not None
+    return lease.epoch
+
+
+def test_duplicate_keys_are_ignored_and_counted(backend: Backend) -> None:
+    now = backend.clock.now_ms()
+    assert backend.store.add_tasks(tasks(5, now)) == 5
+    assert backend.store.add_tasks(tasks(7, now)) == 2
+    assert backend.store.counts()["PENDING"] == 7
+
+
+def test_dispatch_claims_due_rows_oldest_first_and_enqueues_them(backend: Backend) -> None:
+    now = backend.clock.now_ms()
+    backend.store.add_tasks(tasks(10, now))
+    epoch = lead(backend)
+    got = backend.store.dispatch_due(now + 4, 3, epoch)
+    assert [t.idempotency_key for t in got] == ["k0", "k1", "k2"]
+    assert all(t.status == "DISPATCHED" and t.epoch == epoch for t in got)
+    rest = backend.store.dispatch_due(now + 4, 100, epoch)
+    assert [t.idempotency_key for t in rest] == ["k3", "k4"]
+    assert backend.store.counts() | {} == {
+        "PENDING": 5, "DISPATCHED": 5, "DONE": 0, "FAILED": 0, "MISSED": 0
+    }
+    assert backend.store.queue_depth() == 5
+
+
+def test_stale_epoch_writes_nothing(backend: Backend) -> None:
+    now = backend.clock.now_ms()
+    backend.store.add_tasks(tasks(4, now))
+    old = lead(backend, "a")
+    backend.clock.advance(TTL)
+    new = lead(backend, "b")
+    assert new == old + 1
+    with pytest.raises(FencedError):
+        backend.store.dispatch_due(backend.clock.now_ms(), 100, old)
+    assert backend.store.counts()["PENDING"] == 4
+    assert backend.store.queue_depth() == 0
+
+
+def test_expired_lease_refuses_its_own_epoch(backend: Backend) -> None:
+    now = backend.clock.now_ms()
+    backend.store.add_tasks(tasks(2, now))
+    epoch = lead(backend)
+    with pytest.raises(FencedError):
+        backend.store.dispatch_due(now + TTL, 100, epoch)
+    assert backend.store.counts()["PENDING"] == 2
+
+
+def test_unclaimed_reads_let_every_reader_enqueue_a_copy(backend: Backend) -> None:
+    now = backend.clock.now_ms()
+    backend.store.add_tasks(tasks(3, now))
+    seen = [backend.store.read_due(now + 10, 100) for _ in range(2)]
+    for batch in seen:
+        backend.store.enqueue_copies(batch, now + 10)
+    assert backend.store.queue_depth() == 6
+    assert backend.store.counts()["DISPATCHED"] == 3
+
+
+def test_mark_missed_touches_only_pending_rows_before_the_instant(backend: Backend) -> None:
+    now = backend.clock.now_ms()
+    backend.store.add_tasks(tasks(5, now))
+    backend.store.dispatch_due(now, 1, lead(backend))
+    assert backend.store.mark_missed(now + 3, now + 3) == 2
+    assert backend.store.counts()["MISSED"] == 2
+
+
+def registry() -> Registry:
+    r = Registry()
+
+    @r.handler("ok")
+    def ok(ctx: Context, payload: dict[str, Any]) -> None:
+        return None
+
+    @r.handler("boom")
+    def boom(ctx: Context, payload: dict[str, Any]) -> None:
+        raise RuntimeError(f"boom {payload['i']}")
+
+    @r.handler("chain")
+    def chain(ctx: Context, payload: dict[str, Any]) -> None:
+        ctx.schedule("ok", {"i": 99})
+
+    return r
+
+
+DEFAULT_RETRY = Retry()
+
+
+def run_batch(b: Backend, retry: Retry = DEFAULT_RETRY) -> dict[str, int]:
+    messages = StoreQueue(b.store, b.clock).claim("w", 100, 30_000)
+    return b.store.execute("w", messages, registry().runner(b.clock.now_ms), retry,
+                           b.clock.now_ms)
+
+
+def test_successful_runs_are_done_and_acked(backend: Backend) -> None:
+    now = backend.clock.now_ms()
+    backend.store.add_tasks(tasks(3, now))
+    backend.store.dispatch_due(now + 5, 100, lead(backend))
+    assert run_batch(backend)["ok"] == 3
+    assert backend.store.counts()["DONE"] == 3
+    assert backend.store.queue_depth() == 0
+
+
+def test_one_failing_handler_does_not_undo_the_others(backend: Backend) -> None:
+    now = backend.clock.now_ms()
+    backend.store.add_tasks(tasks(2, now) + tasks(1, now, "boom", prefix="b"))
+    backend.store.dispatch_due(now + 5, 100, lead(backend))
+    counts = run_batch(backend)
+    assert counts["ok"] == 2 and counts["error"] == 1
+    assert backend.store.counts()["DONE"] == 2
+    assert backend.store.queue_depth() == 1
+
+
+def test_failing_handler_retries_with_backoff_then_fails_with_error_kept(
+    backend: Backend,
+) -> None:
+    now = backend.clock.now_ms()
+    backend.store.add_tasks(tasks(1, now, "boom"))
+    backend.store.dispatch_due(now, 100, lead(backend))
+    retry = Retry(max_attempts=3, base_ms=1_000)
+    assert run_batch(backend, retry)["error"] == 1
+    assert run_batch(backend, retry) == {"ok": 0, "noop": 0, "error": 0, "failed": 0}
+    backend.clock.advance(1_000)
+    assert run_batch(backend, retry)["error"] == 1
+    backend.clock.advance(1_999)
+    assert sum(run_batch(backend, retry).values()) == 0
+    backend.clock.advance(1)
+    assert run_batch(backend, retry)["failed"] == 1
+    assert backend.status(1) == "FAILED"
+    assert backend.last_error(1) == "RuntimeError: boom 0"
+    assert backend.store.queue_depth() == 0
+
+
+def test_follow_up_task_is_added_in_the_same_run_once(backend: Backend) -> None:
+    now = backend.clock.now_ms()
+    backend.store.add_tasks(tasks(1, now, "chain"))
+    backend.store.dispatch_due(now, 100, lead(backend))
+    run_batch(backend)
+    assert backend.store.counts()["PENDING"] == 1
+    assert backend.store.add_tasks([NewTask(idempotency_key="k0/then/ok/1", handler="ok",
+                                            trigger_ms=now)]) == 0
+
+
+def test_process_registry_and_event_log(backend: Backend) -> None:
+    info = ProcessInfo(role="worker", index=0, pid=42, owner="worker-0@42", started_ms=1)
+    backend.store.register_process(info)
+    backend.store.process_exited("worker", 0, 41, 5)  # another pid: ignored
+    assert backend.store.processes() == [info]
+    backend.store.process_exited("worker", 0, 42, 5)
+    assert backend.store.processes()[0].exited_ms == 5
+    backend.store.record_event(Event(kind="crash", at_ms=9, pid=42, detail={"x": 1}))
+    backend.store.record_event(Event(kind="acquire", at_ms=3, epoch=2))
+    assert [(e.kind, e.at_ms) for e in backend.store.events()] == [("acquire", 3), ("crash", 9)]
+    assert backend.store.events()[1].detail == {"x": 1}

@@ -1,0 +1,143 @@
+"""Scheduler and worker loops on the memory store and a fake clock (no processes, no I/O)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cronlab.election.off import NoElection
+from cronlab.election.store import StoreElector
+from cronlab.handlers import Context, Registry
+from cronlab.ports import NewTask, Retry
+from cronlab.queues.store import StoreQueue
+from cronlab.runtime.clock import FakeClock
+from cronlab.runtime.scheduler import Scheduler, SchedulerConfig
+from cronlab.runtime.worker import TokenBucket, Worker, WorkerConfig
+from cronlab.stores.memory import MemoryStore
+
+T0 = 1_700_000_000_000
+
+
+def seed(store: MemoryStore, n: int, at: int) -> None:
+    store.add_tasks(NewTask(idempotency_key=f"k{i}", handler="ok", trigger_ms=at)
+                    for i in range(n))
+
+
+def replica(store: MemoryStore, clock: FakeClock, i: int, **kw: Any) -> Scheduler:
+    cfg = SchedulerConfig(replica=i, ttl_ms=3_000, batch=kw.pop("batch", 100), **kw)
+    elector = NoElection(clock) if cfg.election == "off" else StoreElector(store, clock)
+    return Scheduler(cfg, store=store, queue=StoreQueue(store, clock), elector=elector,
+                     clock=clock, owner=f"r{i}")
+
+
+def test_only_the_leader_dispatches_and_in_batches() -> None:
+    clock, store = FakeClock(T0), MemoryStore()
+    seed(store, 250, T0)
+    a, b = replica(store, clock, 0), replica(store, clock, 1)
+    assert a.step() == 0  # full batch: scan again at once
+    b.step()
+    a.step()
+    a.step()
+    assert (a.dispatched, b.dispatched) == (250, 0)
+    assert store.queue_depth() == 250
+    assert [e.kind for e in store.events()] == ["acquire"]
+
+
+def test_leader_stops_by_itself_when_it_cannot_renew() -> None:
+    clock, store = FakeClock(T0), MemoryStore()
+    a = replica(store, clock, 0)
+    a.step()
+    assert a.leading(clock.now_ms())
+    store.lease_cas("intruder", clock.now_ms() + 3_000, 60_000)  # a's lease expired, taken
+    clock.advance(3_000)
+    seed(store, 5, clock.now_ms())
+    a.step()
+    assert not a.leading(clock.now_ms()) and a.dispatched == 0
+
+
+def test_stale_leader_is_fenced_and_records_it() -> None:
+    clock, store = FakeClock(T0), MemoryStore()
+    a = replica(store, clock, 0)
+    a.step()
+    clock.advance(3_000)
+    b = replica(store, clock, 1)
+    b.step()  # b takes over with epoch 2
+    seed(store, 5, clock.now_ms())
+    a.next_renew_ms = clock.now_ms() + 10_000  # a woke up believing its old lease holds
+    assert a.lease is not None
+    a.lease = type(a.lease)(holder="r0", epoch=1, expires_ms=clock.now_ms() + 1)
+    a.step()
+    assert a.dispatched == 0 and store.counts()["PENDING"] == 5
+    fenced = [e for e in store.events() if e.kind == "fenced"]
+    assert fenced and fenced[0].epoch == 1 and fenced[0].detail["current"] == 2
+
+
+def test_election_off_every_replica_enqueues_its_own_copy() -> None:
+    clock, store = FakeClock(T0), MemoryStore()
+    seed(store, 40, T0)
+    replicas = [replica(store, clock, i, election="off") for i in range(3)]
+    due = [store.read_due(clock.now_ms(), 100) for _ in replicas]  # they scan together
+    for batch in due:
+        store.enqueue_copies(batch, clock.now_ms())
+    assert store.queue_depth() == 40 * 3
+    assert replicas[0].step() >= 1  # nothing left PENDING afterwards
+
+
+def test_in_memory_timers_new_leader_misses_what_fell_due_before() -> None:
+    clock, store = FakeClock(T0), MemoryStore()
+    a = replica(store, clock, 0, timers="in-memory")
+    a.step()
+    seed(store, 7, clock.now_ms() + 500)  # falls due while a is dead
+    clock.advance(3_000)
+    b = replica(store, clock, 1, timers="in-memory")
+    b.step()
+    assert store.counts()["MISSED"] == 7 and b.dispatched == 0
+
+
+def test_durable_timers_new_leader_dispatches_the_gap() -> None:
+    clock, store = FakeClock(T0), MemoryStore()
+    replica(store, clock, 0).step()
+    seed(store, 7, clock.now_ms() + 500)
+    clock.advance(3_000)
+    b = replica(store, clock, 1)
+    b.step()
+    assert store.counts()["MISSED"] == 0 and b.dispatched == 7
+
+
+def ok_registry() -> Registry:
+    r = Registry()
+
+    @r.handler("ok")
+    def ok(ctx: Context, payload: dict[str, Any]) -> None:
+        return None
+
+    return r
+
+
+def test_worker_runs_what_the_leader_dispatched() -> None:
+    clock, store = FakeClock(T0), MemoryStore()
+    seed(store, 30, T0)
+    replica(store, clock, 0).step()
+    w = Worker(WorkerConfig(index=0, batch=8, retry=Retry()), store=store,
+               queue=StoreQueue(store, clock), registry=ok_registry(), clock=clock, name="w0")
+    while w.step() == 0:
+        pass
+    assert w.totals["ok"] == 30 and store.counts()["DONE"] == 30
+
+
+def test_rate_cap_limits_a_worker_to_x_tasks_per_second() -> None:
+    clock, store = FakeClock(T0), MemoryStore()
+    seed(store, 100, T0)
+    replica(store, clock, 0).step()
+    w = Worker(WorkerConfig(index=0, rate=20), store=store, queue=StoreQueue(store, clock),
+               registry=ok_registry(), clock=clock, name="w0")
+    while clock.now_ms() < T0 + 2_000:
+        clock.sleep(w.step() / 1000)
+    assert 38 <= w.totals["ok"] <= 41
+
+
+def test_token_bucket_never_saves_more_than_a_second() -> None:
+    bucket = TokenBucket(10, 0)
+    assert bucket.available(60_000) == 10
+    bucket.take(10)
+    assert bucket.available(60_000) == 0
+    assert bucket.wait_ms() > 0
