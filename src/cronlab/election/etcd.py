@@ -157,7 +157,18 @@ class EtcdElector:
         try:
             return fn(*args)
         except (Etcd3Exception, requests.RequestException) as exc:
-            raise BackendUnavailable(f"etcd {self.url.text}: {type(exc).__name__} {exc}") from exc
+            detail = getattr(exc, "detail_text", None) or str(exc) or type(exc).__name__
+            raise BackendUnavailable(f"etcd {self.url.text} unreachable: {detail}") from exc
+
+
+def ping(url: EtcdUrl, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+    """Raise ``BackendUnavailable`` naming the server unless etcd answers a status request."""
+    client = etcd3gw.client(host=url.host, port=url.port, api_path=API_PATH, timeout=timeout_s)
+    try:
+        client.status()
+    except (Etcd3Exception, requests.RequestException) as exc:
+        detail = getattr(exc, "detail_text", None) or str(exc) or type(exc).__name__
+        raise BackendUnavailable(f"etcd {url.text} unreachable: {detail}") from exc
 
 
 def _b64(text: str) -> str:
