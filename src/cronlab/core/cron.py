@@ -44,8 +44,7 @@ ALIASES: dict[str, str] = {
 
 SECOND = timedelta(seconds=1)
 DAY = timedelta(days=1)
-# A zone's offset is probed once a day: tzdata has no two transitions within a day.
-_HORIZON = timedelta(days=400)
+# next_change probes a zone's offset once a day: tzdata has no two transitions within a day.
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,19 +122,20 @@ def _wildcard_fires(cron: Cron, start: datetime) -> Iterator[datetime]:
     """Every instant after ``start`` whose wall clock matches, walked segment by segment.
 
     Between two offset changes, wall time minus the offset is UTC: one croniter walk per
-    segment, stopped at the segment's end.
+    segment; a candidate beyond the segment's end restarts the walk at the change.
     """
     inclusive = False
     while True:
-        offset = _offset(cron.tz, start)
-        change = next_change(cron.tz, start, start + _HORIZON)
-        end = change or start + _HORIZON
+        offset, checked = _offset(cron.tz, start), start
         for wall in _walls(cron.spec, _wall(cron.tz, start), inclusive=inclusive):
             instant = (wall - offset).replace(tzinfo=UTC)
-            if instant >= end:
+            change = next_change(cron.tz, checked, instant)
+            if change is not None:
                 break
             yield instant
-        start, inclusive = end, True
+            checked = instant
+        assert change is not None, "croniter walks are endless"
+        start, inclusive = change, True
 
 
 def _fixed_fires(cron: Cron, start: datetime) -> Iterator[datetime]:

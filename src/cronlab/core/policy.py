@@ -36,8 +36,8 @@ class Schedule:
     """A named recurring job: which handler runs, when, and what happens when things go wrong.
 
     ``catchup`` says what to run for occurrences missed while no scheduler was up: ``all`` of
-    them (oldest first), the ``latest`` one, or ``none``; only occurrences at most
-    ``catchup_window_ms`` old are ever run. ``overlap="skip"`` skips (and the engine records
+    them (oldest first), the ``latest`` one, or ``none`` (see :func:`plan_catchup`); nothing
+    older than ``catchup_window_ms`` is ever run. ``overlap="skip"`` skips (and the engine records
     as skipped) an occurrence that comes due while the previous run is still running.
     Construction validates every field and raises ConfigError naming the bad value.
     """
