@@ -1,0 +1,477 @@
+"""The PostgreSQL store (``--store postgresql://user@host:port/db``): the SQLite store's schema
+and semantics on a server, for replicas and workers on several machines.
+
+* psycopg 3 with a connection pool; every write is one transaction, retried with backoff when
+  the connection drops (a server restart), ``BackendUnavailable`` after ``retry_s``.
+* Claims use ``FOR UPDATE SKIP LOCKED`` in large batches; claim, mark and enqueue are one
+  statement. A dispatch first locks the fence row, so two leaders' dispatches serialise.
+* ``time_source="server"`` (default): lease expiry is judged by the server's clock, never by a
+  replica's, so clock skew between hosts cannot elect two leaders. ``"caller"`` takes the
+  time the caller passes (the contract tests drive a fake clock that way).
+* ``fencing="lease"``: a dispatch must carry the epoch of the unexpired lease row here;
+  ``"epoch"``: the lease lives elsewhere (etcd) and a dispatch must carry an epoch no lower
+  than the highest one this store has seen.
+
+SQL is data: numbered migrations and named queries in ``stores/sql/postgres/``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from importlib import resources
+from itertools import islice
+from typing import Any, Literal, TypeVar
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from cronlab.core import lease as rules
+from cronlab.exceptions import BackendUnavailable, ConfigError, FencedError
+from cronlab.ports import STATUSES, Event, Message, NewTask, ProcessInfo, Retry, Run, Task
+from cronlab.stores import sqlite
+
+Fencing = Literal["lease", "epoch"]
+TimeSource = Literal["server", "caller"]
+T = TypeVar("T")
+CHUNK = 50_000
+SCHEMES = ("postgresql", "postgres")
+
+
+def _sql_files() -> dict[str, str]:
+    folder = resources.files("cronlab.stores") / "sql" / "postgres"
+    return {f.name: f.read_text() for f in folder.iterdir() if f.name.endswith(".sql")}
+
+
+FILES = _sql_files()
+Q = sqlite.parse_queries(FILES["queries.sql"])
+MIGRATIONS = sorted((int(n.split("_")[0]), n) for n in FILES if n[:3].isdigit())
+# The engine's reports pass the SQLite text of a named query; run our dialect's instead.
+DIALECT = {text: Q[name] for name, text in sqlite.Q.items() if name in Q}
+
+
+def placeholders(sql: str) -> str:
+    """Handler SQL written with ``?`` (qmark, as for SQLite) → psycopg's ``%s``."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class PostgresTx:
+    """The open transaction handed to a handler (``ports.Tx``)."""
+
+    def __init__(self, cur: psycopg.Cursor[Any]) -> None:
+        self._cur = cur
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
+        self._cur.execute(placeholders(sql) if "?" in sql else sql, params)
+        return self._cur.rowcount
+
+    def add_task(self, task: NewTask) -> int:
+        self._cur.execute(Q["add_task"], _task_row(task))
+        return self._cur.rowcount
+
+
+class PostgresStore:
+    """``ports.Store`` + ``LeaseTable`` + ``QueueTable`` on one PostgreSQL database."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        fencing: Fencing = "lease",
+        time_source: TimeSource = "server",
+        pool_size: int = 2,
+        connect_timeout_s: float = 5.0,
+        retry_s: float = 60.0,
+    ) -> None:
+        self.url, self.fencing, self.time_source, self.retry_s = url, fencing, time_source, retry_s
+        self._pool = _open_pool(url, pool_size, connect_timeout_s)
+        self._run(self._migrate)
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def _run(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """``fn`` in one transaction; a dropped connection is retried with backoff."""
+        deadline, delay = time.monotonic() + self.retry_s, 0.1
+        while True:
+            try:
+                with self._pool.connection() as conn, conn.transaction():
+                    return fn(conn)
+            except psycopg.OperationalError as exc:
+                if time.monotonic() + delay > deadline:
+                    raise BackendUnavailable(f"postgresql {_safe(self.url)}: {exc}") from exc
+                time.sleep(delay)
+                delay = min(2.0, delay * 2)
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute(Q["migrate_lock"])  # replicas starting together migrate one at a time
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, name TEXT)"
+        )
+        done = {r[0] for r in conn.execute("SELECT version FROM schema_version")}
+        for version, name in MIGRATIONS:
+            if version not in done:
+                conn.execute(FILES[name])
+                conn.execute("INSERT INTO schema_version VALUES (%s, %s)", (version, name))
+
+    def schema_versions(self) -> list[int]:
+        """Applied migration numbers, ascending."""
+        return [r[0] for r in self.query("SELECT version FROM schema_version ORDER BY version")]
+
+    def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
+        """Read-only SQL for reports and tests; the SQLite text of a named query runs ours."""
+        text = DIALECT.get(sql) or (placeholders(sql) if "?" in sql else sql)
+        return self._run(lambda c: _rows(c.execute(text, params)))
+
+    def _now(self, conn: psycopg.Connection[Any], caller_ms: int) -> int:
+        if self.time_source == "caller":
+            return caller_ms
+        row = conn.execute(Q["server_ms"]).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    # -- tasks ------------------------------------------------------------------------------
+
+    def add_tasks(
+        self, tasks: Iterable[NewTask], progress: Callable[[int], None] | None = None
+    ) -> int:
+        """COPY in chunks and insert, all in ONE transaction; ``progress(n)`` after each."""
+        rows = list(map(_task_row, tasks))
+        return self._run(lambda c: _copy_tasks(c, rows, progress))
+
+    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> list[Task]:
+        return self._run(lambda c: self._dispatch(c, now_ms, limit, epoch))
+
+    def _dispatch(
+        self, c: psycopg.Connection[Any], now_ms: int, limit: int, epoch: int
+    ) -> list[Task]:
+        self._fence(c, epoch, now_ms)
+        args = {"epoch": epoch, "now": now_ms, "limit": limit}
+        rows = c.execute(Q["claim_due"], args).fetchall()
+        return [_task(r, "DISPATCHED", epoch) for r in rows]
+
+    def _fence(self, c: psycopg.Connection[Any], epoch: int, now_ms: int) -> None:
+        (max_epoch,) = _one(c, Q["fence_lock"])
+        if self.fencing == "epoch":
+            if epoch < max_epoch:
+                raise FencedError(epoch, max_epoch)
+        else:
+            state = _lease_state(_one(c, Q["lease_read_locked"]))
+            if epoch < max_epoch or not rules.holds(state, epoch, self._now(c, now_ms)):
+                raise FencedError(epoch, state.epoch)
+        c.execute(Q["fence_raise"], {"epoch": epoch})
+
+    def read_due(self, now_ms: int, limit: int) -> list[Task]:
+        rows = self.query(Q["read_due"], {"now": now_ms, "limit": limit})
+        return [_task(r, "PENDING", None) for r in rows]
+
+    def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
+        ids = [t.id for t in tasks]
+        self._run(lambda c: c.execute(Q["enqueue_copies"], {"ids": ids, "now": now_ms}))
+        return len(tasks)
+
+    def mark_missed(self, before_ms: int, now_ms: int) -> int:
+        return self._run(lambda c: c.execute(Q["mark_missed"], {"before": before_ms}).rowcount)
+
+    def counts(self) -> dict[str, int]:
+        found = dict(self.query(Q["counts"]))
+        return {s: int(found.get(s, 0)) for s in STATUSES}
+
+    # -- executions -------------------------------------------------------------------------
+
+    def execute(
+        self,
+        worker: str,
+        messages: Sequence[Message],
+        run: Run,
+        retry: Retry,
+        now: Callable[[], int],
+    ) -> dict[str, int]:
+        """Record the starts (own transaction, so a killed worker leaves its trace), then run.
+
+        Fast path: every run in one transaction. If a run raises, that transaction is rolled
+        back and the batch runs again with a savepoint per message.
+        """
+        started = self._run(lambda c: _start(c, worker, messages, now()))
+        try:
+            return self._run(lambda c: _Batch(c, retry, now).run_all(started, run, isolate=False))
+        except _HandlerFailed:
+            return self._run(lambda c: _Batch(c, retry, now).run_all(started, run, isolate=True))
+
+    # -- lease row (LeaseTable) -------------------------------------------------------------
+
+    def lease_cas(self, owner: str, now_ms: int, ttl_ms: int) -> rules.LeaseState | None:
+        if ttl_ms <= 0:
+            raise ConfigError(f"lease TTL must be > 0 ms, got {ttl_ms}")
+
+        def cas(c: psycopg.Connection[Any]) -> Any:
+            args = {"owner": owner, "now": self._now(c, now_ms), "ttl": ttl_ms}
+            return c.execute(Q["lease_cas"], args).fetchone()
+
+        got = self._run(cas)
+        return None if got is None else _lease_state(got)
+
+    def lease_release(self, owner: str) -> None:
+        self._run(lambda c: c.execute(Q["lease_release"], {"owner": owner}))
+
+    def lease_read(self) -> rules.LeaseState:
+        return _lease_state(self.query(Q["lease_read"])[0])
+
+    def server_ms(self) -> int:
+        """The server's clock, epoch milliseconds (what lease expiry is judged by)."""
+        return int(self.query(Q["server_ms"])[0][0])
+
+    # -- queue (QueueTable) -----------------------------------------------------------------
+
+    def queue_claim(
+        self, worker: str, limit: int, visibility_ms: int, now_ms: int
+    ) -> list[Message]:
+        args = {"until": now_ms + visibility_ms, "worker": worker, "now": now_ms, "limit": limit}
+        rows = self._run(lambda c: c.execute(Q["queue_claim"], args).fetchall())
+        return [_message(r) for r in sorted(rows)]
+
+    def queue_ack(self, messages: Sequence[Message]) -> int:
+        args = {"ids": [m.id for m in messages], "receives": [m.receives for m in messages]}
+        return self._run(lambda c: c.execute(Q["queue_ack"], args).rowcount)
+
+    def queue_depth(self) -> int:
+        return int(self.query(Q["queue_depth"])[0][0])
+
+    # -- processes, events, samples ---------------------------------------------------------
+
+    def register_process(self, info: ProcessInfo) -> None:
+        row = (info.role, info.index, info.pid, info.owner, info.started_ms)
+        self._run(lambda c: c.execute(Q["register_process"], row))
+
+    def process_exited(self, role: str, index: int, pid: int, now_ms: int) -> None:
+        self._run(lambda c: c.execute(Q["process_exited"], (now_ms, role, index, pid)))
+
+    def processes(self) -> list[ProcessInfo]:
+        return [
+            ProcessInfo(
+                role=r[0], index=r[1], pid=r[2], owner=r[3], started_ms=r[4], exited_ms=r[5]
+            )
+            for r in self.query(Q["processes"])
+        ]
+
+    def record_event(self, event: Event) -> None:
+        detail = json.dumps(dict(event.detail))
+        row = (event.kind, event.at_ms, event.holder, event.epoch, event.pid, detail)
+        self._run(lambda c: c.execute(Q["record_event"], row))
+
+    def events(self) -> list[Event]:
+        return [
+            Event(kind=r[0], at_ms=r[1], holder=r[2], epoch=r[3], pid=r[4], detail=json.loads(r[5]))
+            for r in self.query(Q["events"])
+        ]
+
+    def record_sample(self, now_ms: int, depth: int) -> None:
+        self._run(lambda c: c.execute(Q["record_sample"], (now_ms, depth)))
+
+    def set_idempotency(self, on: bool) -> None:
+        """Create or drop the invoices' unique key (``--no-idempotency`` drops it)."""
+        sql = (
+            "CREATE UNIQUE INDEX IF NOT EXISTS invoices_once ON invoices (customer, period)"
+            if on
+            else "DROP INDEX IF EXISTS invoices_once"
+        )
+        try:
+            self._run(lambda c: c.execute(sql))
+        except psycopg.errors.UniqueViolation as exc:
+            raise ConfigError(
+                f"cannot turn idempotency on: duplicate invoices exist ({exc})"
+            ) from exc
+
+
+class _HandlerFailed(Exception):
+    """A run raised on the fast path: redo the batch with a savepoint per message."""
+
+
+class _Batch:
+    """One worker batch inside an open transaction: runs, execution ends, task updates, acks."""
+
+    def __init__(self, c: psycopg.Connection[Any], retry: Retry, now: Callable[[], int]) -> None:
+        self.c, self.retry, self.now = c, retry, now
+        self.ends: list[tuple[int, str, str | None, int]] = []
+        self.done: list[int] = []
+        self.acks: list[tuple[int, int]] = []
+        self.counts = {"ok": 0, "noop": 0, "error": 0, "failed": 0}
+
+    def run_all(self, messages: Sequence[Message], run: Run, *, isolate: bool) -> dict[str, int]:
+        with self.c.cursor() as cur:
+            tx = PostgresTx(cur)
+            for m in messages:
+                if not isolate:
+                    self._run_fast(m, run, tx)
+                elif (error := self._run_isolated(m, run, tx)) is not None:
+                    self._failed(m, error)
+        self._flush()
+        return self.counts
+
+    def _run_fast(self, m: Message, run: Run, tx: PostgresTx) -> None:
+        try:
+            applied = run(m, tx)
+        except psycopg.OperationalError:
+            raise  # the connection, not the handler: the whole transaction is retried
+        except Exception as exc:
+            raise _HandlerFailed from exc
+        self._succeeded(m, applied)
+
+    def _run_isolated(self, m: Message, run: Run, tx: PostgresTx) -> Exception | None:
+        try:
+            with self.c.transaction():  # a savepoint: a failure undoes this message only
+                applied = run(m, tx)
+        except psycopg.OperationalError:
+            raise
+        except Exception as exc:
+            return exc
+        self._succeeded(m, applied)
+        return None
+
+    def _succeeded(self, m: Message, applied: bool) -> None:
+        outcome = "ok" if applied else "noop"
+        self.counts[outcome] += 1
+        self.ends.append((self.now(), outcome, None, m.execution_id))
+        self.done.append(m.task_id)
+        self.acks.append((m.id, m.receives))
+
+    def _failed(self, m: Message, exc: BaseException) -> None:
+        error, now = f"{type(exc).__name__}: {exc}", self.now()
+        final = m.attempt >= self.retry.max_attempts
+        outcome = "failed" if final else "error"
+        self.counts[outcome] += 1
+        self.ends.append((now, outcome, error, m.execution_id))
+        if final:
+            self.c.execute(Q["task_failed"], (error, m.task_id))
+            self.acks.append((m.id, m.receives))
+        else:
+            self.c.execute(Q["task_error"], (error, m.task_id))
+            delay = self.retry.delay_ms(m.attempt)
+            self.c.execute(Q["queue_retry"], (now + delay, m.id, m.receives))
+
+    def _flush(self) -> None:
+        if not self.ends:
+            return
+        ends, outcomes, errors, ids = (list(col) for col in zip(*self.ends, strict=True))
+        args = {"ends": ends, "outcomes": outcomes, "errors": errors, "ids": ids}
+        self.c.execute(Q["execution_end"], args)
+        self.c.execute(Q["task_done"], {"ids": self.done})
+        acks = {"ids": [a[0] for a in self.acks], "receives": [a[1] for a in self.acks]}
+        self.c.execute(Q["queue_ack"], acks)
+
+
+def _start(
+    c: psycopg.Connection[Any], worker: str, messages: Sequence[Message], now_ms: int
+) -> list[Message]:
+    ids = [r[0] for r in c.execute(Q["execution_ids"], {"n": len(messages)})]
+    args = {
+        "ids": ids,
+        "tasks": [m.task_id for m in messages],
+        "messages": [m.id for m in messages],
+        "receives": [m.receives for m in messages],
+        "workers": [worker] * len(messages),
+        "attempts": [m.attempt for m in messages],
+        "starts": [now_ms] * len(messages),
+    }
+    c.execute(Q["execution_start"], args)
+    return [replace(m, execution_id=i) for m, i in zip(messages, ids, strict=True)]
+
+
+def _copy_tasks(
+    c: psycopg.Connection[Any],
+    rows: list[tuple[str, str, str, int, str | None]],
+    progress: Callable[[int], None] | None,
+) -> int:
+    inserted = 0
+    c.execute(Q["add_tasks_tmp"])
+    with c.cursor() as cur:
+        for chunk in _chunks(rows):
+            with cur.copy(Q["add_tasks_copy"]) as copy:
+                for row in chunk:
+                    copy.write_row(row)
+            inserted += cur.execute(Q["add_tasks_from_tmp"]).rowcount
+            cur.execute("TRUNCATE add_tasks_tmp")
+            if progress:
+                progress(len(chunk))
+    return inserted
+
+
+def _chunks(rows: list[T]) -> Iterator[list[T]]:
+    it = iter(rows)
+    while chunk := list(islice(it, CHUNK)):
+        yield chunk
+
+
+def _open_pool(url: str, size: int, timeout_s: float) -> ConnectionPool[Any]:
+    """A pool whose first connection is up, or a one-line ``BackendUnavailable``."""
+    pool: ConnectionPool[Any] = ConnectionPool(
+        url,
+        min_size=1,
+        max_size=max(1, size),
+        timeout=timeout_s,
+        kwargs={"connect_timeout": max(1, int(timeout_s))},
+        open=False,
+    )
+    try:
+        pool.open(wait=True, timeout=timeout_s)
+    except (PoolTimeout, psycopg.Error) as exc:
+        pool.close()
+        raise BackendUnavailable(
+            f"postgresql {_safe(url)} unreachable within {timeout_s:g} s ({type(exc).__name__})"
+        ) from exc
+    return pool
+
+
+def _safe(url: str) -> str:
+    """The URL without a password, for messages."""
+    scheme, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    return f"{scheme}{sep}{creds.split(':')[0]}{at}{host}" if at else url
+
+
+def _rows(cur: psycopg.Cursor[Any]) -> list[Any]:
+    return cur.fetchall() if cur.description is not None else []
+
+
+def _one(c: psycopg.Connection[Any], sql: str) -> tuple[Any, ...]:
+    row = c.execute(sql).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def _lease_state(r: Sequence[Any]) -> rules.LeaseState:
+    return rules.LeaseState(holder=r[0], epoch=int(r[1]), expires_ms=int(r[2]))
+
+
+def _task_row(t: NewTask) -> tuple[str, str, str, int, str | None]:
+    return (t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.schedule)
+
+
+def _task(r: Sequence[Any], status: str, epoch: int | None) -> Task:
+    return Task(
+        id=r[0],
+        idempotency_key=r[1],
+        handler=r[2],
+        payload=r[3],
+        trigger_ms=r[4],
+        attempts=r[5],
+        status=status,
+        epoch=epoch,
+    )
+
+
+def _message(r: Sequence[Any]) -> Message:
+    return Message(
+        id=r[0],
+        task_id=r[1],
+        idempotency_key=r[2],
+        handler=r[3],
+        payload=r[4],
+        trigger_ms=r[5],
+        receives=r[6],
+        attempt=r[7],
+    )

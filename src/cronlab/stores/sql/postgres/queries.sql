@@ -1,0 +1,189 @@
+-- Named queries of the PostgreSQL store: each block starts with `-- name: NAME`.
+-- Parameters are always bound (%(name)s or %s), never formatted into the text. Batches are
+-- passed as arrays and unnested, so one statement handles thousands of rows.
+
+-- name: server_ms
+SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+
+-- name: migrate_lock
+SELECT pg_advisory_xact_lock(7243001);
+
+-- name: add_tasks_copy
+COPY add_tasks_tmp (idempotency_key, handler, payload, trigger_ms, schedule) FROM STDIN;
+
+-- name: add_tasks_tmp
+CREATE TEMP TABLE IF NOT EXISTS add_tasks_tmp (
+  idempotency_key TEXT, handler TEXT, payload TEXT, trigger_ms BIGINT, schedule TEXT
+) ON COMMIT DELETE ROWS;
+
+-- name: add_tasks_from_tmp
+INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
+SELECT idempotency_key, handler, payload, trigger_ms, schedule FROM add_tasks_tmp
+ON CONFLICT (idempotency_key) DO NOTHING;
+
+-- name: add_task
+INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
+VALUES (%s, %s, %s, %s, %s) ON CONFLICT (idempotency_key) DO NOTHING;
+
+-- name: lease_read
+SELECT holder, epoch, expires_ms FROM lease WHERE name = 'scheduler';
+
+-- name: lease_read_locked
+-- A dispatch's fencing check: the row stays as read until the dispatch commits.
+SELECT holder, epoch, expires_ms FROM lease WHERE name = 'scheduler' FOR SHARE;
+
+-- name: lease_cas
+-- Acquire a free or expired lease (epoch + 1), or renew our own unexpired one (epoch kept).
+UPDATE lease
+SET epoch = CASE WHEN holder = %(owner)s AND expires_ms > %(now)s THEN epoch ELSE epoch + 1 END,
+    holder = %(owner)s,
+    expires_ms = %(now)s + %(ttl)s
+WHERE name = 'scheduler' AND (holder IS NULL OR expires_ms <= %(now)s OR holder = %(owner)s)
+RETURNING holder, epoch, expires_ms;
+
+-- name: lease_release
+UPDATE lease SET holder = NULL, expires_ms = 0 WHERE name = 'scheduler' AND holder = %(owner)s;
+
+-- name: fence_lock
+-- Serialises dispatches: a second leader's dispatch waits here and then sees the raised epoch.
+SELECT max_epoch FROM fence WHERE name = 'scheduler' FOR UPDATE;
+
+-- name: fence_raise
+UPDATE fence SET max_epoch = %(epoch)s WHERE name = 'scheduler' AND max_epoch < %(epoch)s;
+
+-- name: claim_due
+-- Claim, mark and enqueue in one statement; SKIP LOCKED keeps concurrent claimers apart.
+WITH due AS (
+  SELECT id FROM tasks WHERE status = 'PENDING' AND trigger_ms <= %(now)s
+  ORDER BY trigger_ms LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+), claimed AS (
+  UPDATE tasks t SET status = 'DISPATCHED', epoch = %(epoch)s, dispatched_ms = %(now)s
+  FROM due WHERE t.id = due.id
+  RETURNING t.id, t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.attempts
+), queued AS (
+  INSERT INTO queue (task_id, idempotency_key, handler, payload, trigger_ms, attempt, enqueued_ms)
+  SELECT id, idempotency_key, handler, payload, trigger_ms, attempts + 1, %(now)s FROM claimed
+  RETURNING 1
+), counted AS (
+  UPDATE counters SET value = value + (SELECT count(*) FROM queued) WHERE name = 'dispatched'
+)
+SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM claimed
+ORDER BY trigger_ms, id;
+
+-- name: read_due
+SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
+WHERE status = 'PENDING' AND trigger_ms <= %(now)s ORDER BY trigger_ms LIMIT %(limit)s;
+
+-- name: enqueue_copies
+WITH given AS (
+  SELECT * FROM unnest(%(ids)s::bigint[]) AS g(id)
+), marked AS (
+  UPDATE tasks t SET status = 'DISPATCHED', dispatched_ms = coalesce(dispatched_ms, %(now)s)
+  FROM given WHERE t.id = given.id AND t.status = 'PENDING'
+), queued AS (
+  INSERT INTO queue (task_id, idempotency_key, handler, payload, trigger_ms, attempt, enqueued_ms)
+  SELECT t.id, t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.attempts + 1, %(now)s
+  FROM tasks t JOIN given ON t.id = given.id
+  RETURNING 1
+)
+UPDATE counters SET value = value + (SELECT count(*) FROM queued) WHERE name = 'dispatched';
+
+-- name: mark_missed
+UPDATE tasks SET status = 'MISSED' WHERE status = 'PENDING' AND trigger_ms < %(before)s;
+
+-- name: queue_claim
+UPDATE queue q SET invisible_until_ms = %(until)s, receives = q.receives + 1, worker = %(worker)s
+FROM (
+  SELECT id FROM queue WHERE invisible_until_ms <= %(now)s ORDER BY id
+  LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+) v WHERE q.id = v.id
+RETURNING q.id, q.task_id, q.idempotency_key, q.handler, q.payload, q.trigger_ms, q.receives,
+  q.attempt;
+
+-- name: queue_ack
+DELETE FROM queue q USING unnest(%(ids)s::bigint[], %(receives)s::int[]) AS a(id, receives)
+WHERE q.id = a.id AND q.receives = a.receives;
+
+-- name: queue_retry
+UPDATE queue SET invisible_until_ms = %s, attempt = attempt + 1 WHERE id = %s AND receives = %s;
+
+-- name: queue_depth
+SELECT count(*) FROM queue;
+
+-- name: execution_ids
+SELECT nextval('executions_id_seq') FROM generate_series(1, %(n)s);
+
+-- name: execution_start
+INSERT INTO executions (id, task_id, message_id, receive, worker, attempt, start_ms)
+SELECT * FROM unnest(%(ids)s::bigint[], %(tasks)s::bigint[], %(messages)s::bigint[],
+  %(receives)s::int[], %(workers)s::text[], %(attempts)s::int[], %(starts)s::bigint[]);
+
+-- name: execution_end
+UPDATE executions e SET end_ms = x.end_ms, outcome = x.outcome, error = x.error
+FROM unnest(%(ends)s::bigint[], %(outcomes)s::text[], %(errors)s::text[], %(ids)s::bigint[])
+  AS x(end_ms, outcome, error, id)
+WHERE e.id = x.id;
+
+-- name: task_done
+UPDATE tasks SET status = 'DONE', attempts = attempts + 1 WHERE id = ANY(%(ids)s::bigint[]);
+
+-- name: task_error
+UPDATE tasks SET attempts = attempts + 1, last_error = %s WHERE id = %s;
+
+-- name: task_failed
+UPDATE tasks SET status = 'FAILED', attempts = attempts + 1, last_error = %s WHERE id = %s;
+
+-- name: counts
+SELECT status, count(*) FROM tasks GROUP BY status;
+
+-- name: register_process
+INSERT INTO processes (role, idx, pid, owner, started_ms) VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (role, idx) DO UPDATE SET pid = excluded.pid, owner = excluded.owner,
+  started_ms = excluded.started_ms, exited_ms = NULL;
+
+-- name: process_exited
+UPDATE processes SET exited_ms = %s WHERE role = %s AND idx = %s AND pid = %s;
+
+-- name: processes
+SELECT role, idx, pid, owner, started_ms, exited_ms FROM processes ORDER BY role, idx;
+
+-- name: record_event
+INSERT INTO events (kind, at_ms, holder, epoch, pid, detail) VALUES (%s, %s, %s, %s, %s, %s);
+
+-- name: events
+SELECT kind, at_ms, holder, epoch, pid, detail FROM events ORDER BY at_ms, id;
+
+-- name: record_sample
+INSERT INTO samples (at_ms, depth) VALUES (%s, %s);
+
+-- name: invoice_insert
+INSERT INTO invoices (customer, period, task_id) VALUES (%s, %s, %s)
+ON CONFLICT DO NOTHING;
+
+-- name: report_due
+SELECT count(*), min(trigger_ms) FROM tasks WHERE trigger_ms <= %(now)s;
+
+-- name: report_dispatched
+SELECT value FROM counters WHERE name = 'dispatched';
+
+-- name: report_runs
+-- A run is a delivery that was not a retryable error: ok, noop, failed, or still 'running'
+-- (a worker killed mid-batch). Runs beyond the first per task are duplicate executions.
+SELECT
+  count(*) FILTER (WHERE outcome IN ('ok', 'noop')),
+  count(*) - count(DISTINCT task_id),
+  max(end_ms) FILTER (WHERE outcome IN ('ok', 'noop'))
+FROM executions WHERE outcome != 'error';
+
+-- name: report_backlog_peak
+SELECT coalesce(max(depth), 0) FROM samples;
+
+-- name: report_duplicate_invoices
+SELECT count(*) - count(DISTINCT (customer, period)) FROM invoices;
+
+-- name: report_lateness_count
+SELECT count(*) FROM tasks WHERE dispatched_ms IS NOT NULL;
+
+-- name: report_lateness_at
+SELECT dispatched_ms - trigger_ms AS late FROM tasks WHERE dispatched_ms IS NOT NULL
+ORDER BY late LIMIT 1 OFFSET %(k)s;

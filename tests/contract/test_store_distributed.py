@@ -1,0 +1,138 @@
+"""What the PostgreSQL store adds to the shared contract: the server's clock judges the lease,
+concurrent claimers never overlap, migrations are applied once, the due scan uses the index,
+the engine's report runs on it, and an unreachable server is a one-line error."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from cronlab.election.store import StoreElector
+from cronlab.exceptions import BackendUnavailable, FencedError
+from cronlab.ports import NewTask
+from cronlab.runtime import report
+from cronlab.runtime.clock import FakeClock, SystemClock
+from cronlab.stores.postgres import PostgresStore
+
+from .dist_servers import pg_database
+
+pytestmark = pytest.mark.postgres
+HOUR_MS = 3_600_000
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    with pg_database() as u:
+        yield u
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[PostgresStore]:
+    s = PostgresStore(url)
+    yield s
+    s.close()
+
+
+def invoices(n: int, at: int, prefix: str = "c") -> list[NewTask]:
+    return [
+        NewTask(
+            idempotency_key=f"{prefix}{i}",
+            handler="invoice",
+            trigger_ms=at,
+            payload=f'{{"customer": "{prefix}{i}", "period": "p"}}',
+        )
+        for i in range(n)
+    ]
+
+
+def test_a_replica_clock_an_hour_ahead_cannot_steal_a_live_lease(store: PostgresStore) -> None:
+    honest = StoreElector(store, SystemClock())
+    ahead = FakeClock(SystemClock().now_ms() + HOUR_MS)
+    held = honest.acquire_or_renew("a", 10_000)
+    assert held is not None
+    assert StoreElector(store, ahead).acquire_or_renew("b", 10_000) is None
+    assert abs(held.expires_ms - (store.server_ms() + 10_000)) < 2_000
+
+
+def test_a_replica_clock_an_hour_behind_is_fenced_once_the_lease_expired(
+    store: PostgresStore,
+) -> None:
+    now = store.server_ms()
+    store.add_tasks(invoices(3, now - 1))
+    behind = FakeClock(now - HOUR_MS)
+    lease = StoreElector(store, behind).acquire_or_renew("a", 300)
+    assert lease is not None
+    threading.Event().wait(0.5)  # the lease expires by the SERVER's clock
+    with pytest.raises(FencedError):
+        store.dispatch_due(now, 10, lease.epoch)
+    assert store.counts()["PENDING"] == 3
+
+
+def test_concurrent_claimers_never_overlap(url: str, store: PostgresStore) -> None:
+    now = store.server_ms()
+    store.add_tasks(invoices(3_000, now - 1))
+    lease = StoreElector(store, SystemClock()).acquire_or_renew("a", 60_000)
+    assert lease is not None
+    store.dispatch_due(now, 3_000, lease.epoch)
+    claimed: list[list[int]] = []
+
+    def claim() -> None:
+        s = PostgresStore(url)
+        got: list[int] = []
+        while batch := s.queue_claim("w", 100, 60_000, now):
+            got += [m.id for m in batch]
+        claimed.append(got)
+        s.close()
+
+    threads = [threading.Thread(target=claim) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    every = [i for got in claimed for i in got]
+    assert len(every) == len(set(every)) == 3_000
+
+
+def test_migrations_are_applied_once_by_replicas_starting_together(url: str) -> None:
+    stores: list[PostgresStore] = []
+    threads = [threading.Thread(target=lambda: stores.append(PostgresStore(url))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(stores) == 3
+    assert stores[0].schema_versions() == [1, 2]
+    for s in stores:
+        s.close()
+
+
+def test_the_due_scan_uses_the_partial_index(store: PostgresStore) -> None:
+    store.add_tasks(invoices(2_000, 10**13))
+    store.query("ANALYZE tasks")
+    plan = "\n".join(
+        r[0]
+        for r in store.query(
+            "EXPLAIN SELECT id FROM tasks WHERE status = 'PENDING' "
+            "AND trigger_ms <= 5 ORDER BY trigger_ms LIMIT 10"
+        )
+    )
+    assert "tasks_pending_due" in plan
+
+
+def test_the_engine_report_runs_on_postgres(store: PostgresStore) -> None:
+    now = store.server_ms()
+    store.add_tasks(invoices(5, now - 10))
+    lease = StoreElector(store, SystemClock()).acquire_or_renew("a", 10_000)
+    assert lease is not None
+    store.dispatch_due(now, 100, lease.epoch)
+    r = report.measure(store, now + 1)  # type: ignore[arg-type]
+    assert (r.due, r.dispatched, r.executed, r.duplicates) == (5, 5, 0, 0)
+    assert r.dispatch_lateness_ms["p50"] == 10
+
+
+def test_an_unreachable_server_is_a_one_line_error_naming_it() -> None:
+    with pytest.raises(BackendUnavailable, match=r"postgresql://postgres@127\.0\.0\.1:1/x") as e:
+        PostgresStore("postgresql://postgres:secret@127.0.0.1:1/x", connect_timeout_s=1)
+    assert "\n" not in str(e.value) and "secret" not in str(e.value)
