@@ -192,3 +192,12 @@ def test_live_chaos_without_a_run_is_404_and_bad_action_422(client: TestClient) 
     assert client.post("/api/live/chaos", json={"action": "crash-leader"}).status_code == 404
     res = client.post("/api/live/chaos", json={"action": "reboot"})
     assert (res.status_code, res.json()["field"]) == (422, "action")
+
+
+def test_events_stream_ends_when_no_run_is_going(client: TestClient) -> None:
+    with client.stream("GET", "/api/live/events") as res:
+        assert res.headers["content-type"].startswith("text/event-stream")
+        text = "".join(res.iter_text())
+    assert text.startswith("event: snapshot\ndata: {")
+    assert '"running": false' in text
+    assert text.endswith("event: end\ndata: {}\n\n")

@@ -30,7 +30,7 @@ from cronlab.exceptions import ConfigError, ConflictError, NotFoundError
 from cronlab.web.query import ParamError
 
 CRONLAB: tuple[str, ...] = (sys.executable, "-m", "cronlab")
-POLL_S = 1.0
+POLL_S = 1.5  # each poll runs two short CLI processes; the engine needs the cores
 COMMAND_TIMEOUT_S = 30.0
 STOP_GRACE_S = 8.0
 
@@ -46,7 +46,7 @@ class LiveConfig:
     lease_ttl: int = 10
     count: int = 20_000
     drain_s: int = 60
-    lead_s: int = 8
+    lead_s: int = 5
 
     def __post_init__(self) -> None:
         _check(1 <= self.replicas <= 7, "replicas", f"1..7, got {self.replicas}")
@@ -81,6 +81,7 @@ def commands(cfg: LiveConfig, store: str) -> dict[str, list[str]]:
             str(cfg.count),
             "--at",
             f"+{cfg.lead_s}",
+            "--json",
         ],
         "cluster": [
             *CRONLAB,
@@ -135,6 +136,7 @@ class Run:
     status: dict[str, Any] = field(default_factory=dict)
     report: dict[str, Any] = field(default_factory=dict)
     exit_code: int | None = None
+    chaos: list[subprocess.Popen[str]] = field(default_factory=list)
 
     def note(self, kind: str, text: str) -> None:
         self.events.append({"t": round(time.time() - self.due_at, 1), "kind": kind, "text": text})
@@ -175,6 +177,9 @@ class Live:
             if run is None:
                 raise NotFoundError("no live run to stop")
             self._stop.set()
+        for proc in run.chaos:
+            if proc.poll() is None:  # a reaped pid may be reused: signal only live ones
+                _terminate(proc)
         _terminate(run.cluster)
         shutil.rmtree(run.folder, ignore_errors=True)
         if self._poller is not None:
@@ -188,23 +193,38 @@ class Live:
             self.stop()
 
     def chaos(self, action: str, seconds: int) -> dict[str, Any]:
-        """``crash-leader`` or ``pause-leader`` through ``cronlab chaos``: real signals."""
+        """``crash-leader`` or ``pause-leader`` through ``cronlab chaos``: real signals.
+
+        Returns at once: ``pause-leader`` blocks for its duration, so every chaos command runs
+        in the background and its outcome lands in the run's events.
+        """
         run = self._current()
         if action not in ("crash-leader", "pause-leader"):
             raise ConfigError(f"unknown chaos action {action!r} (crash-leader or pause-leader)")
         argv = [*self._cronlab, "chaos", action, "--store", run.store]
         if action == "pause-leader":
             argv += ["--for", str(seconds)]
-        done = _run_cmd(argv)
         offset = round(time.time() - run.due_at)
-        if done.returncode != 0:
-            run.note("error", f"{action} failed: {_line(done.stderr) or done.returncode}")
-        else:
-            if action == "crash-leader" or seconds >= run.cfg.lease_ttl:
-                run.crashes.append(offset)
-            run.note("chaos", f"{action}: {_line(done.stdout) or 'signal sent'}")
+        if action == "crash-leader" or seconds >= run.cfg.lease_ttl:
+            run.crashes.append(offset)
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+        run.chaos.append(proc)
+        threading.Thread(target=self._chaos_done, args=(run, action, proc), daemon=True).start()
+        run.note(
+            "chaos", f"{action} sent" + (f" for {seconds} s" if action == "pause-leader" else "")
+        )
         self.version += 1
-        return {"ok": done.returncode == 0, "stdout": done.stdout, "stderr": done.stderr}
+        return {"sent": action, "at_s": offset}
+
+    def _chaos_done(self, run: Run, action: str, proc: subprocess.Popen[str]) -> None:
+        out, err = proc.communicate()
+        if proc.returncode == 0:
+            run.note("chaos", f"{action}: {_line(out) or 'done'}")
+        elif proc.returncode > 0:
+            run.note("error", f"{action} failed: {_line(err) or proc.returncode}")
+        self.version += 1
 
     def snapshot(self) -> dict[str, Any]:
         """Plain data for the page: config, measured report and status, model prediction."""
@@ -233,11 +253,12 @@ class Live:
         folder = tempfile.mkdtemp(prefix="cronlab-live-")
         store = f"sqlite:///{os.path.join(folder, 'lab.db')}"
         cmds = {k: [*self._cronlab, *v[len(CRONLAB) :]] for k, v in commands(cfg, store).items()}
+        asked = time.time()
         seeded = _run_cmd(cmds["seed"])
         if seeded.returncode != 0:
             shutil.rmtree(folder, ignore_errors=True)
             raise ConfigError(f"seeding failed: {_line(seeded.stderr) or seeded.returncode}")
-        due_at = time.time() + cfg.lead_s
+        due_at = _due_at(seeded.stdout, asked + cfg.lead_s)
         log = open(os.path.join(folder, "cluster.log"), "wb")  # noqa: SIM115 - lives with the run
         cluster = subprocess.Popen(
             cmds["cluster"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -309,7 +330,7 @@ def _json_cmd(argv: list[str]) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _terminate(proc: subprocess.Popen[bytes]) -> None:
+def _terminate(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
     """SIGCONT (a paused leader cannot die politely), SIGTERM, then SIGKILL the whole session."""
     for sig in (signal.SIGCONT, signal.SIGTERM):
         _signal_group(proc.pid, sig)
@@ -324,6 +345,14 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
     # The cluster leads its own session: the group holds every replica and worker it spawned.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def _due_at(seed_json: str, fallback: float) -> float:
+    """The trigger instant ``invoices seed --json`` reports (``trigger_ms``), in epoch seconds."""
+    try:
+        return float(json.loads(seed_json)["trigger_ms"]) / 1000
+    except (ValueError, KeyError, TypeError):
+        return fallback
 
 
 def _line(text: str) -> str:

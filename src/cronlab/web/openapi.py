@@ -111,7 +111,7 @@ LIVE_START = {
         "ttl": _int(1, 120, 10),
         "count": _int(1, 1_000_000, 20_000),
         "drain_s": _int(5, 3600, 60),
-        "lead_s": _int(2, 120, 8),
+        "lead_s": _int(2, 120, 5),
     },
 }
 GUARDED = {

@@ -24,7 +24,7 @@
   var state = {
     scenario: Object.assign({}, DEFAULTS), crashes: [], compare: "election=off",
     result: null, derived: null, t: 0, playing: false, speed: 60, changeAt: 0, spawned: -1,
-    inflight: null, token: "", live: null, source: null,
+    inflight: null, token: "", live: null, source: null, liveNote: "",
   };
   window.cronlabLab = { state: state, recomputes: 0, lastRecomputeMs: null };
 
@@ -690,6 +690,7 @@
     var body = {
       replicas: Math.min(7, Number(s.replicas)), workers: Math.min(16, Number(s.workers)), election: s.election,
       timers: s.timers, ttl: Math.min(120, Number(s.ttl)), count: Number($("#c-live-count").value),
+      drain_s: Number($("#c-live-drain").value),
     };
     $("#live-status").textContent = "starting…";
     livePost("start", body).then(function (res) {
@@ -715,7 +716,8 @@
       document.querySelector('[data-action="' + a + '"]').disabled = !on;
     });
     document.querySelector('[data-action="live-start"]').disabled = on;
-    if (!on) { $("#live-status").textContent = "idle"; return; }
+    if (!on) { $("#live-status").textContent = state.liveNote || "idle"; return; }
+    state.liveNote = "";
     $("#live-body").hidden = false;
     var st = snap.status || {}, lead = st.leader || {};
     $("#live-status").textContent = "running · t = " + snap.t + " s · worker rate " + snap.config.worker_rate + "/s" +
@@ -746,16 +748,16 @@
 
   function show(v) {
     if (v == null) return "–";
-    if (Array.isArray(v)) return v.length ? v.map(function (x) { return x + " s"; }).join(", ") : "none";
-    return typeof v === "number" ? fmt(v) : String(v);
+    if (Array.isArray(v)) return v.length ? v.map(function (x) { return show(x) + " s"; }).join(", ") : "none";
+    if (typeof v !== "number") return String(v);
+    return Number.isInteger(v) ? fmt(v) : v.toFixed(1);
   }
 
   function liveStop() {
     $("#live-status").textContent = "stopping…";
     livePost("stop").then(function (res) {
-      $("#live-status").textContent = res.ok ? "stopped; processes killed, folder removed" : res.body.error;
+      state.liveNote = res.ok ? "stopped; processes killed, folder removed" : res.body.error;
       liveShow({ running: false });
-      $("#live-status").textContent = res.ok ? "stopped; processes killed, folder removed" : res.body.error;
     });
   }
 

@@ -1,0 +1,32 @@
+"""Live mode from the page: the real engine runs a small workload and its measured totals appear."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Page, expect
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
+
+
+def test_run_it_for_real_small_workload(page: Page, console: list[str]) -> None:
+    page.goto("/?workers=2&ttl=3")
+    page.wait_for_function("() => window.cronlabLab && window.cronlabLab.recomputes > 0")
+    page.locator('[data-control="live-count"]').fill("600")
+    page.locator('[data-control="live-drain"]').select_option("5")
+    page.locator('[data-action="live-start"]').click()
+    status = page.locator("#live-status")
+    expect(status).to_contain_text("leader replica", timeout=30_000)
+    expect(page.locator('[data-action="live-start"]')).to_be_disabled()
+    page.locator('[data-action="live-crash"]').click()
+    measured = page.locator('#live-table tr[data-live="executed"] td').first
+    expect(measured).to_have_text("600", timeout=45_000)
+    model = page.locator('#live-table tr[data-live="executed"] td').nth(1)
+    expect(model).to_have_text("600")
+    expect(page.locator('#live-table tr[data-live="missed"] td').first).to_have_text("0")
+    log = page.locator("#live-log")
+    expect(log).to_contain_text("SIGKILL leader")
+    expect(log).to_contain_text("holds the lease (epoch 2)", timeout=30_000)
+    page.locator('[data-action="live-stop"]').click()
+    expect(status).to_have_text("stopped; processes killed, folder removed", timeout=30_000)
+    expect(page.locator('[data-action="live-start"]')).to_be_enabled()
+    assert console == []
