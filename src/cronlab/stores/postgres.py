@@ -165,8 +165,10 @@ class PostgresStore:
                 raise FencedError(epoch, state.epoch)
         c.execute(Q["fence_raise"], {"epoch": epoch})
 
-    def read_due(self, now_ms: int, limit: int) -> list[Task]:
+    def read_due(self, now_ms: int, limit: int, copied_since_ms: int | None = None) -> list[Task]:
         rows = self.query(Q["read_due"], {"now": now_ms, "limit": limit})
+        if copied_since_ms is not None:
+            rows += self.query(Q["read_copied"], {"now": now_ms, "since": copied_since_ms})
         return [_task(r, "PENDING", None) for r in rows]
 
     def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:

@@ -74,6 +74,10 @@ ORDER BY trigger_ms, id;
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
 WHERE status = 'PENDING' AND trigger_ms <= %(now)s ORDER BY trigger_ms LIMIT %(limit)s;
 
+-- name: read_copied
+SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
+WHERE epoch IS NULL AND dispatched_ms >= %(since)s AND trigger_ms <= %(now)s;
+
 -- name: enqueue_copies
 WITH given AS (
   SELECT * FROM unnest(%(ids)s::bigint[]) AS g(id)

@@ -1,0 +1,203 @@
+"""The queue contract on real time, against the store queue (SQLite) and Redis Streams; then
+what Redis adds: the outbox relay, re-publishing after a leader died before publishing, and
+worker batches acked on the stream only once the store committed them."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cronlab.election.store import StoreElector
+from cronlab.exceptions import BackendUnavailable
+from cronlab.handlers import Context, Registry
+from cronlab.ports import NewTask, Queue, Retry
+from cronlab.queues.redis import RedisQueue, RelayStore, connect, parse_url
+from cronlab.queues.store import StoreQueue
+from cronlab.runtime.clock import SystemClock
+from cronlab.stores.sqlite import SqliteStore
+
+from .dist_servers import REDIS, START_REDIS, need
+
+CLOCK = SystemClock()
+VIS = 400  # ms: short so redelivery is quick; generous deadlines below
+
+
+@dataclass
+class Setup:
+    store: SqliteStore
+    queue: Callable[[], Queue]  # a new client per call, as if in another process
+    publish: Callable[[], None]  # what the leader does after a dispatch (the relay for Redis)
+
+
+@pytest.fixture(params=["store", pytest.param("redis", marks=pytest.mark.redis)])
+def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
+    store = SqliteStore(tmp_path / "q.db")
+    if request.param == "store":
+        yield Setup(store, lambda: StoreQueue(store, CLOCK), lambda: None)
+    else:
+        url = parse_url(f"{REDIS}?prefix=cronlab-test-{uuid.uuid4().hex[:10]}")
+        need(lambda: connect(url).close(), START_REDIS)
+        made: list[RedisQueue] = []
+
+        def queue() -> RedisQueue:
+            made.append(RedisQueue(url, store, CLOCK))
+            return made[-1]
+
+        relay = queue()
+
+        def publish() -> None:
+            relay.relay()
+
+        yield Setup(store, queue, publish)
+        relay._redis.delete(relay.stream)
+        for q in made:
+            q.close()
+    store.close()
+
+
+def fill(s: Setup, n: int, handler: str = "ok") -> int:
+    now = CLOCK.now_ms()
+    s.store.add_tasks(
+        NewTask(idempotency_key=f"k{i}", handler=handler, trigger_ms=now, payload=json.dumps({}))
+        for i in range(n)
+    )
+    lease = StoreElector(s.store, CLOCK).acquire_or_renew("leader", 60_000)
+    assert lease is not None
+    s.store.dispatch_due(now, n, lease.epoch)
+    s.publish()
+    return lease.epoch
+
+
+def test_a_claimed_message_is_invisible_to_others(setup: Setup) -> None:
+    fill(setup, 3)
+    q1, q2 = setup.queue(), setup.queue()
+    first, second = q1.claim("w1", 2, 5_000), q2.claim("w2", 10, 5_000)
+    assert len(first) == 2 and len(second) == 1
+    assert {m.task_id for m in first}.isdisjoint(m.task_id for m in second)
+    assert q2.claim("w2", 10, 5_000) == []
+    assert q1.depth() == 3
+
+
+def test_an_unacked_message_comes_back_after_the_timeout(setup: Setup) -> None:
+    fill(setup, 1)
+    q1, q2 = setup.queue(), setup.queue()
+    (m,) = q1.claim("w1", 10, VIS)
+    assert q2.claim("w2", 10, VIS) == []
+    (again,) = poll(lambda: q2.claim("w2", 10, VIS))
+    assert again.task_id == m.task_id and again.receives == m.receives + 1
+
+
+def test_a_stale_delivery_cannot_ack(setup: Setup) -> None:
+    fill(setup, 1)
+    q1, q2 = setup.queue(), setup.queue()
+    (m,) = q1.claim("w1", 10, VIS)
+    (again,) = poll(lambda: q2.claim("w2", 10, VIS))
+    assert q1.ack([m]) == 0
+    assert q2.depth() == 1
+    assert q2.ack([again]) == 1
+    assert q2.depth() == 0
+
+
+def registry() -> Registry:
+    r = Registry()
+
+    @r.handler("ok")
+    def ok(ctx: Context, payload: dict[str, Any]) -> None:
+        return None
+
+    @r.handler("boom")
+    def boom(ctx: Context, payload: dict[str, Any]) -> None:
+        raise RuntimeError("boom")
+
+    return r
+
+
+@pytest.fixture
+def redis_setup(tmp_path: Path) -> Iterator[tuple[SqliteStore, Callable[[], RedisQueue]]]:
+    store = SqliteStore(tmp_path / "outbox.db")
+    url = parse_url(f"{REDIS}?prefix=cronlab-test-{uuid.uuid4().hex[:10]}")
+    need(lambda: connect(url).close(), START_REDIS)
+    made: list[RedisQueue] = []
+
+    def queue() -> RedisQueue:
+        made.append(RedisQueue(url, store, CLOCK))
+        return made[-1]
+
+    yield store, queue
+    if made:
+        made[0]._redis.delete(made[0].stream)
+    for q in made:
+        q.close()
+    store.close()
+
+
+@pytest.mark.redis
+def test_a_dispatch_that_never_reached_the_stream_is_published_by_the_next_leader(
+    redis_setup: tuple[SqliteStore, Callable[[], RedisQueue]],
+) -> None:
+    store, queue = redis_setup
+    now = CLOCK.now_ms()
+    store.add_tasks(
+        NewTask(idempotency_key=f"k{i}", handler="ok", trigger_ms=now) for i in range(5)
+    )
+    lease = StoreElector(store, CLOCK).acquire_or_renew("old", 60_000)
+    assert lease is not None
+    store.dispatch_due(now, 5, lease.epoch)  # committed, then the leader "dies": no relay
+    q = queue()
+    assert q.claim("w", 10, 5_000) == [] and q.depth() == 5  # all in the outbox
+    store.lease_release("old")
+    new = StoreElector(store, CLOCK).acquire_or_renew("new", 60_000)
+    assert new is not None
+    RelayStore(store, queue()).dispatch_due(CLOCK.now_ms(), 100, new.epoch)
+    got = q.claim("w", 10, 5_000)
+    assert sorted(m.idempotency_key for m in got) == [f"k{i}" for i in range(5)]
+    assert store.queue_depth() == 0  # the outbox is empty
+
+
+@pytest.mark.redis
+def test_worker_batches_are_acked_on_the_stream_after_the_store_commits(
+    redis_setup: tuple[SqliteStore, Callable[[], RedisQueue]],
+) -> None:
+    store, queue = redis_setup
+    now = CLOCK.now_ms()
+    store.add_tasks(
+        [NewTask(idempotency_key=f"k{i}", handler="ok", trigger_ms=now) for i in range(3)]
+    )
+    store.add_tasks([NewTask(idempotency_key="b", handler="boom", trigger_ms=now)])
+    lease = StoreElector(store, CLOCK).acquire_or_renew("l", 60_000)
+    assert lease is not None
+    q = queue()
+    wrapped = RelayStore(store, q)
+    wrapped.dispatch_due(now, 100, lease.epoch)
+    batch = q.claim("w", 10, VIS)
+    run = registry().runner(CLOCK.now_ms)
+    retry = Retry(max_attempts=2, base_ms=1)
+    assert wrapped.execute("w", batch, run, retry, CLOCK.now_ms)["ok"] == 3
+    assert store.counts()["DONE"] == 3 and q.depth() == 1  # the failing one stays pending
+    (again,) = poll(lambda: q.claim("w2", 10, VIS))
+    assert again.idempotency_key == "b" and again.attempt == 2
+    assert wrapped.execute("w2", [again], run, retry, CLOCK.now_ms)["failed"] == 1
+    assert store.counts()["FAILED"] == 1 and q.depth() == 0
+
+
+@pytest.mark.redis
+def test_an_unreachable_redis_is_a_one_line_error_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(BackendUnavailable, match=r"redis redis://127\.0\.0\.1:1") as e:
+        RedisQueue(parse_url("redis://127.0.0.1:1"), SqliteStore(tmp_path / "x.db"), CLOCK)
+    assert "\n" not in str(e.value)
+
+
+def poll(fn: Callable[[], list[Any]], deadline_s: float = 10.0) -> list[Any]:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if got := fn():
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"nothing within {deadline_s} s")
