@@ -201,3 +201,25 @@ def test_events_stream_ends_when_no_run_is_going(client: TestClient) -> None:
     assert text.startswith("event: snapshot\ndata: {")
     assert '"running": false' in text
     assert text.endswith("event: end\ndata: {}\n\n")
+
+
+def test_cli_refuses_a_public_host_without_token(capsys: pytest.CaptureFixture[str]) -> None:
+    from cronlab.cli import main
+
+    assert main(["lab", "--host", "0.0.0.0", "--no-open"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("cronlab: error: --host 0.0.0.0 is not loopback: give --token")
+
+
+def test_cli_reports_a_port_in_use_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    from cronlab.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["lab", "--port", str(port), "--no-open"]) == 2
+    assert capsys.readouterr().err == f"cronlab: error: port {port} on 127.0.0.1 is in use\n"

@@ -461,7 +461,7 @@
     boxes.replicas.forEach(function (el, i) {
       var up = cp.alive[i], leader = lease && now.leader === i, role, detail, ttl = 0;
       if (!up) { role = "crashed"; detail = "down" + restartNote(r, i, t); }
-      else if (!lease) { role = "dispatcher"; detail = "no lease: scans and enqueues on its own"; }
+      else if (!lease) { role = "dispatcher"; detail = "no lease: dispatches on its own"; }
       else if (leader) { role = "leader"; detail = "holds lease · epoch " + cp.epoch + " · TTL " + s.lease_ttl + " s"; ttl = 1; }
       else {
         role = "standby";
@@ -491,7 +491,7 @@
     $("#queue-fill").style.width = (d.peak ? (100 * now.backlog / d.peak) : 0) + "%";
     var busy = now.executed / (s.workers * s.rate);
     boxes.pods.forEach(function (p) { p.firstChild.style.height = (busy * 100) + "%"; });
-    $("#pods-busy").textContent = fmt(now.executed) + " tasks/s executing · " + Math.round(busy * 100) + "% busy";
+    $("#pods-busy").textContent = fmt(now.executed) + "/s executing · " + Math.round(busy * 100) + "% busy";
     return now;
   }
 
@@ -709,6 +709,13 @@
     src.onerror = function () { src.close(); state.source = null; };
   }
 
+  var LIVE_ROWS = [
+    ["due", "Due"], ["dispatched", "Dispatched"], ["executed", "Executed"],
+    ["duplicates", "Duplicate executions"], ["missed", "Missed triggers"],
+    ["backlog_peak", "Queue backlog peak"], ["drain_time_s", "Drain time (s)"],
+    ["takeover_delays_s", "Takeovers"],
+  ];
+
   function liveShow(snap) {
     state.live = snap;
     var on = !!snap.running;
@@ -725,9 +732,9 @@
       (snap.cluster_exit != null ? " · cluster exited " + snap.cluster_exit : "");
     var body = $("#live-table tbody"), rep = snap.report || {}, pred = snap.prediction.totals;
     body.textContent = "";
-    ["due", "dispatched", "executed", "duplicates", "missed", "backlog_peak", "drain_time_s", "takeover_delays_s"].forEach(function (k) {
-      var tr = document.createElement("tr");
-      [k, show(rep[k]), show(pred[k])].forEach(function (v, i) {
+    LIVE_ROWS.forEach(function (row) {
+      var k = row[0], tr = document.createElement("tr");
+      [row[1], show(rep[k]), show(pred[k])].forEach(function (v, i) {
         var td = document.createElement(i ? "td" : "th");
         td.textContent = v;
         tr.appendChild(td);
