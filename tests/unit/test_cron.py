@@ -249,3 +249,50 @@ def test_next_change_finds_the_2026_transitions_to_the_second() -> None:
     fall = cron.next_change(tz, spring, start + timedelta(days=365))
     assert fall == datetime(2026, 10, 25, 1, 0, tzinfo=UTC)
     assert cron.next_change(ZoneInfo("UTC"), start, start + timedelta(days=365)) is None
+
+
+# --- unusual zones and the ends of time
+
+
+def test_a_whole_skipped_day_fires_a_fixed_time_once_at_the_jump() -> None:
+    # Samoa skipped 30 Dec 2011, jumping from -10:00 to +14:00 at midnight.
+    after = local("Pacific/Apia", "2011-12-29T13:00")
+    assert take("0 12 * * *", "Pacific/Apia", after, 2) == [
+        "2011-12-31T00:00:00+14:00",
+        "2011-12-31T12:00:00+14:00",
+    ]
+    assert take("@hourly", "Pacific/Apia", local("Pacific/Apia", "2011-12-29T22:30"), 2) == [
+        "2011-12-29T23:00:00-10:00",
+        "2011-12-31T00:00:00+14:00",
+    ]
+
+
+def test_midnight_transitions_in_santiago() -> None:
+    zone = "America/Santiago"  # 2026: 00:00 → 01:00 on 6 Sep, 00:00 → 23:00 on 5 Apr
+    assert take("@daily", zone, local(zone, "2026-09-05T12:00"), 2) == [
+        "2026-09-06T01:00:00-03:00",
+        "2026-09-07T00:00:00-03:00",
+    ]
+    assert take("30 23 * * *", zone, local(zone, "2026-04-04T12:00"), 2) == [
+        "2026-04-04T23:30:00-03:00",
+        "2026-04-05T23:30:00-04:00",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("expr", "after"),
+    [
+        ("0 0 * * *", datetime(9999, 12, 31, 12, tzinfo=UTC)),
+        ("0 0 1 1 *", datetime(9998, 6, 1, tzinfo=UTC)),
+        ("0 0 1 1 *", datetime(1, 1, 1, tzinfo=ZoneInfo(BERLIN))),
+    ],
+)
+def test_running_off_the_calendar_is_a_config_error(expr: str, after: datetime) -> None:
+    with pytest.raises(ConfigError, match="within years 1-9999"):
+        take(expr, BERLIN if after.tzinfo != UTC else "UTC", after, 3)
+
+
+def test_year_one_still_works_in_utc() -> None:
+    assert take("0 0 1 1 *", "UTC", datetime(1, 1, 1, tzinfo=UTC), 1) == [
+        "0002-01-01T00:00:00+00:00"
+    ]

@@ -24,10 +24,12 @@ TRANSITIONS = {
     "America/New_York": ["2026-03-08T07:00", "2026-11-01T06:00"],
     # A 30-minute shift: fall back at 02:00 on Apr 5, spring forward at 02:00 on Oct 4.
     "Australia/Lord_Howe": ["2026-04-04T15:00", "2026-10-03T15:30"],
+    # Transitions at local midnight: 00:00 → 23:00 on Apr 5, 00:00 → 01:00 on Sep 6.
+    "America/Santiago": ["2026-04-05T03:00", "2026-09-06T04:00"],
     "UTC": ["2026-06-01T00:00"],
 }
 MINUTES = ["*", "*/15", "0", "30", "0,30", "5-10", "45", "*/7"]
-HOURS = ["*", "*/2", "2", "1", "0-3", "3", "1,2", "23"]
+HOURS = ["*", "*/2", "2", "1", "0-3", "3", "1,2", "23", "0", "22,23"]
 SPAN = timedelta(days=3)
 
 

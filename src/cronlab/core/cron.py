@@ -44,6 +44,7 @@ ALIASES: dict[str, str] = {
 
 SECOND = timedelta(seconds=1)
 DAY = timedelta(days=1)
+_EARLIEST = datetime(1, 1, 3, tzinfo=UTC)
 # next_change probes a zone's offset once a day: tzdata has no two transitions within a day.
 
 
@@ -109,13 +110,27 @@ def next_after(cron: Cron, after: datetime) -> datetime:
 
 
 def fires_after(cron: Cron, after: datetime) -> Iterator[datetime]:
-    """Every fire time strictly after the aware datetime ``after``, in order, without end."""
+    """Every fire time strictly after the aware datetime ``after``, in order, without end.
+
+    Running past the years datetime supports (1-9999) raises ConfigError.
+    """
     if after.tzinfo is None:
         raise ConfigError(f"a time without a UTC offset is ambiguous: {after.isoformat()}")
-    start = after.astimezone(UTC).replace(microsecond=0)
-    # Fire times are whole seconds, so "after the floored second" is "after `after`".
-    walk = _fixed_fires if cron.fixed else _wildcard_fires
-    return (t.astimezone(cron.tz) for t in walk(cron, start))
+    return _in_range(cron, after)
+
+
+def _in_range(cron: Cron, after: datetime) -> Iterator[datetime]:
+    try:
+        # Fire times are whole seconds, so "after the floored second" is "after `after`".
+        start = after.astimezone(UTC).replace(microsecond=0)
+        walk = _fixed_fires if cron.fixed else _wildcard_fires
+        for instant in walk(cron, start):
+            yield instant.astimezone(cron.tz)
+    except ConfigError:
+        raise
+    except (OverflowError, ValueError, CroniterError):
+        message = f"no fire time of {cron.expr!r} after {after.isoformat()} within years 1-9999"
+        raise ConfigError(message) from None
 
 
 def _wildcard_fires(cron: Cron, start: datetime) -> Iterator[datetime]:
@@ -151,6 +166,8 @@ def _fixed_fires(cron: Cron, start: datetime) -> Iterator[datetime]:
 def _high_water(tz: ZoneInfo, at: datetime) -> datetime:
     """The latest wall time already reached at ``at`` (after fall-back it is ahead of now)."""
     wall = _wall(tz, at)
+    if at < _EARLIEST:  # no day before year 1 to look back on
+        return wall
     change = next_change(tz, at - DAY, at)
     if change is None:
         return wall
