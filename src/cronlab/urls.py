@@ -1,6 +1,7 @@
-"""Store URLs: ``sqlite:///PATH`` (absolute: ``sqlite:////abs/path``; relative: ``sqlite:///rel``).
+"""Store URLs: ``sqlite:///PATH`` (absolute: ``sqlite:////abs/path``; relative: ``sqlite:///rel``)
+or ``postgresql://user@host:port/db`` (``path`` is then empty; the URL goes to psycopg as is).
 
-Later backends add their schemes here (postgresql://, etcd://, redis://).
+Election (``etcd://``) and queue (``redis://``) URLs are parsed in ``cronlab.distributed``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from cronlab.exceptions import ConfigError
 
-SCHEMES = ("sqlite",)
+SCHEMES = ("sqlite", "postgresql", "postgres")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,7 +29,11 @@ def parse(text: str) -> StoreUrl:
     if not sep:
         raise ConfigError(f"malformed store URL {text!r}: expected sqlite:///PATH")
     if scheme not in SCHEMES:
-        raise ConfigError(f"unknown store scheme {scheme!r} in {text!r} (supported: sqlite)")
+        raise ConfigError(
+            f"unknown store scheme {scheme!r} in {text!r} (supported: sqlite, postgresql)"
+        )
+    if scheme != "sqlite":
+        return StoreUrl(scheme=scheme, path=Path(), text=text)
     if not rest.startswith("/") or rest == "/":
         raise ConfigError(f"malformed store URL {text!r}: expected sqlite:///PATH")
     return StoreUrl(scheme=scheme, path=Path(rest[1:] or "/"), text=text)

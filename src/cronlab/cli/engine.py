@@ -17,20 +17,34 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from cronlab import urls
-from cronlab.election.off import NoElection
-from cronlab.election.store import StoreElector
+from cronlab import distributed, urls
 from cronlab.exceptions import ConfigError
 from cronlab.handlers import registry
-from cronlab.ports import LeaseElector, NewTask, Retry
-from cronlab.queues.store import StoreQueue
+from cronlab.ports import NewTask, Retry
 from cronlab.runtime import chaos, cluster, report
 from cronlab.runtime.clock import SystemClock, to_datetime
-from cronlab.runtime.scheduler import Election, Scheduler, SchedulerConfig, Timers
+from cronlab.runtime.scheduler import Scheduler, SchedulerConfig, Timers
 from cronlab.runtime.worker import Worker, WorkerConfig
 from cronlab.stores.sqlite import SqliteStore
 
-STORE = click.option("--store", "store_url", required=True, metavar="URL", help="sqlite:///PATH")
+STORE = click.option(
+    "--store", "store_url", required=True, metavar="URL", help="sqlite:///PATH or postgresql://…"
+)
+ELECTION_HELP = "lease, off (the anti-pattern: every replica dispatches) or etcd://host:2379."
+QUEUE = click.option(
+    "--queue",
+    "queue_url",
+    envvar="CRONLAB_QUEUE",
+    default=None,
+    metavar="URL",
+    help="redis://host:6379 (default: the store's own queue).",
+)
+
+
+def _election(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    return distributed.check_election(value)
+
+
 JSON = click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 CLOCK = SystemClock()
 
@@ -51,7 +65,8 @@ def register(group: click.Group) -> None:
 
 def open_store(url: str, *, create: bool) -> SqliteStore:
     """The store behind ``--store``; ``create=False`` refuses a missing file (nothing written)."""
-    return SqliteStore(urls.parse(url).path, create=create)
+    store: SqliteStore = distributed.open_store(url, create=create)
+    return store
 
 
 class _Stop:
@@ -77,12 +92,9 @@ class _Stop:
 @click.option("--replicas", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--workers", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option(
-    "--election",
-    type=click.Choice(["lease", "off"]),
-    default="lease",
-    show_default=True,
-    help="off: the anti-pattern, every replica dispatches.",
+    "--election", default="lease", show_default=True, callback=_election, help=ELECTION_HELP
 )
+@QUEUE
 @click.option(
     "--timers",
     type=click.Choice(["durable", "in-memory"]),
@@ -120,6 +132,7 @@ def cluster_cmd(
     replicas: int,
     workers: int,
     election: str,
+    queue_url: str | None,
     timers: str,
     lease_ttl: float,
     worker_rate: float | None,
@@ -141,11 +154,13 @@ def cluster_cmd(
         scan_interval_s=scan_interval,
         visibility_s=visibility,
     )
+    if queue_url:
+        os.environ["CRONLAB_QUEUE"] = queue_url  # the children read --queue from it
     store = open_store(store_url, create=True)
     store.set_idempotency(not no_idempotency)
     click.echo(
         f"cronlab cluster: {replicas} schedulers ({election}, {timers} timers), "
-        f"{workers} workers on {store.path} — Ctrl-C stops",
+        f"{workers} workers on {store_url} — Ctrl-C stops",
         err=True,
     )
     cluster.Cluster(cfg, store, CLOCK).run()
@@ -166,7 +181,8 @@ def _restart_after(text: str) -> float | None:
 @click.command("scheduler")
 @STORE
 @click.option("--replica", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--election", type=click.Choice(["lease", "off"]), default="lease")
+@click.option("--election", default="lease", callback=_election, help=ELECTION_HELP)
+@QUEUE
 @click.option("--timers", type=click.Choice(["durable", "in-memory"]), default="durable")
 @click.option("--lease-ttl", type=click.FloatRange(min=0.1), default=10.0, help="Seconds.")
 @click.option("--scan-interval", type=click.FloatRange(min=0.01), default=1.0, help="Seconds.")
@@ -175,27 +191,29 @@ def scheduler_cmd(
     store_url: str,
     replica: int,
     election: str,
+    queue_url: str | None,
     timers: str,
     lease_ttl: float,
     scan_interval: float,
     batch: int,
 ) -> None:
     """One scheduler replica (the cluster starts these)."""
-    store = open_store(store_url, create=True)
+    store = distributed.open_store(store_url, create=True, election=election)
+    elector, mode = distributed.open_elector(election, store, CLOCK)
+    queue, store = distributed.open_queue(queue_url, store, CLOCK)
     cfg = SchedulerConfig(
         replica=replica,
-        election=cast(Election, election),
+        election=mode,
         timers=cast(Timers, timers),
         ttl_ms=int(lease_ttl * 1000),
         scan_ms=int(scan_interval * 1000),
         batch=batch,
     )
-    elector: LeaseElector = StoreElector(store, CLOCK) if election == "lease" else NoElection(CLOCK)
     pid = os.getpid()
     Scheduler(
         cfg,
         store=store,
-        queue=StoreQueue(store, CLOCK),
+        queue=queue,
         elector=elector,
         clock=CLOCK,
         owner=cluster.owner_name("scheduler", replica, pid),
@@ -211,6 +229,7 @@ def scheduler_cmd(
 @click.option("--visibility", type=click.FloatRange(min=0.1), default=30.0, help="Seconds.")
 @click.option("--max-attempts", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--retry-base", type=click.FloatRange(min=0), default=0.5, help="Seconds.")
+@QUEUE
 def worker_cmd(
     store_url: str,
     index: int,
@@ -219,17 +238,16 @@ def worker_cmd(
     visibility: float,
     max_attempts: int,
     retry_base: float,
+    queue_url: str | None,
 ) -> None:
     """One worker (the cluster starts these)."""
-    store = open_store(store_url, create=True)
+    queue, store = distributed.open_queue(queue_url, open_store(store_url, create=True), CLOCK)
     retry = Retry(max_attempts=max_attempts, base_ms=int(retry_base * 1000))
     cfg = WorkerConfig(
         index=index, batch=batch, visibility_ms=int(visibility * 1000), rate=rate, retry=retry
     )
     name = cluster.owner_name("worker", index, os.getpid())
-    Worker(
-        cfg, store=store, queue=StoreQueue(store, CLOCK), registry=registry, clock=CLOCK, name=name
-    ).run(_Stop())
+    Worker(cfg, store=store, queue=queue, registry=registry, clock=CLOCK, name=name).run(_Stop())
 
 
 # -- data ------------------------------------------------------------------------------------

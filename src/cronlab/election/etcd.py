@@ -157,8 +157,7 @@ class EtcdElector:
         try:
             return fn(*args)
         except (Etcd3Exception, requests.RequestException) as exc:
-            detail = getattr(exc, "detail_text", None) or str(exc) or type(exc).__name__
-            raise BackendUnavailable(f"etcd {self.url.text} unreachable: {detail}") from exc
+            raise BackendUnavailable(f"etcd {self.url.text} unreachable: {_reason(exc)}") from exc
 
 
 def ping(url: EtcdUrl, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
@@ -167,8 +166,15 @@ def ping(url: EtcdUrl, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
     try:
         client.status()
     except (Etcd3Exception, requests.RequestException) as exc:
-        detail = getattr(exc, "detail_text", None) or str(exc) or type(exc).__name__
-        raise BackendUnavailable(f"etcd {url.text} unreachable: {detail}") from exc
+        raise BackendUnavailable(f"etcd {url.text} unreachable: {_reason(exc)}") from exc
+
+
+def _reason(exc: Exception) -> str:
+    """The useful end of a requests/etcd3gw error: ``[Errno 111] Connection refused`` …"""
+    text = getattr(exc, "detail_text", None) or str(exc) or type(exc).__name__
+    if (at := text.rfind("[Errno")) >= 0:
+        return text[at:].split("'")[0].split('"')[0].rstrip(")")
+    return text.splitlines()[0][:200]
 
 
 def _b64(text: str) -> str:

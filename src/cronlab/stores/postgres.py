@@ -410,6 +410,7 @@ def _chunks(rows: list[T]) -> Iterator[list[T]]:
 
 def _open_pool(url: str, size: int, timeout_s: float) -> ConnectionPool[Any]:
     """A pool whose first connection is up, or a one-line ``BackendUnavailable``."""
+    _probe(url, timeout_s)  # says why (refused, unknown database …) instead of a pool timeout
     pool: ConnectionPool[Any] = ConnectionPool(
         url,
         min_size=1,
@@ -426,6 +427,14 @@ def _open_pool(url: str, size: int, timeout_s: float) -> ConnectionPool[Any]:
             f"postgresql {_safe(url)} unreachable within {timeout_s:g} s ({type(exc).__name__})"
         ) from exc
     return pool
+
+
+def _probe(url: str, timeout_s: float) -> None:
+    try:
+        psycopg.connect(url, connect_timeout=max(1, int(timeout_s))).close()
+    except psycopg.Error as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BackendUnavailable(f"postgresql {_safe(url)} unreachable: {reason}") from exc
 
 
 def _safe(url: str) -> str:
