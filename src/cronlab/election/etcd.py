@@ -107,7 +107,7 @@ class EtcdElector:
         kv = self._call(self._read)
         if kv is None:
             return None
-        ttl_s = self._call(EtcdLease(int(kv.get("lease", 0)), self._client).ttl)
+        ttl_s = self._call(self._ttl, int(kv.get("lease", 0)))
         if ttl_s <= 0:
             return None
         holder = base64.b64decode(kv["value"]).decode()
@@ -147,6 +147,11 @@ class EtcdElector:
         result = self._client.post(self._client.get_url("/kv/range"), json={"key": self._key})
         kvs = result.get("kvs") or []
         return dict(kvs[0]) if kvs else None
+
+    def _ttl(self, lease_id: int) -> int:
+        """Seconds left on a lease; -1 when it has expired (etcd then omits the TTL)."""
+        url = self._client.get_url("/kv/lease/timetolive")
+        return int(self._client.post(url, json={"ID": lease_id}).get("TTL", -1))
 
     def _txn(self, compare: list[dict[str, Any]], success: list[dict[str, Any]]) -> dict[str, Any]:
         txn = {"compare": compare, "success": success, "failure": []}
