@@ -120,7 +120,8 @@ class _Lab:
             parsed = query.parse(list(request.query_params.multi_items()))
         except query.ParamError as exc:
             return problem(422, str(exc), exc.field)
-        return JSONResponse(run_model(parsed))
+        # A day of steady load takes tens of ms: keep the event loop (SSE, other tabs) free.
+        return JSONResponse(await asyncio.to_thread(run_model, parsed))
 
     async def openapi(self, _: Request) -> Response:
         return JSONResponse(openapi.document())

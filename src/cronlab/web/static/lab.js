@@ -164,6 +164,11 @@
     s["restart-after"] = $("#c-restart").value;
     s.workers = $("#c-workers").value;
     s.rate = $("#c-rate").value || "1";
+    /* Fewer replicas: a crash of one that no longer exists would only be a 422. */
+    state.crashes = state.crashes.filter(function (c) {
+      var m = /^replica:(\d+)@/.exec(c);
+      return !m || Number(m[1]) < Number(s.replicas);
+    });
     if (id === "c-ab-key") $("#c-ab-value").value = NEXT_B[$("#c-ab-key").value](s);
     state.compare = $("#c-ab-key").value + "=" + $("#c-ab-value").value.trim();
   }
@@ -221,14 +226,19 @@
     $("#perf").textContent = "recomputed in " + ms.toFixed(0) + " ms";
   }
 
-  function setMetric(name, text) { document.querySelector('[data-metric="' + name + '"]').textContent = text; }
+  function setMetric(name, text) {
+    var el = document.querySelector('[data-metric="' + name + '"]');
+    el.textContent = text;
+    /* Billions must still fit the card: shrink long numbers instead of clipping them. */
+    el.parentNode.className = "value" + (text.length > 11 ? " longer" : text.length > 9 ? " long" : "");
+  }
 
   function renderCards(r) {
     var t = r.totals, s = r.scenario;
     setMetric("duplicates", fmt(t.duplicates));
     setMetric("missed", fmt(t.missed));
     setMetric("backlog", fmt(t.backlog_peak));
-    setMetric("drain", (t.drain_time_s / 60).toFixed(1));
+    setMetric("drain", (t.drain_time_s / 60).toLocaleString("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 }));
     $(".card.dup").className = "card dup " + (t.duplicates ? "bad" : "good");
     $(".card.missed").className = "card missed " + (t.missed ? "bad" : "good");
     $("#sub-duplicates").textContent = "of " + fmt(t.due) + " due · " + fmt(t.dispatched) + " dispatched";
@@ -590,11 +600,12 @@
       list.push({ x0: from.x, y0: from.y + j, x1: to.x, y1: to.y + j, age: 0, life: life, color: color });
     }
 
-    function howMany(n, dt) { return n <= 0 ? 0 : Math.min(6, 1 + Math.floor(Math.log10(n + 1) * 1.2 * Math.min(1, dt * 8 + 0.3))); }
+    /* A handful per frame whatever the volume: the dots show where work flows, not how much. */
+    function howMany(n, dt) { return n <= 0 ? 0 : Math.min(3, 1 + Math.floor(Math.log10(n + 1) * 0.6 * Math.min(1, dt * 8 + 0.3))); }
 
     function spawn(a, b, dt) {
       var d = state.derived, r = state.result;
-      if (!d || b < a || list.length > 400) return;
+      if (!d || b < a || list.length > 160) return;
       /* Seconds a+1 .. b were crossed in this frame. */
       var disp = upto(d, "dispatched", b) - upto(d, "dispatched", a);
       var dup = upto(d, "duplicates", b) - upto(d, "duplicates", a);
