@@ -223,3 +223,49 @@ def test_cli_reports_a_port_in_use_in_one_line(capsys: pytest.CaptureFixture[str
         port = taken.getsockname()[1]
         assert main(["lab", "--port", str(port), "--no-open"]) == 2
     assert capsys.readouterr().err == f"cronlab: error: port {port} on 127.0.0.1 is in use\n"
+
+
+def test_live_commands_follow_the_engine_contract() -> None:
+    from cronlab.web.live import CRONLAB, LiveConfig, commands
+
+    cfg = LiveConfig(replicas=4, workers=5, election="off", timers="in-memory", lease_ttl=7)
+    cmds = commands(cfg, "sqlite:////tmp/x/lab.db")
+    assert cfg.worker_rate == 67  # 20,000 invoices / (5 pods × 60 s), rounded up
+    assert cmds["cluster"][len(CRONLAB) :] == [
+        *("cluster", "--store", "sqlite:////tmp/x/lab.db", "--replicas", "4", "--workers", "5"),
+        *("--election", "off", "--timers", "in-memory", "--lease-ttl", "7"),
+        *("--worker-rate", "67"),
+    ]
+    seed = cmds["seed"][len(CRONLAB) :]
+    assert seed[:2] == ["invoices", "seed"] and "--json" in seed
+    assert seed[seed.index("--at") + 1] == "+5"
+    assert cmds["status"][-1] == cmds["report"][-1] == "--json"
+
+
+def test_live_prediction_counts_the_crashes_sent() -> None:
+    from cronlab.web.live import LiveConfig, prediction
+
+    cfg = LiveConfig(count=1000, workers=2, drain_s=10, timers="in-memory")
+    assert prediction(cfg, [])["totals"]["missed"] == 0
+    assert prediction(cfg, [-2])["totals"]["missed"] == 1000  # crashed before the trigger
+
+
+def test_metrics_render_the_engine_report() -> None:
+    from cronlab.web import metrics
+
+    snap = {
+        "running": True,
+        "report": {"dispatched": 600, "executed": 598, "duplicates": 0, "missed": 0,
+                   "backlog_peak": 600, "takeover_delays_s": [2.3]},
+        "status": {"queue_depth": 2, "leader": {"replica": 1, "epoch": 2}},
+    }  # fmt: skip
+    lines = metrics.render(snap).splitlines()
+    for expected in (
+        "cronlab_live_running 1",
+        "cronlab_live_executed_total 598",
+        "cronlab_live_backlog 2",
+        "cronlab_live_leader_epoch 2",
+        "cronlab_live_takeovers_total 1",
+        "# TYPE cronlab_live_dispatched_total counter",
+    ):
+        assert expected in lines

@@ -82,22 +82,19 @@ def _group(items: list[tuple[str, str]]) -> dict[str, list[str]]:
 
 
 def _build(grouped: dict[str, list[str]], knobs: dict[str, Any]) -> Scenario:
-    preset = _one(grouped, "preset", "midnight")
-    if preset not in workload.PRESETS:
-        raise ParamError("preset", f"unknown preset {preset!r} ({', '.join(workload.PRESETS)})")
-    election = _one(grouped, "election", "lease")
-    if election not in ("lease", "off"):
-        raise ParamError("election", f"unknown election {election!r} (choose lease or off)")
-    durable = _guard("timers", lambda: params.parse_timers(_one(grouped, "timers", "durable")))
+    preset = _choice(grouped, "preset", workload.PRESETS)
+    election = _choice(grouped, "election", ("lease", "off"))
+    durable = _choice(grouped, "timers", ("durable", "in-memory")) == "durable"
     restart = _one(grouped, "restart-after", "300")
-    _guard("restart-after", lambda: params.parse_restart_after(restart))
-    buckets = _all(grouped, "bucket")
+    _guard("restart-after", partial(params.parse_restart_after, restart))
+    buckets, crashes = _all(grouped, "bucket"), _all(grouped, "crash")
     _guard("bucket", lambda: [workload.parse_bucket(b) for b in buckets])
-    crashes = _all(grouped, "crash")
     _guard("crash", lambda: [params.parse_fault(c) for c in crashes])
+    # Validation across fields (a crash of a replica that does not exist) is the crash's fault.
     return _guard(
         "crash" if crashes else "scenario",
-        lambda: params.build_scenario(
+        partial(
+            params.build_scenario,
             preset=preset,
             buckets=buckets,
             crashes=crashes,
@@ -107,6 +104,14 @@ def _build(grouped: dict[str, list[str]], knobs: dict[str, Any]) -> Scenario:
             **knobs,
         ),
     )
+
+
+def _choice(grouped: dict[str, list[str]], name: str, choices: tuple[str, ...]) -> str:
+    """The value of ``name`` (default: the first choice); ParamError unless one of ``choices``."""
+    value = _one(grouped, name, choices[0])
+    if value not in choices:
+        raise ParamError(name, f"unknown {name} {value!r} (choose {' or '.join(choices)})")
+    return value
 
 
 def _bounded(name: str, text: str, low: int, high: int) -> int:
