@@ -68,6 +68,10 @@ def test_live_run_measures_crashes_and_cleans_up(client: TestClient) -> None:
     assert done["report"]["missed"] == 0
     assert done["prediction"]["totals"]["due"] == 600
     wait_for("a takeover", lambda: [e for e in snap()["events"] if "epoch 2" in e["text"]])
+    pause = client.post("/api/live/chaos", json={"action": "pause-leader", "for": 5})
+    assert pause.status_code == 200 and pause.json()["sent"] == "pause-leader"
+    wait_for("a takeover from the paused leader", lambda: _event(snap(), "epoch 3"))
+    wait_for("the paused leader resumed", lambda: _event(snap(), "pause-leader: "))
     metrics = client.get("/metrics").text
     assert "cronlab_live_running 1" in metrics
     assert "cronlab_live_executed_total 600" in metrics
@@ -85,3 +89,7 @@ def test_live_run_measures_crashes_and_cleans_up(client: TestClient) -> None:
 def _executed(snap: dict[str, Any], count: int) -> dict[str, Any] | None:
     report = snap.get("report") or {}
     return snap if report.get("executed") == count and report.get("dispatched") == count else None
+
+
+def _event(snap: dict[str, Any], text: str) -> bool:
+    return any(text in e["text"] for e in snap["events"])

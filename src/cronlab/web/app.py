@@ -181,7 +181,8 @@ class _Lab:
 
         async def wrapped(request: Request) -> Response:
             if not self.allowed(request):
-                return problem(403, "live endpoints need the lab's token off loopback", "token")
+                why = "live endpoints need the lab's token: open the page as /#token=… "
+                return problem(403, why + "or send X-Cronlab-Token", "token")
             try:
                 return await handler(request)
             except ConflictError as exc:
