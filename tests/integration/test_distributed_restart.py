@@ -1,0 +1,114 @@
+"""Restarting PostgreSQL in the middle of a run loses nothing: the processes reconnect (with
+backoff) and carry on, every invoice exactly once.
+
+The test runs a PostgreSQL server of its own (initdb under /tmp, its own port) so restarting it
+cannot disturb anything else on the machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from contract.dist_servers import ETCD, REDIS, START_ETCD, START_REDIS, need
+from cronlab.election.etcd import parse_url, ping
+from cronlab.queues.redis import connect
+from cronlab.queues.redis import parse_url as parse_redis
+
+from .test_distributed_chaos import (
+    Dist,
+    assert_every_invoice_once,
+    cluster,
+    cronlab,
+    done,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.postgres, pytest.mark.etcd, pytest.mark.redis]
+BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+class OwnPostgres:
+    """A throwaway PostgreSQL cluster run as the ``postgres`` user on a free loopback port."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="cronlab-pg-"))
+        shutil.chown(self.dir, "postgres")
+        self.port = _free_port()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self._pg("initdb", "-D", str(self.dir / "data"), "-U", "postgres", "--auth=trust")
+
+    def _pg(self, tool: str, *args: str) -> None:
+        cmd = ["runuser", "-u", "postgres", "--", str(BIN / tool), *args]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=60)
+
+    def start(self) -> None:
+        opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._pg(
+            "pg_ctl",
+            "-D",
+            str(self.dir / "data"),
+            "-o",
+            opts,
+            "-l",
+            str(self.dir / "log"),
+            "-w",
+            "start",
+        )
+
+    def stop(self) -> None:
+        self._pg("pg_ctl", "-D", str(self.dir / "data"), "-m", "fast", "-w", "stop")
+
+    def remove(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def own_pg() -> Iterator[OwnPostgres]:
+    if os.geteuid() != 0 or not (BIN / "initdb").exists() or not shutil.which("runuser"):
+        pytest.skip("needs root, runuser and PostgreSQL 15's initdb to run a private server")
+    pg = OwnPostgres()
+    pg.start()
+    yield pg
+    pg.remove()
+
+
+def test_a_postgres_restart_mid_run_loses_nothing(own_pg: OwnPostgres) -> None:
+    tag = uuid.uuid4().hex[:10]
+    etcd_url, redis_url = f"{ETCD}/cronlab-it-{tag}", f"{REDIS}?prefix=cronlab-it-{tag}"
+    need(lambda: ping(parse_url(etcd_url)), START_ETCD)
+    need(lambda: connect(parse_redis(redis_url)).close(), START_REDIS)
+    d = Dist(own_pg.url, etcd_url, redis_url)
+    cronlab("invoices", "seed", "--store", d.store_url, "--count", "3000", "--at", "+3")
+    cronlab("invoices", "seed", "--store", d.store_url, "--count", "3000", "--at", "+10")
+    store = d.store()
+    with cluster(d, "--lease-ttl", "3", "--replicas", "2", "--workers", "2", "--visibility", "5"):
+        wait_until(lambda: store.counts()["DONE"] >= 3000, 30, "the first bucket")
+        own_pg.stop()
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(own_pg.url, connect_timeout=2).close()  # it really is down
+        time.sleep(3)
+        own_pg.start()
+        wait_until(lambda: done(store, 6000), 60, "every invoice after the restart")
+    assert_every_invoice_once(store, 6000)
+    store.close()
+    connect(parse_redis(redis_url)).delete(f"cronlab-it-{tag}:tasks")
