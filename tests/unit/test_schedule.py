@@ -166,6 +166,37 @@ def test_catchup_across_fall_back_runs_both_hourly_fires_of_the_repeated_hour() 
     ]
 
 
+# --- dispatching a materialised occurrence
+
+
+def test_an_on_time_occurrence_runs_and_materialises_the_next() -> None:
+    plan = policy.plan_dispatch(hourly(), T0, T0 + 250)
+    assert plan == policy.DispatchPlan(run=True, catch_up=(), next_fire_ms=T0 + HOUR_MS)
+
+
+@pytest.mark.parametrize(
+    ("catchup", "run", "catch_up"),
+    [
+        ("all", True, (T0 + HOUR_MS, T0 + 2 * HOUR_MS)),
+        ("latest", False, (T0 + 2 * HOUR_MS,)),
+        ("none", False, ()),
+    ],
+)
+def test_a_late_occurrence_is_judged_with_the_ones_missed_after_it(
+    catchup: str, run: bool, catch_up: tuple[int, ...]
+) -> None:
+    s = hourly(catchup=catchup, catchup_window_ms=3 * HOUR_MS)
+    now = T0 + 2 * HOUR_MS + 10 * MIN_MS  # the T0 row waited through two more fire times
+    plan = policy.plan_dispatch(s, T0, now)
+    assert (plan.run, plan.catch_up, plan.next_fire_ms) == (run, catch_up, T0 + 3 * HOUR_MS)
+
+
+def test_an_occurrence_older_than_the_window_does_not_run() -> None:
+    s = hourly(catchup="all", catchup_window_ms=30 * MIN_MS)
+    plan = policy.plan_dispatch(s, T0, T0 + 45 * MIN_MS)
+    assert not plan.run and plan.catch_up == ()
+
+
 # --- overlap and idempotency keys
 
 

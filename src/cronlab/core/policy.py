@@ -129,6 +129,35 @@ def plan_catchup(schedule: Schedule, last_fire_ms: int | None, now_ms: int) -> l
     return kept + due[len(missed) :]
 
 
+@dataclass(frozen=True, kw_only=True)
+class DispatchPlan:
+    """What to do when the PENDING occurrence at ``fire_ms`` comes up for dispatch.
+
+    ``run`` says whether that occurrence runs (False: record it as missed); ``catch_up`` are
+    later fire times, already due, to materialise and run now (oldest first); ``next_fire_ms``
+    is the future occurrence to materialise as PENDING in the same transaction.
+    """
+
+    run: bool
+    catch_up: tuple[int, ...]
+    next_fire_ms: int
+
+
+def plan_dispatch(schedule: Schedule, fire_ms: int, now_ms: int) -> DispatchPlan:
+    """The engine's step when a materialised occurrence is due: run it, catch up, move on.
+
+    In normal operation the occurrence is on time: it runs, nothing is caught up, and the next
+    one is materialised. After downtime the occurrence and the ones after it are judged
+    together by :func:`plan_catchup` (the window, ``all``/``latest``/``none``).
+    """
+    plan = plan_catchup(schedule, fire_ms - 1, now_ms)
+    return DispatchPlan(
+        run=fire_ms in plan,
+        catch_up=tuple(fire for fire in plan if fire > fire_ms),
+        next_fire_ms=next_fire(schedule, max(now_ms, fire_ms)),
+    )
+
+
 def overlap_decision(schedule: Schedule, previous_running: bool) -> Decision:
     """``skip`` if the previous run is still running and the schedule forbids overlap."""
     return "skip" if previous_running and schedule.overlap == "skip" else "run"
