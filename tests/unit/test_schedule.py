@@ -66,6 +66,16 @@ def test_bad_schedule_raises_config_error_naming_the_value(
     assert needle in str(info.value)
 
 
+def test_schedule_is_hashable_and_keeps_its_own_payload() -> None:
+    payload = {"plan": "pro", "seats": [1, 2]}
+    s = hourly(payload=payload)
+    payload["plan"] = "free"
+    assert s.payload == {"plan": "pro", "seats": [1, 2]}
+    assert hash(s) == hash(hourly(payload={"other": True}))  # payload is not hashed
+    assert s != hourly(payload={"other": True})
+    assert {s: 1}[hourly(payload={"plan": "pro", "seats": [1, 2]})] == 1
+
+
 def test_schedule_is_frozen_and_keyword_only() -> None:
     s = hourly()
     with pytest.raises(AttributeError):

@@ -46,7 +46,7 @@ class Schedule:
     cron: str
     handler: str
     tz: str = "UTC"
-    payload: Mapping[str, Any] = field(default_factory=dict)
+    payload: Mapping[str, Any] = field(default_factory=dict, hash=False)
     catchup: Catchup = "latest"
     catchup_window_ms: int = HOUR_MS
     overlap: Overlap = "skip"
@@ -61,6 +61,8 @@ class Schedule:
         if not isinstance(self.catchup_window_ms, int) or self.catchup_window_ms < 0:
             raise ConfigError(f"catchup window must be >= 0 ms, got {self.catchup_window_ms!r}")
         _check_payload(self.payload)
+        # A private copy: the caller's dict changing later must not change the schedule.
+        object.__setattr__(self, "payload", json.loads(json.dumps(self.payload)))
 
 
 def _check_name(what: str, value: str) -> None:
