@@ -83,6 +83,27 @@ def test_keyboard_operates_the_controls(page: Page, console: Console) -> None:
     page.keyboard.press("Enter")
     expect(page.locator('[data-metric="duplicates"]')).to_have_text("0")
     assert election.is_checked()
+    page.locator("h1").click()  # focus off the controls: space is play/pause
+    page.keyboard.press("Space")
+    expect(page.locator('[data-action="play"]')).to_have_attribute("aria-pressed", "true")
+    page.keyboard.press("Space")
+    expect(page.locator('[data-action="play"]')).to_have_attribute("aria-pressed", "false")
+    assert console == []
+
+
+def test_particles_are_drawn_on_one_canvas(page: Page, console: Console) -> None:
+    open_lab(page, "election=off")
+    nodes = page.evaluate("document.getElementsByTagName('*').length")
+    page.locator('[data-action="play"]').click()
+    page.wait_for_function("() => window.cronlabLab.state.t > 3")
+    painted = page.evaluate(
+        """() => { const c = document.getElementById('particles');
+                   const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                   let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; }"""
+    )
+    page.locator('[data-action="play"]').click()
+    assert painted > 0, "particles drawn while playing"
+    assert page.evaluate("document.getElementsByTagName('*').length") <= nodes + 5
     assert console == []
 
 
