@@ -28,7 +28,7 @@ def test_spring_forward_in_berlin_from_the_shell() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
-        "2026-03-29T03:00:00+02:00",
+        "2026-03-29T03:00:00+02:00  # 02:30 skipped by the clock change: runs once at the jump",
         "2026-03-30T02:30:00+02:00",
         "2026-03-31T02:30:00+02:00",
         "2026-04-01T02:30:00+02:00",
@@ -57,6 +57,11 @@ def test_hourly_over_fall_back_in_new_york_as_json() -> None:
         "2026-11-01T01:00:00-04:00",
         "2026-11-01T01:00:00-05:00",
         "2026-11-01T02:00:00-05:00",
+    ]
+    assert data["notes"] == [
+        "first of two 01:00s (clock set back): wildcard schedules run on both",
+        "second of two 01:00s (clock set back): wildcard schedules run on both",
+        None,
     ]
     assert [b - a for a, b in zip(data["fires_ms"], data["fires_ms"][1:], strict=False)] == [
         3_600_000,

@@ -296,3 +296,28 @@ def test_year_one_still_works_in_utc() -> None:
     assert take("0 0 1 1 *", "UTC", datetime(1, 1, 1, tzinfo=UTC), 1) == [
         "0002-01-01T00:00:00+00:00"
     ]
+
+
+def test_dst_notes_explain_the_fires_a_clock_change_shaped() -> None:
+    def notes(expr: str, zone: str, after: str, n: int) -> list[str | None]:
+        c = cron.parse(expr, zone)
+        return [
+            cron.dst_note(c, t)
+            for t in itertools.islice(cron.fires_after(c, local(zone, after)), n)
+        ]
+
+    assert notes("30 2 * * *", BERLIN, "2026-03-28T12:00", 2) == [
+        "02:30 skipped by the clock change: runs once at the jump",
+        None,
+    ]
+    assert notes("30 1 * * *", NEW_YORK, "2026-10-31T12:00", 2) == [
+        "01:30 happens twice (clock set back): runs on the first pass only",
+        None,
+    ]
+    assert notes("0 3 * * *", BERLIN, "2026-03-28T12:00", 1) == [None]  # 03:00 was not skipped
+    assert notes("@hourly", BERLIN, "2026-03-29T01:30", 1) == [None]
+    assert notes("@hourly", BERLIN, "2026-10-25T01:30", 3) == [
+        "first of two 02:00s (clock set back): wildcard schedules run on both",
+        "second of two 02:00s (clock set back): wildcard schedules run on both",
+        None,
+    ]

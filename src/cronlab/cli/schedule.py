@@ -36,6 +36,8 @@ def schedule_group() -> None:
 def next_cmd(expr: str, tz: str, after: str | None, count: int, as_json: bool) -> None:
     """Print the next COUNT fire times of CRON (ISO 8601 with the zone's offset).
 
+    A fire time shaped by a clock change carries a note after '#'.
+
     Daylight saving follows Vixie cron / cronie: a fixed time skipped by spring-forward fires
     once at the jump, one repeated by fall-back fires once; a schedule with * or a step in
     the minute or hour field fires by real elapsed time.
@@ -46,7 +48,12 @@ def next_cmd(expr: str, tz: str, after: str | None, count: int, as_json: bool) -
     if as_json:
         click.echo(json.dumps(_json(parsed, start, times)))
     else:
-        click.echo("\n".join(t.isoformat() for t in times))
+        click.echo("\n".join(_line(parsed, t) for t in times))
+
+
+def _line(parsed: cron.Cron, fire: datetime) -> str:
+    note = cron.dst_note(parsed, fire)
+    return fire.isoformat() if note is None else f"{fire.isoformat()}  # {note}"
 
 
 def _after(text: str | None, parsed: cron.Cron) -> datetime:
@@ -68,4 +75,5 @@ def _json(parsed: cron.Cron, start: datetime, times: list[datetime]) -> dict[str
         "after": start.isoformat(),
         "fires": [t.isoformat() for t in times],
         "fires_ms": [to_ms(t) for t in times],
+        "notes": [cron.dst_note(parsed, t) for t in times],
     }

@@ -231,3 +231,32 @@ def _offset(tz: ZoneInfo, instant: datetime) -> timedelta:
 
 def _wall(tz: ZoneInfo, instant: datetime) -> datetime:
     return instant.astimezone(tz).replace(tzinfo=None)
+
+
+def dst_note(cron: Cron, fire: datetime) -> str | None:
+    """Why a fire time looks unusual, if a clock change shaped it; None for ordinary ones.
+
+    For people reading ``cronlab schedule next``: a fixed time skipped and run at the jump, a
+    fixed time repeated and run on its first pass only, a wildcard fire on either pass.
+    """
+    instant = fire.astimezone(UTC)
+    wall = _wall(cron.tz, instant)
+    if cron.fixed and (skipped := _skipped_match(cron, instant)) is not None:
+        return f"{skipped:%H:%M} skipped by the clock change: runs once at the jump"
+    passes = {wall.replace(tzinfo=cron.tz, fold=f).astimezone(UTC) for f in (0, 1)}
+    if len(passes) == 1:
+        return None
+    if cron.fixed:
+        return f"{wall:%H:%M} happens twice (clock set back): runs on the first pass only"
+    which = "first" if instant == min(passes) else "second"
+    return f"{which} of two {wall:%H:%M}s (clock set back): wildcard schedules run on both"
+
+
+def _skipped_match(cron: Cron, instant: datetime) -> datetime | None:
+    """The first matching wall time the clock jumped over at ``instant``, if it jumped."""
+    before, after = _offset(cron.tz, instant - SECOND), _offset(cron.tz, instant)
+    if after <= before:
+        return None
+    gap_start = (instant + before).replace(tzinfo=None)
+    first = next(_walls(cron.spec, gap_start, inclusive=True))
+    return first if first < (instant + after).replace(tzinfo=None) else None
