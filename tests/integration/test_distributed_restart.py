@@ -42,19 +42,22 @@ BIN = Path("/usr/lib/postgresql/15/bin")
 class OwnPostgres:
     """A throwaway PostgreSQL cluster run as the ``postgres`` user on a free loopback port."""
 
-    def __init__(self) -> None:
+    def __init__(self, addresses: str = "127.0.0.1") -> None:
+        self.addresses = addresses
         self.dir = Path(tempfile.mkdtemp(prefix="cronlab-pg-"))
         shutil.chown(self.dir, "postgres")
         self.port = _free_port()
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         self._pg("initdb", "-D", str(self.dir / "data"), "-U", "postgres", "--auth=trust")
+        with (self.dir / "data" / "pg_hba.conf").open("a") as hba:
+            hba.write("host all all 10.0.0.0/8 trust\n")  # the network-namespace test's links
 
     def _pg(self, tool: str, *args: str) -> None:
         cmd = ["runuser", "-u", "postgres", "--", str(BIN / tool), *args]
         subprocess.run(cmd, check=True, capture_output=True, timeout=60)
 
     def start(self) -> None:
-        opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off"
+        opts = f"-p {self.port} -k {self.dir} -c listen_addresses={self.addresses} -c fsync=off"
         self._pg(
             "pg_ctl",
             "-D",
