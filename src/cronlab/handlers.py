@@ -8,6 +8,7 @@ Return False for "no effect" (an idempotent duplicate); None or True for "applie
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -110,7 +111,12 @@ registry = Registry()
 
 @registry.handler("invoice")
 def invoice(ctx: Context, payload: dict[str, Any]) -> bool:
-    """Write one invoice row; False when (customer, period) already has one."""
+    """Write one invoice row; False when (customer, period) already has one.
+
+    ``work_ms`` in the payload simulates the billing call's latency (the lab's slow worker).
+    """
+    if work_ms := int(payload.get("work_ms", 0)):
+        time.sleep(work_ms / 1000)
     row = (str(payload["customer"]), str(payload["period"]), ctx.task_id)
     return ctx.tx.execute(INVOICE_SQL, row) > 0
 

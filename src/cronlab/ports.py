@@ -152,8 +152,12 @@ class Store(Protocol):
         """
         ...
 
-    def read_due(self, now_ms: int, limit: int) -> list[Task]:
-        """PENDING tasks due at ``now_ms`` without claiming them (``--election off``)."""
+    def read_due(self, now_ms: int, limit: int, copied_since_ms: int | None = None) -> list[Task]:
+        """Due PENDING tasks, without claiming them (``--election off``).
+
+        With ``copied_since_ms``, also the due tasks that an unfenced dispatcher copied at or
+        after that instant (replicas scanning in the same second each send a copy).
+        """
         ...
 
     def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:

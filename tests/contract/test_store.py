@@ -20,8 +20,12 @@ TTL = 10_000
 
 def tasks(n: int, at: int, handler: str = "ok", prefix: str = "k") -> list[NewTask]:
     return [
-        NewTask(idempotency_key=f"{prefix}{i}", handler=handler, trigger_ms=at + i,
-                payload=json.dumps({"i": i}))
+        NewTask(
+            idempotency_key=f"{prefix}{i}",
+            handler=handler,
+            trigger_ms=at + i,
+            payload=json.dumps({"i": i}),
+        )
         for i in range(n)
     ]
 
@@ -49,7 +53,11 @@ def test_dispatch_claims_due_rows_oldest_first_and_enqueues_them(backend: Backen
     rest = backend.store.dispatch_due(now + 4, 100, epoch)
     assert [t.idempotency_key for t in rest] == ["k3", "k4"]
     assert backend.store.counts() | {} == {
-        "PENDING": 5, "DISPATCHED": 5, "DONE": 0, "FAILED": 0, "MISSED": 0
+        "PENDING": 5,
+        "DISPATCHED": 5,
+        "DONE": 0,
+        "FAILED": 0,
+        "MISSED": 0,
     }
     assert backend.store.queue_depth() == 5
 
@@ -86,6 +94,17 @@ def test_unclaimed_reads_let_every_reader_enqueue_a_copy(backend: Backend) -> No
     assert backend.store.counts()["DISPATCHED"] == 3
 
 
+def test_read_due_includes_what_was_copied_since_the_given_instant(backend: Backend) -> None:
+    now = backend.clock.now_ms()
+    backend.store.add_tasks(tasks(3, now))
+    backend.store.enqueue_copies(backend.store.read_due(now + 10, 100), now + 10)
+    again = backend.store.read_due(now + 20, 100, copied_since_ms=now + 10)
+    assert sorted(t.idempotency_key for t in again) == ["k0", "k1", "k2"]
+    assert backend.store.read_due(now + 20, 100, copied_since_ms=now + 11) == []
+    backend.store.dispatch_due(now + 20, 100, lead(backend))  # fenced dispatches never count
+    assert backend.store.read_due(now + 20, 100, copied_since_ms=now + 11) == []
+
+
 def test_mark_missed_touches_only_pending_rows_before_the_instant(backend: Backend) -> None:
     now = backend.clock.now_ms()
     backend.store.add_tasks(tasks(5, now))
@@ -117,8 +136,7 @@ DEFAULT_RETRY = Retry()
 
 def run_batch(b: Backend, retry: Retry = DEFAULT_RETRY) -> dict[str, int]:
     messages = StoreQueue(b.store, b.clock).claim("w", 100, 30_000)
-    return b.store.execute("w", messages, registry().runner(b.clock.now_ms), retry,
-                           b.clock.now_ms)
+    return b.store.execute("w", messages, registry().runner(b.clock.now_ms), retry, b.clock.now_ms)
 
 
 def test_successful_runs_are_done_and_acked(backend: Backend) -> None:
@@ -166,8 +184,12 @@ def test_follow_up_task_is_added_in_the_same_run_once(backend: Backend) -> None:
     backend.store.dispatch_due(now, 100, lead(backend))
     run_batch(backend)
     assert backend.store.counts()["PENDING"] == 1
-    assert backend.store.add_tasks([NewTask(idempotency_key="k0/then/ok/1", handler="ok",
-                                            trigger_ms=now)]) == 0
+    assert (
+        backend.store.add_tasks(
+            [NewTask(idempotency_key="k0/then/ok/1", handler="ok", trigger_ms=now)]
+        )
+        == 0
+    )
 
 
 def test_process_registry_and_event_log(backend: Backend) -> None:

@@ -18,15 +18,20 @@ T0 = 1_700_000_000_000
 
 
 def seed(store: MemoryStore, n: int, at: int) -> None:
-    store.add_tasks(NewTask(idempotency_key=f"k{i}", handler="ok", trigger_ms=at)
-                    for i in range(n))
+    store.add_tasks(NewTask(idempotency_key=f"k{i}", handler="ok", trigger_ms=at) for i in range(n))
 
 
 def replica(store: MemoryStore, clock: FakeClock, i: int, **kw: Any) -> Scheduler:
     cfg = SchedulerConfig(replica=i, ttl_ms=3_000, batch=kw.pop("batch", 100), **kw)
     elector = NoElection(clock) if cfg.election == "off" else StoreElector(store, clock)
-    return Scheduler(cfg, store=store, queue=StoreQueue(store, clock), elector=elector,
-                     clock=clock, owner=f"r{i}")
+    return Scheduler(
+        cfg,
+        store=store,
+        queue=StoreQueue(store, clock),
+        elector=elector,
+        clock=clock,
+        owner=f"r{i}",
+    )
 
 
 def test_only_the_leader_dispatches_and_in_batches() -> None:
@@ -71,15 +76,29 @@ def test_stale_leader_is_fenced_and_records_it() -> None:
     assert fenced and fenced[0].epoch == 1 and fenced[0].detail["current"] == 2
 
 
-def test_election_off_every_replica_enqueues_its_own_copy() -> None:
+def test_election_off_replicas_scanning_in_one_second_each_send_a_copy() -> None:
     clock, store = FakeClock(T0), MemoryStore()
     seed(store, 40, T0)
     replicas = [replica(store, clock, i, election="off") for i in range(3)]
-    due = [store.read_due(clock.now_ms(), 100) for _ in replicas]  # they scan together
-    for batch in due:
-        store.enqueue_copies(batch, clock.now_ms())
+    for r in replicas:
+        r.step()
+        clock.advance(10)  # same second, one after another
+    assert [r.dispatched for r in replicas] == [40, 40, 40]
     assert store.queue_depth() == 40 * 3
-    assert replicas[0].step() >= 1  # nothing left PENDING afterwards
+    clock.advance(1_000)
+    for r in replicas:
+        r.step()  # next second: nothing new is due, nothing copied again
+    assert store.queue_depth() == 40 * 3
+
+
+def test_election_off_replica_in_a_later_second_sends_nothing_again() -> None:
+    clock, store = FakeClock(T0), MemoryStore()
+    seed(store, 10, T0)
+    a, b = (replica(store, clock, i, election="off") for i in range(2))
+    a.step()
+    clock.advance(1_000)
+    b.step()
+    assert (a.dispatched, b.dispatched) == (10, 0)
 
 
 def test_in_memory_timers_new_leader_misses_what_fell_due_before() -> None:
@@ -117,8 +136,14 @@ def test_worker_runs_what_the_leader_dispatched() -> None:
     clock, store = FakeClock(T0), MemoryStore()
     seed(store, 30, T0)
     replica(store, clock, 0).step()
-    w = Worker(WorkerConfig(index=0, batch=8, retry=Retry()), store=store,
-               queue=StoreQueue(store, clock), registry=ok_registry(), clock=clock, name="w0")
+    w = Worker(
+        WorkerConfig(index=0, batch=8, retry=Retry()),
+        store=store,
+        queue=StoreQueue(store, clock),
+        registry=ok_registry(),
+        clock=clock,
+        name="w0",
+    )
     while w.step() == 0:
         pass
     assert w.totals["ok"] == 30 and store.counts()["DONE"] == 30
@@ -128,8 +153,14 @@ def test_rate_cap_limits_a_worker_to_x_tasks_per_second() -> None:
     clock, store = FakeClock(T0), MemoryStore()
     seed(store, 100, T0)
     replica(store, clock, 0).step()
-    w = Worker(WorkerConfig(index=0, rate=20), store=store, queue=StoreQueue(store, clock),
-               registry=ok_registry(), clock=clock, name="w0")
+    w = Worker(
+        WorkerConfig(index=0, rate=20),
+        store=store,
+        queue=StoreQueue(store, clock),
+        registry=ok_registry(),
+        clock=clock,
+        name="w0",
+    )
     while clock.now_ms() < T0 + 2_000:
         clock.sleep(w.step() / 1000)
     assert 38 <= w.totals["ok"] <= 41

@@ -127,6 +127,20 @@ class _Stop:
     show_default=True,
     help="Queue visibility timeout, seconds.",
 )
+@click.option(
+    "--scan-batch",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="Tasks a leader claims per transaction.",
+)
+@click.option(
+    "--worker-batch",
+    type=click.IntRange(min=1),
+    default=2_000,
+    show_default=True,
+    help="Messages a worker claims per transaction.",
+)
 def cluster_cmd(
     store_url: str,
     replicas: int,
@@ -140,6 +154,8 @@ def cluster_cmd(
     restart_after: str,
     scan_interval: float,
     visibility: float,
+    scan_batch: int,
+    worker_batch: int,
 ) -> None:
     """Run R scheduler and W worker processes in the foreground until SIGINT/SIGTERM."""
     cfg = cluster.ClusterConfig(
@@ -153,6 +169,8 @@ def cluster_cmd(
         restart_after_s=_restart_after(restart_after),
         scan_interval_s=scan_interval,
         visibility_s=visibility,
+        scan_batch=scan_batch,
+        worker_batch=worker_batch,
     )
     if queue_url:
         os.environ["CRONLAB_QUEUE"] = queue_url  # the children read --queue from it
@@ -264,8 +282,14 @@ def invoices() -> None:
 @click.option(
     "--at", "at_text", required=True, metavar="+SECONDS|ISO8601", help="When they fall due."
 )
+@click.option(
+    "--work-ms",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Simulated work per invoice, milliseconds.",
+)
 @JSON
-def seed_cmd(store_url: str, count: int, at_text: str, as_json: bool) -> None:
+def seed_cmd(store_url: str, count: int, at_text: str, work_ms: int, as_json: bool) -> None:
     """Add COUNT invoice tasks due at one instant (duplicate keys are ignored)."""
     trigger_ms = parse_at(at_text, CLOCK.now_ms())
     urls.parse(store_url)
@@ -300,16 +324,17 @@ def parse_at(text: str, now_ms: int) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def invoice_tasks(count: int, trigger_ms: int) -> Iterator[NewTask]:
+def invoice_tasks(count: int, trigger_ms: int, work_ms: int = 0) -> Iterator[NewTask]:
     """One invoice per customer for the period named by the trigger instant."""
     period = to_datetime(trigger_ms).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    work = f', "work_ms": {work_ms}' if work_ms else ""
     for i in range(1, count + 1):
         customer = f"cust-{i:07d}"
         yield NewTask(
             idempotency_key=f"invoice/{period}/{customer}",
             handler="invoice",
             trigger_ms=trigger_ms,
-            payload=f'{{"customer": "{customer}", "period": "{period}"}}',
+            payload=f'{{"customer": "{customer}", "period": "{period}"{work}}}',
         )
 
 

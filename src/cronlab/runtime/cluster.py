@@ -35,6 +35,8 @@ class ClusterConfig:
     restart_after_s: float | None = 300.0
     scan_interval_s: float = 1.0
     visibility_s: float = 30.0
+    scan_batch: int = 10_000
+    worker_batch: int = 2_000
 
 
 def owner_name(role: str, index: int, pid: int) -> str:
@@ -58,9 +60,12 @@ def command(cfg: ClusterConfig, role: str, index: int) -> list[str]:
             str(cfg.lease_ttl_s),
             "--scan-interval",
             str(cfg.scan_interval_s),
+            "--batch",
+            str(cfg.scan_batch),
         ]
     rate = [] if cfg.worker_rate is None else ["--rate", str(cfg.worker_rate)]
-    return [*base, "--index", str(index), "--visibility", str(cfg.visibility_s), *rate]
+    batch = ["--batch", str(cfg.worker_batch)]
+    return [*base, "--index", str(index), "--visibility", str(cfg.visibility_s), *batch, *rate]
 
 
 class Cluster:

@@ -22,6 +22,7 @@ from cronlab.ports import Clock, Event, Lease, LeaseElector, Queue, Store, Task
 
 Election = Literal["lease", "off"]
 Timers = Literal["durable", "in-memory"]
+UNBOUNDED = 1 << 62
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +55,8 @@ class Scheduler:
         self.elector, self.clock, self.owner, self.pid = elector, clock, owner, pid
         self.lease: Lease | None = None
         self.next_renew_ms = 0
+        # Scans fall on whole scan_ms boundaries, so replicas scan together (the model does too).
+        self.next_scan_ms = -(-clock.now_ms() // cfg.scan_ms) * cfg.scan_ms
         self.dispatched = 0
 
     def run(self, stopping: Callable[[], bool]) -> None:
@@ -70,11 +73,12 @@ class Scheduler:
             self._renew(now)
         if not self.leading(now):
             return max(1, self.next_renew_ms - now)
-        if self._dispatch(now) >= self.cfg.batch:
-            return 0
-        self.store.record_sample(now, self.queue.depth())
-        next_scan = (now // self.cfg.scan_ms + 1) * self.cfg.scan_ms
-        return max(1, min(next_scan, self.next_renew_ms) - self.clock.now_ms())
+        if now >= self.next_scan_ms:
+            if self._dispatch(now) >= self.cfg.batch and self.cfg.election == "lease":
+                return 0  # more is due: claim the next batch at once
+            self.store.record_sample(now, self.queue.depth())
+            self.next_scan_ms = (now // self.cfg.scan_ms + 1) * self.cfg.scan_ms
+        return max(1, min(self.next_scan_ms, self.next_renew_ms) - self.clock.now_ms())
 
     def leading(self, now_ms: int) -> bool:
         """True while this replica's lease is unexpired by its own clock."""
@@ -130,12 +134,13 @@ class Scheduler:
         return len(tasks)
 
     def _dispatch_unclaimed(self, now: int) -> int:
-        # Read, then write in a separate transaction: replicas scanning the same second all
-        # see the same rows and each enqueues its own copy — the duplicates cron-on-every-
-        # replica produces.
-        tasks: list[Task] = self.store.read_due(now, self.cfg.batch)
+        # Cron on every replica: no claim, one scan a second, everything due at once. What
+        # another replica copied in this same second is copied again — the duplicates the
+        # model counts as (k - 1) × due for k replicas scanning together.
+        second = now // self.cfg.scan_ms * self.cfg.scan_ms
+        tasks: list[Task] = self.store.read_due(now, UNBOUNDED, copied_since_ms=second)
         if tasks:
-            self.store.enqueue_copies(tasks, self.clock.now_ms())
+            self.store.enqueue_copies(tasks, now)
         self.dispatched += len(tasks)
         return len(tasks)
 

@@ -136,9 +136,19 @@ class MemoryStore:
             self._next_message += 1
         self.dispatched_total += len(tasks)
 
-    def read_due(self, now_ms: int, limit: int) -> list[Task]:
+    def read_due(self, now_ms: int, limit: int, copied_since_ms: int | None = None) -> list[Task]:
         with self._lock:
-            return [r.task for r in self._due(now_ms, limit)]
+            due = [r.task for r in self._due(now_ms, limit)]
+            if copied_since_ms is None:
+                return due
+            return due + [
+                r.task
+                for r in self._rows.values()
+                if r.task.epoch is None
+                and r.dispatched_ms is not None
+                and r.dispatched_ms >= copied_since_ms
+                and r.task.trigger_ms <= now_ms
+            ]
 
     def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
         with self._lock:

@@ -179,9 +179,12 @@ class SqliteStore:
         c.executemany(Q["enqueue"], rows)
         c.execute(Q["count_dispatched"], {"n": len(rows)})
 
-    def read_due(self, now_ms: int, limit: int) -> list[Task]:
-        rows = self._conn.execute(Q["read_due"], {"now": now_ms, "limit": limit})
-        return [_task(r, "PENDING", None) for r in rows.fetchall()]
+    def read_due(self, now_ms: int, limit: int, copied_since_ms: int | None = None) -> list[Task]:
+        rows = self._conn.execute(Q["read_due"], {"now": now_ms, "limit": limit}).fetchall()
+        if copied_since_ms is not None:
+            args = {"now": now_ms, "since": copied_since_ms}
+            rows += self._conn.execute(Q["read_copied"], args).fetchall()
+        return [_task(r, "PENDING", None) for r in rows]
 
     def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
         with self._tx() as c:

@@ -38,6 +38,10 @@ RETURNING id, idempotency_key, handler, payload, trigger_ms, attempts;
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
 WHERE status = 'PENDING' AND trigger_ms <= :now ORDER BY trigger_ms LIMIT :limit;
 
+-- name: read_copied
+SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
+WHERE epoch IS NULL AND dispatched_ms >= :since AND trigger_ms <= :now;
+
 -- name: mark_dispatched
 UPDATE tasks SET status = 'DISPATCHED', dispatched_ms = coalesce(dispatched_ms, ?)
 WHERE id = ? AND status = 'PENDING';

@@ -1,0 +1,167 @@
+"""The cluster as real OS processes on a real SQLite file, hit with real signals.
+
+Timing-robust by construction: workloads are seeded once the cluster is up, and faults are
+triggered on observed state (a leader exists, dispatching has begun), not on sleeps.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cronlab.runtime import chaos
+from cronlab.runtime.clock import SystemClock
+
+from .conftest import cli, cli_json, running_cluster, store_of, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def leader_of(url: str) -> dict[str, object] | None:
+    lead: dict[str, object] | None = cli_json("status", "--store", url)["leader"]
+    return lead
+
+
+def counts(url: str) -> dict[str, int]:
+    # Polled in-process: a CLI process per poll would steal the cluster's two cores.
+    store = store_of(url)
+    try:
+        return store.counts() | {"queue": store.queue_depth()}
+    finally:
+        store.close()
+
+
+def settled(url: str, total: int) -> bool:
+    c = counts(url)
+    return c["DONE"] + c["FAILED"] + c["MISSED"] == total and c["queue"] == 0
+
+
+def scanned_by_all(url: str, replicas: int) -> bool:
+    """Every replica is up (the leader, or every replica with --election off, samples)."""
+    if not Path(url.removeprefix("sqlite:///")).exists():
+        return False
+    store = store_of(url)
+    try:
+        procs = [p for p in store.processes() if p.role == "scheduler" and chaos.alive(p.pid)]
+        return len(procs) == replicas and store.query("SELECT count(*) FROM samples")[0][0] > 0
+    finally:
+        store.close()
+
+
+def _stopped(pid: int) -> bool:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def test_paused_leader_resumes_fenced_without_duplicate_dispatch(url: str) -> None:
+    ttl = 2
+    with running_cluster(url, "--lease-ttl", str(ttl), "--replicas", "2", "--workers", "2"):
+        wait_until(lambda: scanned_by_all(url, 2), 30, "the cluster to come up")
+        first = leader_of(url)
+        assert first is not None
+        pause = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cronlab",
+                "chaos",
+                "pause-leader",
+                "--for",
+                "5",
+                "--store",
+                url,
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+            wait_until(lambda: _stopped(int(str(first["pid"]))), 20, "the leader to stop")
+            cli("invoices", "seed", "--store", url, "--count", "3000", "--at", "+0.5")
+            wait_until(lambda: counts(url)["DONE"] == 3000, 30, "the standby to dispatch")
+            assert pause.wait(timeout=30) == 0
+        finally:
+            pause.kill()
+            pause.wait()
+        wait_until(lambda: settled(url, 3000), 30, "every task to finish")
+        after = wait_until(lambda: leader_of(url), 10, "a leader after the resume")
+    store = store_of(url)
+    r = cli_json("report", "--store", url)
+    assert (r["dispatched"], r["duplicates"], r["duplicate_invoices"]) == (3000, 0, 0)
+    assert after["epoch"] > first["epoch"]
+    assert store.query("SELECT DISTINCT epoch FROM tasks") == [(first["epoch"] + 1,)]
+    acquires = [e for e in store.events() if e.kind == "acquire"]
+    assert [e.epoch for e in acquires] == list(range(1, len(acquires) + 1))
+    (delay,) = r["takeover_delays_s"]
+    assert delay <= ttl + 2
+
+
+def test_election_off_duplicates_and_no_idempotency_duplicates_invoices(url: str) -> None:
+    with running_cluster(url, "--election", "off", "--no-idempotency", "--workers", "2"):
+        wait_until(lambda: scanned_by_all(url, 3), 30, "the cluster to come up")
+        seeded = cli_json("invoices", "seed", "--store", url, "--count", "3000", "--at", "+1")
+        clock = SystemClock()
+        # Copies are made only in the trigger's scan second; after it, wait for the queue.
+        wait_until(lambda: clock.now_ms() > seeded["trigger_ms"] + 2_500, 10, "the copy window")
+        wait_until(lambda: settled(url, 3000), 40, "every copy to run")
+    r = cli_json("report", "--store", url)
+    assert r["duplicates"] > 0
+    assert r["dispatched"] == 3000 + r["duplicates"]
+    assert r["duplicate_invoices"] == r["duplicates"]
+    # Three replicas scanning the same second each send a copy: near 3000 × (3 - 1).
+    assert 3000 <= r["duplicates"] <= 3000 * 2
+
+
+def test_in_memory_timers_miss_what_falls_due_in_the_takeover_gap(url: str) -> None:
+    flags = (
+        "--timers",
+        "in-memory",
+        "--lease-ttl",
+        "4",
+        "--replicas",
+        "2",
+        "--workers",
+        "1",
+        "--restart-after",
+        "never",
+    )
+    with running_cluster(url, *flags):
+        wait_until(lambda: scanned_by_all(url, 2), 30, "the cluster to come up")
+        cli("chaos", "crash-leader", "--store", url)
+        cli("invoices", "seed", "--store", url, "--count", "500", "--at", "+0.5")
+        wait_until(lambda: settled(url, 500), 30, "the new leader to settle the bucket")
+    r = cli_json("report", "--store", url)
+    assert r["missed"] == 500 and r["executed"] == 0
+    assert any(e.kind == "missed" for e in store_of(url).events())
+
+
+def test_worker_killed_mid_batch_its_tasks_run_again_exactly_once_in_effect(url: str) -> None:
+    flags = (
+        "--replicas",
+        "1",
+        "--workers",
+        "2",
+        "--worker-batch",
+        "40",
+        "--visibility",
+        "2",
+        "--restart-after",
+        "never",
+    )
+    with running_cluster(url, *flags):
+        wait_until(lambda: scanned_by_all(url, 1), 30, "the cluster to come up")
+        cli("invoices", "seed", "--store", url, "--count", "300", "--at", "+0", "--work-ms", "20")
+        wait_until(lambda: counts(url)["DONE"] >= 40, 30, "the workers to get going")
+        killed = cli("chaos", "kill-worker", "0", "--store", url).stdout
+        wait_until(lambda: settled(url, 300), 60, "every task to finish")
+    r = cli_json("report", "--store", url)
+    store = store_of(url)
+    assert "SIGKILL worker" in killed
+    assert r["tasks"]["DONE"] == 300 and r["duplicate_invoices"] == 0
+    assert store.query("SELECT count(*) FROM invoices")[0][0] == 300
+    abandoned = store.query(
+        "SELECT count(*) FROM executions a WHERE a.outcome = 'running' AND EXISTS (SELECT 1 "
+        "FROM executions b WHERE b.task_id = a.task_id AND b.outcome = 'ok' AND b.id > a.id)"
+    )[0][0]
+    assert abandoned > 0
+    assert r["duplicates"] == abandoned

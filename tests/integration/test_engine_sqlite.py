@@ -1,0 +1,135 @@
+"""The SQLite store across real processes: query plans, migrations, lease races, fencing."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cronlab.stores.sqlite import Q, SqliteStore
+
+from .conftest import wait_until
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("query", ["claim_due", "read_due"])
+def test_due_scan_uses_the_partial_pending_index(tmp_path: Path, query: str) -> None:
+    store = SqliteStore(tmp_path / "plan.db")
+    plan = store.query(f"EXPLAIN QUERY PLAN {Q[query]}", {"epoch": 1, "now": 0, "limit": 5})
+    details = " | ".join(row[3] for row in plan)
+    assert "USING INDEX tasks_pending_due (trigger_ms<?)" in details
+    assert "SCAN tasks" not in details
+
+
+def test_migrations_are_numbered_applied_once_and_recorded(tmp_path: Path) -> None:
+    SqliteStore(tmp_path / "m.db").close()
+    again = SqliteStore(tmp_path / "m.db")
+    assert again.schema_versions() == [1, 2, 3]
+    assert again.query("SELECT name FROM schema_version ORDER BY version") == [
+        ("001_init.sql",),
+        ("002_invoices.sql",),
+        ("003_copies.sql",),
+    ]
+
+
+def _contend(
+    path: str, owner: str, ttl_ms: int, seconds: float, out: multiprocessing.Queue
+) -> None:  # type: ignore[type-arg]
+    from cronlab.election.store import StoreElector
+    from cronlab.runtime.clock import SystemClock
+
+    elector = StoreElector(SqliteStore(path), SystemClock())
+    seen: set[int] = set()
+    held_until = 0.0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        lease = elector.acquire_or_renew(owner, ttl_ms)
+        if lease is not None and lease.epoch not in seen:
+            seen.add(lease.epoch)
+            out.put((lease.epoch, owner))
+            held_until = time.monotonic() + ttl_ms / 1000
+        if lease is not None and time.monotonic() > held_until:
+            time.sleep(ttl_ms / 1000 * 1.5)  # stop renewing: let it expire so others take over
+        time.sleep(0.005)
+
+
+def test_processes_racing_for_the_lease_never_share_an_epoch(tmp_path: Path) -> None:
+    path = str(tmp_path / "race.db")
+    SqliteStore(path).close()
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_contend, args=(path, f"p{i}", 200, 3.0, out)) for i in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=60)
+    got: list[tuple[int, str]] = []
+    while not out.empty():
+        got.append(out.get())
+    by_epoch: dict[int, set[str]] = {}
+    for epoch, owner in got:
+        by_epoch.setdefault(epoch, set()).add(owner)
+    assert len(by_epoch) >= 3
+    assert all(len(owners) == 1 for owners in by_epoch.values())
+    assert sorted(by_epoch) == list(range(1, max(by_epoch) + 1))
+
+
+PROBE = """
+import os, signal, sys
+from cronlab.election.store import StoreElector
+from cronlab.exceptions import FencedError
+from cronlab.runtime.clock import SystemClock
+from cronlab.stores.sqlite import SqliteStore
+store, clock = SqliteStore(sys.argv[1]), SystemClock()
+lease = StoreElector(store, clock).acquire_or_renew("old", 1000)
+now = clock.now_ms()
+print("leader", lease.epoch, flush=True)
+os.kill(os.getpid(), signal.SIGSTOP)  # the pause: between "I lead" and the write
+try:
+    print("wrote", len(store.dispatch_due(now, 100, lease.epoch)), flush=True)
+except FencedError as exc:
+    print("fenced", exc.epoch, exc.current, flush=True)
+"""
+
+
+def _stopped(pid: int) -> bool:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def test_a_leader_paused_past_its_ttl_has_its_write_refused(tmp_path: Path) -> None:
+    from cronlab.election.store import StoreElector
+    from cronlab.ports import NewTask
+    from cronlab.runtime.clock import SystemClock
+
+    path = str(tmp_path / "fence.db")
+    store, clock = SqliteStore(path), SystemClock()
+    store.add_tasks(
+        [NewTask(idempotency_key=f"k{i}", handler="invoice", trigger_ms=0) for i in range(10)]
+    )
+    probe = subprocess.Popen([sys.executable, "-c", PROBE, path], stdout=subprocess.PIPE, text=True)
+    assert probe.stdout is not None
+    try:
+        assert probe.stdout.readline().split() == ["leader", "1"]
+        wait_until(lambda: _stopped(probe.pid), 10, "the probe to stop itself")
+        time.sleep(1.1)  # past its TTL while stopped
+        new = wait_until(
+            lambda: StoreElector(store, clock).acquire_or_renew("new", 5000),
+            10,
+            "a standby to take the lease",
+        )
+        assert new.epoch == 2
+        os.kill(probe.pid, signal.SIGCONT)
+        assert probe.stdout.readline().split() == ["fenced", "1", "2"]
+    finally:
+        probe.kill()
+        probe.wait()
+        probe.stdout.close()
+    assert store.counts()["PENDING"] == 10
+    assert store.queue_depth() == 0
