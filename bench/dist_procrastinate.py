@@ -1,0 +1,141 @@
+"""cronlab vs Procrastinate on the same PostgreSQL server, in the same run, same job count.
+
+Procrastinate (a bench-only dependency): ``batch_defer`` N no-op jobs, then 5 worker processes
+(``run_worker(wait=False)``) execute them. cronlab: seed N invoice tasks (each writes an invoice
+row — more work than a no-op), then ``cronlab cluster`` with 1 scheduler and 5 workers dispatches
+and executes them. Both rates and the ratio are printed (goal: cronlab ≥ 10×).
+
+    .venv/bin/python bench/dist_procrastinate.py [--count 1000000] [--pg postgresql://…]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import procrastinate
+import psycopg
+
+from cronlab.cli.engine import invoice_tasks
+from cronlab.stores.postgres import PostgresStore
+
+ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
+DEFER_CHUNK = 10_000
+
+
+def noop() -> None:
+    """The job: nothing."""
+
+
+def make_app(url: str) -> tuple[procrastinate.App, Any]:
+    """A Procrastinate app on ``url`` with the ``noop`` task registered."""
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
+    return app, app.task(name="noop")(noop)
+
+
+@contextmanager
+def database(admin: str) -> Iterator[str]:
+    name = f"cronlab_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{admin.rsplit('/', 1)[0]}/{name}"
+    finally:
+        with psycopg.connect(admin, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def _defer(url: str, count: int) -> float:
+    app, task = make_app(url)
+    async with app.open_async():
+        await app.schema_manager.apply_schema_async()
+        started = time.perf_counter()
+        for done in range(0, count, DEFER_CHUNK):
+            await task.batch_defer_async(*[{}] * min(DEFER_CHUNK, count - done))
+        return time.perf_counter() - started
+
+
+def _worker(url: str) -> None:
+    app, _ = make_app(url)
+    app.run_worker(
+        wait=False,
+        concurrency=1,
+        delete_jobs="successful",
+        listen_notify=False,
+        install_signal_handlers=False,
+    )
+
+
+def procrastinate_run(url: str, count: int) -> tuple[float, float]:
+    """(defer seconds, execute seconds) with 5 worker processes."""
+    defer_s = asyncio.run(_defer(url, count))
+    spawn = multiprocessing.get_context("spawn")
+    workers = [spawn.Process(target=_worker, args=(url,)) for _ in range(5)]
+    started = time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    execute_s = time.perf_counter() - started
+    with psycopg.connect(url) as c:
+        left = c.execute("SELECT count(*) FROM procrastinate_jobs").fetchone()
+    assert left == (0,), f"procrastinate left {left} jobs"
+    return defer_s, execute_s
+
+
+def cronlab_run(url: str, count: int) -> tuple[float, float]:
+    """(seed seconds, dispatch + execute seconds incl. process start) with 5 workers."""
+    store = PostgresStore(url)
+    started = time.perf_counter()
+    store.add_tasks(invoice_tasks(count, store.server_ms() - 1))
+    seed_s = time.perf_counter() - started
+    cmd = [sys.executable, "-m", "cronlab", "cluster", "--store", url, "--replicas", "1"]
+    started = time.perf_counter()
+    proc = subprocess.Popen([*cmd, "--workers", "5"], stderr=subprocess.DEVNULL)
+    try:
+        while store.counts()["DONE"] < count:
+            time.sleep(0.2)
+        execute_s = time.perf_counter() - started
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+    store.close()
+    return seed_s, execute_s
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--count", type=int, default=1_000_000)
+    ap.add_argument("--pg", default=ADMIN, help="an admin URL; a database is made per run")
+    args = ap.parse_args()
+    n = args.count
+    with database(args.pg) as url:
+        p_defer, p_exec = procrastinate_run(url, n)
+    with database(args.pg) as url:
+        c_seed, c_exec = cronlab_run(url, n)
+    p_total, c_total = p_defer + p_exec, c_seed + c_exec
+    print(
+        f"procrastinate {procrastinate.__version__}: defer {n / p_defer:,.0f}/s · execute "
+        f"{n / p_exec:,.0f}/s (5 workers) · total {p_total:.1f} s = {n / p_total:,.0f} jobs/s"
+    )
+    print(
+        f"cronlab: seed {n / c_seed:,.0f}/s · dispatch+execute {n / c_exec:,.0f}/s "
+        f"(1 scheduler, 5 workers) · total {c_total:.1f} s = {n / c_total:,.0f} tasks/s"
+    )
+    print(
+        f"ratio cronlab/procrastinate end to end: {p_total / c_total:.1f}× "
+        f"(execute phase {p_exec / c_exec:.1f}×; goal ≥ 10×) on {n:,} jobs"
+    )
+
+
+if __name__ == "__main__":
+    main()
