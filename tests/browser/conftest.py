@@ -9,6 +9,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -43,16 +44,13 @@ def wait_http(url: str, deadline_s: float = 30.0) -> None:
             time.sleep(0.1)
 
 
-@pytest.fixture(scope="session")
-def lab_url() -> Iterator[str]:
-    """``cronlab lab`` on a free loopback port, stopped (and its live run with it) at the end."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} missing: scripts/setup.sh installs it")
+@contextmanager
+def serve_lab(*extra: str) -> Iterator[str]:
+    """``cronlab lab`` on a free loopback port; SIGINT at the end stops it and any live run."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cronlab", "lab", "--port", str(port), "--no-open"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        [sys.executable, "-m", "cronlab", "lab", "--port", str(port), "--no-open", *extra],
+        stdout=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -65,8 +63,22 @@ def lab_url() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        if proc.stdout:
-            proc.stdout.close()
+
+
+@pytest.fixture(scope="session")
+def lab_url() -> Iterator[str]:
+    """The lab every page test shares."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} missing: scripts/setup.sh installs it")
+    with serve_lab() as url:
+        yield url
+
+
+@pytest.fixture
+def token_lab() -> Iterator[str]:
+    """A second lab started with ``--token t0k``."""
+    with serve_lab("--token", "t0k") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

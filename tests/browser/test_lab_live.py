@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
@@ -30,3 +30,18 @@ def test_run_it_for_real_small_workload(page: Page, console: list[str]) -> None:
     expect(status).to_have_text("stopped; processes killed, folder removed", timeout=30_000)
     expect(page.locator('[data-action="live-start"]')).to_be_enabled()
     assert console == []
+
+
+def test_a_token_guards_live_mode_and_the_page_sends_it(browser: Browser, token_lab: str) -> None:
+    page = browser.new_page()
+    url = f"{token_lab}/?workers=1"
+    page.goto(url)
+    page.locator('[data-control="live-count"]').fill("50")
+    page.locator('[data-action="live-start"]').click()
+    expect(page.locator("#live-status")).to_contain_text("need the lab's token")
+    page.goto(url + "#token=t0k")
+    page.locator('[data-action="live-start"]').click()
+    expect(page.locator("#live-status")).to_contain_text("running", timeout=30_000)
+    page.locator('[data-action="live-stop"]').click()
+    expect(page.locator("#live-status")).to_contain_text("stopped", timeout=30_000)
+    page.close()

@@ -84,8 +84,13 @@
     });
     state.crashes = q.getAll("crash");
     if (q.get("compare")) state.compare = q.get("compare");
+    readToken();
+  }
+
+  /* The token rides in the fragment: never sent to the server in the URL, never in shared links. */
+  function readToken() {
     var m = /token=([^&]+)/.exec(location.hash);
-    if (m) state.token = decodeURIComponent(m[1]);
+    state.token = m ? decodeURIComponent(m[1]) : "";
   }
 
   function query(withCompare) {
@@ -834,6 +839,7 @@
         e.preventDefault(); setPlaying(!state.playing);
       }
     });
+    window.addEventListener("hashchange", readToken);
     window.addEventListener("resize", function () { particles.fit(); resizeCharts(); moveCursors(); });
   }
 
