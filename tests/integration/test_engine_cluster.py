@@ -151,12 +151,21 @@ def test_worker_killed_mid_batch_its_tasks_run_again_exactly_once_in_effect(url:
     with running_cluster(url, *flags):
         wait_until(lambda: scanned_by_all(url, 1), 30, "the cluster to come up")
         cli("invoices", "seed", "--store", url, "--count", "300", "--at", "+0", "--work-ms", "20")
-        wait_until(lambda: counts(url)["DONE"] >= 40, 30, "the workers to get going")
-        killed = cli("chaos", "kill-worker", "0", "--store", url).stdout
+        store, clock = store_of(url), SystemClock()
+
+        def busy_worker() -> int | None:
+            # The worker whose batch is in flight: started, not finished (committed starts).
+            rows = store.query(
+                "SELECT worker FROM executions WHERE outcome = 'running' AND id > "
+                "(SELECT coalesce(max(id), 0) - 40 FROM executions) LIMIT 1"
+            )
+            return int(rows[0][0].split("@")[0].split("-")[1]) + 1 if rows else None
+
+        index = wait_until(busy_worker, 30, "a worker mid-batch") - 1
+        event = chaos.kill_worker(store, clock, index)
         wait_until(lambda: settled(url, 300), 60, "every task to finish")
     r = cli_json("report", "--store", url)
-    store = store_of(url)
-    assert "SIGKILL worker" in killed
+    assert event.kind == "kill-worker"
     assert r["tasks"]["DONE"] == 300 and r["duplicate_invoices"] == 0
     assert store.query("SELECT count(*) FROM invoices")[0][0] == 300
     abandoned = store.query(

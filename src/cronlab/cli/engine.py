@@ -297,7 +297,7 @@ def seed_cmd(store_url: str, count: int, at_text: str, work_ms: int, as_json: bo
     with Progress(console=Console(stderr=True), transient=True) as bar:
         job = bar.add_task("seeding invoices", total=count)
         added = store.add_tasks(
-            invoice_tasks(count, trigger_ms), progress=lambda n: bar.advance(job, n)
+            invoice_tasks(count, trigger_ms, work_ms), progress=lambda n: bar.advance(job, n)
         )
     at_iso = to_datetime(trigger_ms).isoformat()
     if as_json:

@@ -14,6 +14,7 @@ from cronlab.handlers import Registry
 from cronlab.ports import Clock, Queue, Retry, Store
 
 IDLE_MS = 100
+YIELD_MAX_MS = 100
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,9 +81,12 @@ class Worker:
             return IDLE_MS
         if self.bucket is not None:
             self.bucket.take(len(messages))
+        started = self.clock.now_ms()
         counts = self.store.execute(
             self.name, messages, self.run_message, self.cfg.retry, self.clock.now_ms
         )
         for key, n in counts.items():
             self.totals[key] += n
-        return 0
+        # Step aside briefly after a long batch: a single-writer store (SQLite) would
+        # otherwise let this worker take the lock again before any waiting process wakes.
+        return min(YIELD_MAX_MS, (self.clock.now_ms() - started) // 10)

@@ -117,10 +117,15 @@ class SqliteStore:
         self._conn.execute("COMMIT")
 
     def _migrate(self) -> None:
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, name TEXT)"
-        )
+        exists = "SELECT 1 FROM sqlite_master WHERE name = 'schema_version'"
+        if not self._conn.execute(exists).fetchone():
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, name TEXT)"
+            )
+        applied = set(self.schema_versions())
         for version, name in MIGRATIONS:
+            if version in applied:
+                continue  # a reader (status, report, chaos) never waits for the write lock
             with self._tx() as c:
                 done = c.execute("SELECT 1 FROM schema_version WHERE version = ?", (version,))
                 if done.fetchone():
