@@ -110,7 +110,8 @@ def _find(store: SqliteStore, role: str, index: int) -> ProcessInfo:
     for p in live_processes(store, role):
         if p.index == index:
             return p
-    raise NotFoundError(f"no live {role} with index {index}")
+    label = "scheduler replica" if role == "scheduler" else role
+    raise NotFoundError(f"no live {label} {index} to hit")
 
 
 def _hit(
