@@ -8,6 +8,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,10 @@ from cronlab.ports import NewTask, Queue, Retry
 from cronlab.queues.redis import RedisQueue, RelayStore, connect, parse_url
 from cronlab.queues.store import StoreQueue
 from cronlab.runtime.clock import SystemClock
+from cronlab.stores.postgres import PostgresStore
 from cronlab.stores.sqlite import SqliteStore
 
-from .dist_servers import REDIS, START_REDIS, need
+from .dist_servers import REDIS, START_REDIS, need, pg_database
 
 CLOCK = SystemClock()
 VIS = 400  # ms: short so redelivery is quick; generous deadlines below
@@ -119,9 +121,23 @@ def registry() -> Registry:
     return r
 
 
-@pytest.fixture
-def redis_setup(tmp_path: Path) -> Iterator[tuple[SqliteStore, Callable[[], RedisQueue]]]:
-    store = SqliteStore(tmp_path / "outbox.db")
+@pytest.fixture(
+    params=["sqlite-outbox", pytest.param("postgres-outbox", marks=pytest.mark.postgres)]
+)
+def redis_setup(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[Any, Callable[[], RedisQueue]]]:
+    """Redis queues whose outbox is a SQLite store (claim/publish/delete) or a PostgreSQL store
+    (``outbox_take``: one delete … returning, published before it commits)."""
+    with ExitStack() as stack:
+        if request.param == "sqlite-outbox":
+            store: Any = SqliteStore(tmp_path / "outbox.db")
+        else:
+            store = PostgresStore(stack.enter_context(pg_database()))
+        yield from _redis_queues(store)
+
+
+def _redis_queues(store: Any) -> Iterator[tuple[Any, Callable[[], RedisQueue]]]:
     url = parse_url(f"{REDIS}?prefix=cronlab-test-{uuid.uuid4().hex[:10]}")
     need(lambda: connect(url).close(), START_REDIS)
     made: list[RedisQueue] = []
@@ -140,7 +156,7 @@ def redis_setup(tmp_path: Path) -> Iterator[tuple[SqliteStore, Callable[[], Redi
 
 @pytest.mark.redis
 def test_a_dispatch_that_never_reached_the_stream_is_published_by_the_next_leader(
-    redis_setup: tuple[SqliteStore, Callable[[], RedisQueue]],
+    redis_setup: tuple[Any, Callable[[], RedisQueue]],
 ) -> None:
     store, queue = redis_setup
     now = CLOCK.now_ms()
@@ -163,7 +179,7 @@ def test_a_dispatch_that_never_reached_the_stream_is_published_by_the_next_leade
 
 @pytest.mark.redis
 def test_worker_batches_are_acked_on_the_stream_after_the_store_commits(
-    redis_setup: tuple[SqliteStore, Callable[[], RedisQueue]],
+    redis_setup: tuple[Any, Callable[[], RedisQueue]],
 ) -> None:
     store, queue = redis_setup
     now = CLOCK.now_ms()

@@ -17,6 +17,7 @@ worker's batch is acked on the stream after the store committed it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +44,8 @@ GROUP = "workers"
 RELAY = "relay"
 RELAY_BATCH = 10_000
 RELAY_VISIBILITY_MS = 10_000
-FIELDS = ("task_id", "key", "handler", "payload", "trigger_ms", "attempt", "row")
+# One field per entry: a JSON array [row, task_id, key, handler, payload, trigger_ms, attempt].
+FIELD = "m"
 
 # KEYS[1] stream; ARGV: group, then (entry id, consumer, deliveries) triples.
 ACK_SCRIPT = """
@@ -133,7 +135,19 @@ class RedisQueue:
     # -- the outbox relay -------------------------------------------------------------------
 
     def relay(self) -> int:
-        """Publish every visible outbox row to the stream, then delete it. Returns published."""
+        """Publish every visible outbox row to the stream, then delete it. Returns published.
+
+        A store that can take rows in one statement (``outbox_take``: delete … returning, the
+        publish before its commit) does so; otherwise claim, publish, delete.
+        """
+        take = getattr(self._outbox, "outbox_take", None)
+        if take is not None:
+            total = 0
+            while (n := int(take(RELAY_BATCH, self._publish_or_raise))) > 0:
+                total += n
+                if n < RELAY_BATCH:
+                    break
+            return total
         total = 0
         while rows := self._outbox.queue_claim(
             RELAY, RELAY_BATCH, RELAY_VISIBILITY_MS, self._clock.now_ms()
@@ -154,12 +168,14 @@ class RedisQueue:
             if "BUSYGROUP" not in str(exc):
                 raise
 
+    def _publish_or_raise(self, rows: Sequence[Message]) -> None:
+        self._call(self._publish, rows)
+
     def _publish(self, rows: Sequence[Message]) -> None:
         with self._redis.pipeline(transaction=False) as pipe:
             for m in rows:
-                fields = (m.task_id, m.idempotency_key, m.handler, m.payload, m.trigger_ms)
-                values = dict(zip(FIELDS, (*fields, m.attempt, m.id), strict=True))
-                pipe.xadd(self.stream, values)  # type: ignore[arg-type]
+                entry = [m.id, m.task_id, m.idempotency_key, m.handler, m.payload, m.trigger_ms]
+                pipe.xadd(self.stream, {FIELD: json.dumps([*entry, m.attempt])})
             pipe.execute()
 
     def _reclaim(self, worker: str, limit: int, visibility_ms: int) -> list[Any]:
@@ -188,18 +204,17 @@ class RedisQueue:
     def _message(
         self, worker: str, entry_id: bytes, fields: dict[bytes, bytes], receives: int
     ) -> Message:
-        f = {k.decode(): v.decode() for k, v in fields.items()}
-        row = int(f["row"])
+        row, task_id, key, handler, payload, trigger_ms, attempt = json.loads(fields[b"m"])
         self._entries[(row, receives)] = (entry_id, worker)
         return Message(
             id=row,
-            task_id=int(f["task_id"]),
-            idempotency_key=f["key"],
-            handler=f["handler"],
-            payload=f["payload"],
-            trigger_ms=int(f["trigger_ms"]),
+            task_id=task_id,
+            idempotency_key=key,
+            handler=handler,
+            payload=payload,
+            trigger_ms=trigger_ms,
             receives=receives,
-            attempt=int(f["attempt"]) + receives - 1,
+            attempt=attempt + receives - 1,
         )
 
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:

@@ -240,6 +240,21 @@ class PostgresStore:
         args = {"ids": [m.id for m in messages], "receives": [m.receives for m in messages]}
         return self._run(lambda c: c.execute(Q["queue_ack"], args).rowcount)
 
+    def outbox_take(self, limit: int, publish: Callable[[list[Message]], None]) -> int:
+        """Delete up to ``limit`` queue rows and ``publish`` them BEFORE the delete commits.
+
+        For a queue elsewhere (Redis): a crash or failed commit after publishing leaves the
+        rows, so they are published again (at-least-once); they are never lost.
+        """
+
+        def take(c: psycopg.Connection[Any]) -> int:
+            rows = [_message(r) for r in c.execute(Q["outbox_take"], {"limit": limit})]
+            if rows:
+                publish(sorted(rows, key=lambda m: m.id))
+            return len(rows)
+
+        return self._run(take)
+
     def queue_depth(self) -> int:
         return int(self.query(Q["queue_depth"])[0][0])
 

@@ -111,6 +111,13 @@ WHERE q.id = a.id AND q.receives = a.receives;
 -- name: queue_retry
 UPDATE queue SET invisible_until_ms = %s, attempt = attempt + 1 WHERE id = %s AND receives = %s;
 
+-- name: outbox_take
+-- With a Redis queue the queue table is the outbox: take rows to publish in one statement.
+DELETE FROM queue WHERE id IN (
+  SELECT id FROM queue ORDER BY id LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+)
+RETURNING id, task_id, idempotency_key, handler, payload, trigger_ms, receives, attempt;
+
 -- name: queue_depth
 SELECT count(*) FROM queue;
 
