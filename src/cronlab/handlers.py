@@ -33,11 +33,16 @@ class Context:
 
     task_id: int
     idempotency_key: str
-    scheduled_for: datetime
+    scheduled_ms: int
     attempt: int
     now_ms: int
     tx: Tx
     _follow_ups: int = field(default=0, repr=False)
+
+    @property
+    def scheduled_for(self) -> datetime:
+        """The trigger instant, an aware UTC datetime (computed on demand: it is rarely read)."""
+        return to_datetime(self.scheduled_ms)
 
     def schedule(
         self,
@@ -96,7 +101,7 @@ class Registry:
             ctx = Context(
                 task_id=m.task_id,
                 idempotency_key=m.idempotency_key,
-                scheduled_for=to_datetime(m.trigger_ms),
+                scheduled_ms=m.trigger_ms,
                 attempt=m.attempt,
                 now_ms=now(),
                 tx=tx,

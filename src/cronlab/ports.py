@@ -47,7 +47,12 @@ class Task:
 
 @dataclass(frozen=True, kw_only=True)
 class Message:
-    """A queue message: one dispatched copy of a task, received ``receives`` times."""
+    """A queue message: one dispatched copy of a task, received ``receives`` times.
+
+    ``attempt`` grows on each retry after an error; ``receives`` on every delivery, so
+    ``receives - attempt`` deliveries were abandoned (their worker died before acking).
+    ``execution_id`` is for stores that record a start row before running (0 otherwise).
+    """
 
     id: int
     task_id: int

@@ -22,6 +22,7 @@ class Report:
     dispatched: int
     executed: int
     duplicates: int
+    abandoned_deliveries: int
     missed: int
     backlog_peak: int
     drain_time_s: float
@@ -39,7 +40,7 @@ class Report:
 def measure(store: SqliteStore, now_ms: int) -> Report:
     """Read every figure from the store as of ``now_ms``."""
     due, first_trigger = store.query(Q["report_due"], {"now": now_ms})[0]
-    executed, duplicates, last_end = store.query(Q["report_runs"])[0]
+    executed, duplicates, last_end, abandoned = store.query(Q["report_runs"])[0]
     counts = store.counts()
     drain = (last_end - first_trigger) / 1000 if last_end and first_trigger is not None else 0.0
     return Report(
@@ -47,6 +48,7 @@ def measure(store: SqliteStore, now_ms: int) -> Report:
         dispatched=store.query(Q["report_dispatched"])[0][0],
         executed=executed,
         duplicates=duplicates,
+        abandoned_deliveries=abandoned,
         missed=counts["MISSED"],
         backlog_peak=store.query(Q["report_backlog_peak"])[0][0],
         drain_time_s=round(max(0.0, drain), 3),

@@ -23,6 +23,7 @@ from cronlab.ports import Clock, Event, Lease, LeaseElector, Queue, Store, Task
 Election = Literal["lease", "off"]
 Timers = Literal["durable", "in-memory"]
 UNBOUNDED = 1 << 62
+STANDBY_POLL_MS = 500
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +93,9 @@ class Scheduler:
             return  # keep what we have; it still expires by our own clock
         fresh = lease is not None and (self.lease is None or self.lease.epoch != lease.epoch)
         self.lease = lease
+        if lease is None:
+            # A standby asks often so it takes over within STANDBY_POLL_MS of the expiry.
+            self.next_renew_ms = now + min(self.cfg.ttl_ms // 3, STANDBY_POLL_MS)
         if fresh and lease is not None and self.cfg.election == "lease":
             self._took_over(lease, now)
 

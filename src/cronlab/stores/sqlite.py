@@ -12,7 +12,6 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from importlib import resources
 from itertools import islice
 from pathlib import Path
@@ -215,29 +214,21 @@ class SqliteStore:
         retry: Retry,
         now: Callable[[], int],
     ) -> dict[str, int]:
-        """Record the starts (own transaction, so a killed worker leaves its trace), then run.
+        """Run the batch in ONE transaction with its execution records, task updates and acks.
 
         Fast path: every run in one transaction. If a run raises, that transaction is rolled
         back and the batch runs again with a savepoint per message, so one failing handler
-        does not undo the others' effects.
+        does not undo the others' effects. A worker killed mid-batch commits nothing; its
+        deliveries come back after the visibility timeout with ``receives`` one higher, which
+        is how ``report`` counts the abandoned runs.
         """
-        started = self._start(worker, messages, now())
+        start = now()
         try:
             with self._tx() as c:
-                return _Batch(c, retry, now).run_all(started, run, isolate=False)
+                return _Batch(c, worker, start, retry, now).run_all(messages, run, isolate=False)
         except _HandlerFailed:
             with self._tx() as c:
-                return _Batch(c, retry, now).run_all(started, run, isolate=True)
-
-    def _start(self, worker: str, messages: Sequence[Message], now_ms: int) -> list[Message]:
-        with self._tx() as c:
-            (first,) = c.execute(Q["max_execution_id"]).fetchone()
-            rows = [
-                (first + i + 1, m.task_id, m.id, m.receives, worker, m.attempt, now_ms)
-                for i, m in enumerate(messages)
-            ]
-            c.executemany(Q["execution_start"], rows)
-        return [_with_execution(m, first + i + 1) for i, m in enumerate(messages)]
+                return _Batch(c, worker, start, retry, now).run_all(messages, run, isolate=True)
 
     # -- lease row (LeaseTable) -------------------------------------------------------------
 
@@ -352,9 +343,16 @@ class _HandlerFailed(Exception):
 class _Batch:
     """One worker batch inside an open transaction: runs, execution ends, task updates, acks."""
 
-    def __init__(self, c: sqlite3.Connection, retry: Retry, now: Callable[[], int]) -> None:
-        self.c, self.retry, self.now = c, retry, now
-        self.ends: list[tuple[int, str, str | None, int]] = []
+    def __init__(
+        self,
+        c: sqlite3.Connection,
+        worker: str,
+        start_ms: int,
+        retry: Retry,
+        now: Callable[[], int],
+    ) -> None:
+        self.c, self.worker, self.start_ms, self.retry, self.now = c, worker, start_ms, retry, now
+        self.ends: list[tuple[object, ...]] = []
         self.done: list[tuple[int]] = []
         self.acks: list[tuple[int, int]] = []
         self.counts = {"ok": 0, "noop": 0, "error": 0, "failed": 0}
@@ -391,7 +389,7 @@ class _Batch:
     def _succeeded(self, m: Message, applied: bool) -> None:
         outcome = "ok" if applied else "noop"
         self.counts[outcome] += 1
-        self.ends.append((self.now(), outcome, None, m.execution_id))
+        self._end(m, outcome, None, self.now())
         self.done.append((m.task_id,))
         self.acks.append((m.id, m.receives))
 
@@ -400,18 +398,33 @@ class _Batch:
         now = self.now()
         if m.attempt < self.retry.max_attempts:
             self.counts["error"] += 1
-            self.ends.append((now, "error", error, m.execution_id))
+            self._end(m, "error", error, now)
             self.c.execute(Q["task_error"], (error, m.task_id))
             delay = self.retry.delay_ms(m.attempt)
             self.c.execute(Q["queue_retry"], (now + delay, m.id, m.receives))
         else:
             self.counts["failed"] += 1
-            self.ends.append((now, "failed", error, m.execution_id))
+            self._end(m, "failed", error, now)
             self.c.execute(Q["task_failed"], (error, m.task_id))
             self.acks.append((m.id, m.receives))
 
+    def _end(self, m: Message, outcome: str, error: str | None, end_ms: int) -> None:
+        self.ends.append(
+            (
+                m.task_id,
+                m.id,
+                m.receives,
+                self.worker,
+                m.attempt,
+                self.start_ms,
+                end_ms,
+                outcome,
+                error,
+            )
+        )
+
     def _flush(self) -> None:
-        self.c.executemany(Q["execution_end"], self.ends)
+        self.c.executemany(Q["execution_insert"], self.ends)
         self.c.executemany(Q["task_done"], self.done)
         self.c.executemany(Q["queue_ack"], self.acks)
 
@@ -458,7 +471,3 @@ def _message(r: Sequence[Any]) -> Message:
         receives=r[6],
         attempt=r[7],
     )
-
-
-def _with_execution(m: Message, execution_id: int) -> Message:
-    return replace(m, execution_id=execution_id)

@@ -70,15 +70,10 @@ UPDATE queue SET invisible_until_ms = ?, attempt = attempt + 1 WHERE id = ? AND 
 -- name: queue_depth
 SELECT count(*) FROM queue;
 
--- name: max_execution_id
-SELECT coalesce(max(id), 0) FROM executions;
-
--- name: execution_start
-INSERT INTO executions (id, task_id, message_id, receive, worker, attempt, start_ms)
-VALUES (?, ?, ?, ?, ?, ?, ?);
-
--- name: execution_end
-UPDATE executions SET end_ms = ?, outcome = ?, error = ? WHERE id = ?;
+-- name: execution_insert
+INSERT INTO executions
+  (task_id, message_id, receive, worker, attempt, start_ms, end_ms, outcome, error)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: task_done
 UPDATE tasks SET status = 'DONE', attempts = attempts + 1 WHERE id = ?;
@@ -123,13 +118,15 @@ SELECT count(*), min(trigger_ms) FROM tasks WHERE trigger_ms <= :now;
 SELECT value FROM counters WHERE name = 'dispatched';
 
 -- name: report_runs
--- A run is a delivery that was not a retryable error: ok, noop, failed, or still 'running'
--- (a worker killed mid-batch). Runs beyond the first per task are duplicate executions.
+-- A run is an execution that completed (ok, noop) or gave up (failed); runs beyond the first
+-- per task are duplicates. A delivery abandoned by a dead worker committed nothing, but its
+-- message came back with receives one higher than attempts: receive - attempt counts those.
 SELECT
   coalesce(sum(outcome IN ('ok', 'noop')), 0),
-  count(*) - count(DISTINCT task_id),
-  max(CASE WHEN outcome IN ('ok', 'noop') THEN end_ms END)
-FROM executions WHERE outcome != 'error';
+  count(*) - count(DISTINCT task_id) + coalesce(sum(receive - attempt), 0),
+  max(CASE WHEN outcome IN ('ok', 'noop') THEN end_ms END),
+  coalesce(sum(receive - attempt), 0)
+FROM executions WHERE outcome IN ('ok', 'noop', 'failed');
 
 -- name: report_backlog_peak
 SELECT coalesce(max(depth), 0) FROM samples;

@@ -1,0 +1,81 @@
+"""O(due): a 10,000-row due scan costs the same with 0 or 10,000,000 future PENDING rows.
+
+Two SQLite stores hold the same 10,000 due PENDING rows; the second also holds FUTURE rows
+due in the far future (built in SQL with one INSERT … SELECT from a recursive CTE). The figure
+is the median time of the leader's claim (``claim_due``, in a transaction rolled back after
+each run) and the ratio big / empty (goal ≤ 1.3).
+
+    .venv/bin/python bench/engine_scan.py [--future 10000000] [--due 10000] [--runs 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from cronlab.stores.sqlite import Q, SqliteStore
+
+NOW = 1_800_000_000_000
+FUTURE_MS = NOW + 365 * 86_400_000
+
+FILL = """
+WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < :count)
+INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms)
+SELECT :prefix || x, 'invoice', '{}', :at + x FROM n
+"""
+
+
+def fill(store: SqliteStore, count: int, prefix: str, at: int) -> None:
+    conn = store._conn  # bench-only: bulk SQL without the per-row Python path
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute(FILL, {"count": count, "prefix": prefix, "at": at})
+    conn.execute("COMMIT")
+
+
+def build(path: Path, due: int, future: int) -> SqliteStore:
+    store = SqliteStore(path)
+    fill(store, due, "due-", NOW - due - 1)
+    if future:
+        fill(store, future, "future-", FUTURE_MS)
+    store.lease_cas("bench", NOW, 10**9)
+    return store
+
+
+def claim_ms(store: SqliteStore, due: int, runs: int) -> float:
+    """Median milliseconds of one claim of every due row (rolled back each time)."""
+    conn, times = store._conn, []
+    for _ in range(runs):
+        conn.execute("BEGIN IMMEDIATE")
+        t = time.perf_counter()
+        got = conn.execute(Q["claim_due"], {"epoch": 1, "now": NOW, "limit": due}).fetchall()
+        times.append((time.perf_counter() - t) * 1000)
+        conn.execute("ROLLBACK")
+        assert len(got) == due, f"claimed {len(got)} of {due}"
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--future", type=int, default=10_000_000)
+    ap.add_argument("--due", type=int, default=10_000)
+    ap.add_argument("--runs", type=int, default=15)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        empty = build(Path(tmp) / "empty.db", args.due, 0)
+        big = build(Path(tmp) / "big.db", args.due, args.future)
+        print(f"built {args.future:,} future rows in {time.perf_counter() - t:.1f} s")
+        base = claim_ms(empty, args.due, args.runs)
+        loaded = claim_ms(big, args.due, args.runs)
+    ratio = loaded / base
+    print(f"due scan+claim of {args.due:,} rows, median of {args.runs}:")
+    print(f"  0 future rows:            {base:8.2f} ms (baseline)")
+    print(f"  {args.future:,} future rows: {loaded:8.2f} ms")
+    print(f"  ratio: {ratio:.2f} (goal <= 1.3) -> {'OK' if ratio <= 1.3 else 'OVER'}")
+
+
+if __name__ == "__main__":
+    main()
