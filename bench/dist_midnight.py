@@ -23,7 +23,7 @@ import psycopg
 from cronlab.cli.engine import invoice_tasks
 from cronlab.queues.redis import connect, parse_url
 from cronlab.runtime import report
-from cronlab.stores.postgres import PostgresStore
+from cronlab.stores.postgres import PostgresStore, with_database
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -34,7 +34,7 @@ def database(admin: str) -> Iterator[str]:
     with psycopg.connect(admin, autocommit=True) as c:
         c.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield f"{admin.rsplit('/', 1)[0]}/{name}"
+        yield with_database(admin, name)
     finally:
         with psycopg.connect(admin, autocommit=True) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -26,7 +26,7 @@ import procrastinate
 import psycopg
 
 from cronlab.cli.engine import invoice_tasks
-from cronlab.stores.postgres import PostgresStore
+from cronlab.stores.postgres import PostgresStore, with_database
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 DEFER_CHUNK = 10_000
@@ -48,7 +48,7 @@ def database(admin: str) -> Iterator[str]:
     with psycopg.connect(admin, autocommit=True) as c:
         c.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield f"{admin.rsplit('/', 1)[0]}/{name}"
+        yield with_database(admin, name)
     finally:
         with psycopg.connect(admin, autocommit=True) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

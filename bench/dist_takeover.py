@@ -23,7 +23,7 @@ from cronlab.election.etcd import EtcdElector, parse_url
 from cronlab.ports import Event, Lease
 from cronlab.runtime import report
 from cronlab.runtime.clock import SystemClock
-from cronlab.stores.postgres import PostgresStore
+from cronlab.stores.postgres import PostgresStore, with_database
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 CLOCK = SystemClock()
@@ -87,7 +87,7 @@ def main() -> None:
     with psycopg.connect(args.pg, autocommit=True) as c:
         c.execute(f'CREATE DATABASE "{name}"')
     try:
-        url = f"{args.pg.rsplit('/', 1)[0]}/{name}"
+        url = with_database(args.pg, name)
         delays = run(url, f"{args.etcd}/bench-{name}", args.kills, args.ttl)
     finally:
         with psycopg.connect(args.pg, autocommit=True) as c:

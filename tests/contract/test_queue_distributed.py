@@ -58,7 +58,7 @@ def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
             relay.relay()
 
         yield Setup(store, queue, publish)
-        relay._redis.delete(relay.stream)
+        relay._redis.delete(relay.stream, relay.errors)
         for q in made:
             q.close()
     store.close()
@@ -94,6 +94,7 @@ def test_an_unacked_message_comes_back_after_the_timeout(setup: Setup) -> None:
     assert q2.claim("w2", 10, VIS) == []
     (again,) = poll(lambda: q2.claim("w2", 10, VIS))
     assert again.task_id == m.task_id and again.receives == m.receives + 1
+    assert again.attempt == m.attempt  # a delivery abandoned is not a retry after an error
 
 
 def test_a_stale_delivery_cannot_ack(setup: Setup) -> None:
@@ -148,7 +149,7 @@ def _redis_queues(store: Any) -> Iterator[tuple[Any, Callable[[], RedisQueue]]]:
 
     yield store, queue
     if made:
-        made[0]._redis.delete(made[0].stream)
+        made[0]._redis.delete(made[0].stream, made[0].errors)
     for q in made:
         q.close()
     store.close()

@@ -47,7 +47,7 @@ RELAY_VISIBILITY_MS = 10_000
 # One field per entry: a JSON array [row, task_id, key, handler, payload, trigger_ms, attempt].
 FIELD = "m"
 
-# KEYS[1] stream; ARGV: group, then (entry id, consumer, deliveries) triples.
+# KEYS[1] stream, KEYS[2] errors hash; ARGV: group, then (entry id, consumer, deliveries).
 ACK_SCRIPT = """
 local n = 0
 for i = 2, #ARGV, 3 do
@@ -55,6 +55,7 @@ for i = 2, #ARGV, 3 do
   if p[1] and p[1][2] == ARGV[i + 1] and tostring(p[1][4]) == ARGV[i + 2] then
     n = n + redis.call('XACK', KEYS[1], ARGV[1], ARGV[i])
     redis.call('XDEL', KEYS[1], ARGV[i])
+    redis.call('HDEL', KEYS[2], ARGV[i])
   end
 end
 return n
@@ -101,6 +102,9 @@ class RedisQueue:
         self.url, self._outbox, self._clock = url, outbox, clock
         self._redis = connect(url)
         self.stream = f"{url.prefix}:tasks"
+        # entry id → handler errors so far: attempt = first attempt + errors, so that
+        # receives - attempt counts abandoned deliveries, as with the store queue
+        self.errors = f"{url.prefix}:errors"
         # (row, receives) → (stream entry id, consumer) of each delivery this process holds
         self._entries: dict[tuple[int, int], tuple[bytes, str]] = {}
         self._ack = self._redis.register_script(ACK_SCRIPT)
@@ -116,7 +120,7 @@ class RedisQueue:
         entries = self._call(self._reclaim, worker, limit, visibility_ms)
         if len(entries) < limit:
             entries += self._call(self._read_new, worker, limit - len(entries))
-        return [self._message(worker, entry_id, fields, n) for entry_id, fields, n in entries]
+        return [self._message(worker, *entry) for entry in entries]
 
     def ack(self, messages: Sequence[Message]) -> int:
         """XACK + XDEL the deliveries given, only where they are still the latest."""
@@ -126,7 +130,20 @@ class RedisQueue:
         for m in messages:
             entry, consumer = self._entries.pop((m.id, m.receives), (b"0-0", ""))
             args += [entry, consumer, m.receives]
-        return int(self._call(self._ack, [self.stream], args))
+        return int(self._call(self._ack, [self.stream, self.errors], args))
+
+    def note_errors(self, messages: Sequence[Message]) -> None:
+        """Count a handler error on each delivery: its next delivery is the next attempt."""
+        held = [self._entries.pop((m.id, m.receives), None) for m in messages]
+        ids = [h[0] for h in held if h is not None]
+        if ids:
+            self._call(self._incr_errors, ids)
+
+    def _incr_errors(self, ids: list[bytes]) -> None:
+        with self._redis.pipeline(transaction=False) as pipe:
+            for entry_id in ids:
+                pipe.hincrby(self.errors, entry_id.decode(), 1)
+            pipe.execute()
 
     def depth(self) -> int:
         """Entries not yet acked, plus outbox rows not yet published."""
@@ -183,8 +200,12 @@ class RedisQueue:
         claimed = [(i, f) for i, f in got[1] if f]  # entries deleted meanwhile come back empty
         if not claimed:
             return []
-        counts = self._deliveries(worker, [i for i, _ in claimed])
-        return [(i, f, counts.get(i, 2)) for i, f in claimed]
+        ids = [i for i, _ in claimed]
+        counts = self._deliveries(worker, ids)
+        errors: list[Any] = self._redis.hmget(self.errors, [i.decode() for i in ids])
+        return [
+            (i, f, counts.get(i, 2), int(e or 0)) for (i, f), e in zip(claimed, errors, strict=True)
+        ]
 
     def _deliveries(self, worker: str, ids: list[bytes]) -> dict[bytes, int]:
         rows = self._redis.xpending_range(
@@ -199,10 +220,10 @@ class RedisQueue:
 
     def _read_new(self, worker: str, limit: int) -> list[Any]:
         got: Any = self._redis.xreadgroup(GROUP, worker, {self.stream: ">"}, count=limit)
-        return [(i, f, 1) for _, entries in got for i, f in entries]
+        return [(i, f, 1, 0) for _, entries in got for i, f in entries]
 
     def _message(
-        self, worker: str, entry_id: bytes, fields: dict[bytes, bytes], receives: int
+        self, worker: str, entry_id: bytes, fields: dict[bytes, bytes], receives: int, errors: int
     ) -> Message:
         row, task_id, key, handler, payload, trigger_ms, attempt = json.loads(fields[b"m"])
         self._entries[(row, receives)] = (entry_id, worker)
@@ -214,7 +235,7 @@ class RedisQueue:
             payload=payload,
             trigger_ms=trigger_ms,
             receives=receives,
-            attempt=attempt + receives - 1,
+            attempt=attempt + errors,
         )
 
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -265,12 +286,11 @@ class RelayStore:
             return applied
 
         counts = self.inner.execute(worker, messages, tracked, retry, now)
-        settled = [
-            m
-            for m in messages
-            if not raised.get((m.id, m.receives)) or m.attempt >= retry.max_attempts
-        ]
-        self.queue.ack(settled)
+        failed = [m for m in messages if raised.get((m.id, m.receives))]
+        retried = [m for m in failed if m.attempt < retry.max_attempts]
+        again = {(m.id, m.receives) for m in retried}
+        self.queue.ack([m for m in messages if (m.id, m.receives) not in again])
+        self.queue.note_errors(retried)
         return counts
 
     # -- everything else as the store does it -----------------------------------------------

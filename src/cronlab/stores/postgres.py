@@ -20,10 +20,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from importlib import resources
 from itertools import islice
 from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -193,16 +193,21 @@ class PostgresStore:
         retry: Retry,
         now: Callable[[], int],
     ) -> dict[str, int]:
-        """Record the starts (own transaction, so a killed worker leaves its trace), then run.
+        """Run the batch in ONE transaction with its execution records, task updates and acks.
 
         Fast path: every run in one transaction. If a run raises, that transaction is rolled
-        back and the batch runs again with a savepoint per message.
+        back and the batch runs again with a savepoint per message. A worker killed mid-batch
+        commits nothing; its deliveries come back with ``receives`` one higher.
         """
-        started = self._run(lambda c: _start(c, worker, messages, now()))
+        start = now()
+
+        def batch(isolate: bool) -> Callable[[psycopg.Connection[Any]], dict[str, int]]:
+            return lambda c: _Batch(c, worker, start, retry, now).run_all(messages, run, isolate)
+
         try:
-            return self._run(lambda c: _Batch(c, retry, now).run_all(started, run, isolate=False))
+            return self._run(batch(False))
         except _HandlerFailed:
-            return self._run(lambda c: _Batch(c, retry, now).run_all(started, run, isolate=True))
+            return self._run(batch(True))
 
     # -- lease row (LeaseTable) -------------------------------------------------------------
 
@@ -311,14 +316,21 @@ class _HandlerFailed(Exception):
 class _Batch:
     """One worker batch inside an open transaction: runs, execution ends, task updates, acks."""
 
-    def __init__(self, c: psycopg.Connection[Any], retry: Retry, now: Callable[[], int]) -> None:
-        self.c, self.retry, self.now = c, retry, now
-        self.ends: list[tuple[int, str, str | None, int]] = []
+    def __init__(
+        self,
+        c: psycopg.Connection[Any],
+        worker: str,
+        start_ms: int,
+        retry: Retry,
+        now: Callable[[], int],
+    ) -> None:
+        self.c, self.worker, self.start_ms, self.retry, self.now = c, worker, start_ms, retry, now
+        self.ends: list[tuple[Message, str, str | None, int]] = []
         self.done: list[int] = []
         self.acks: list[tuple[int, int]] = []
         self.counts = {"ok": 0, "noop": 0, "error": 0, "failed": 0}
 
-    def run_all(self, messages: Sequence[Message], run: Run, *, isolate: bool) -> dict[str, int]:
+    def run_all(self, messages: Sequence[Message], run: Run, isolate: bool) -> dict[str, int]:
         with self.c.cursor() as cur:
             tx = PostgresTx(cur)
             for m in messages:
@@ -352,7 +364,7 @@ class _Batch:
     def _succeeded(self, m: Message, applied: bool) -> None:
         outcome = "ok" if applied else "noop"
         self.counts[outcome] += 1
-        self.ends.append((self.now(), outcome, None, m.execution_id))
+        self.ends.append((m, outcome, None, self.now()))
         self.done.append(m.task_id)
         self.acks.append((m.id, m.receives))
 
@@ -361,7 +373,7 @@ class _Batch:
         final = m.attempt >= self.retry.max_attempts
         outcome = "failed" if final else "error"
         self.counts[outcome] += 1
-        self.ends.append((now, outcome, error, m.execution_id))
+        self.ends.append((m, outcome, error, now))
         if final:
             self.c.execute(Q["task_failed"], (error, m.task_id))
             self.acks.append((m.id, m.receives))
@@ -370,32 +382,28 @@ class _Batch:
             delay = self.retry.delay_ms(m.attempt)
             self.c.execute(Q["queue_retry"], (now + delay, m.id, m.receives))
 
+    def _executions(self) -> dict[str, Any]:
+        return {**_columns(self.ends), "worker": self.worker, "start": self.start_ms}
+
     def _flush(self) -> None:
         if not self.ends:
             return
-        ends, outcomes, errors, ids = (list(col) for col in zip(*self.ends, strict=True))
-        args = {"ends": ends, "outcomes": outcomes, "errors": errors, "ids": ids}
-        self.c.execute(Q["execution_end"], args)
+        self.c.execute(Q["execution_insert"], self._executions())
         self.c.execute(Q["task_done"], {"ids": self.done})
         acks = {"ids": [a[0] for a in self.acks], "receives": [a[1] for a in self.acks]}
         self.c.execute(Q["queue_ack"], acks)
 
 
-def _start(
-    c: psycopg.Connection[Any], worker: str, messages: Sequence[Message], now_ms: int
-) -> list[Message]:
-    ids = [r[0] for r in c.execute(Q["execution_ids"], {"n": len(messages)})]
-    args = {
-        "ids": ids,
-        "tasks": [m.task_id for m in messages],
-        "messages": [m.id for m in messages],
-        "receives": [m.receives for m in messages],
-        "workers": [worker] * len(messages),
-        "attempts": [m.attempt for m in messages],
-        "starts": [now_ms] * len(messages),
+def _columns(ends: Sequence[tuple[Message, str, str | None, int]]) -> dict[str, list[Any]]:
+    return {
+        "tasks": [m.task_id for m, *_ in ends],
+        "messages": [m.id for m, *_ in ends],
+        "receives": [m.receives for m, *_ in ends],
+        "attempts": [m.attempt for m, *_ in ends],
+        "outcomes": [e[1] for e in ends],
+        "errors": [e[2] for e in ends],
+        "ends": [e[3] for e in ends],
     }
-    c.execute(Q["execution_start"], args)
-    return [replace(m, execution_id=i) for m, i in zip(messages, ids, strict=True)]
 
 
 def _copy_tasks(
@@ -450,6 +458,12 @@ def _probe(url: str, timeout_s: float) -> None:
     except psycopg.Error as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BackendUnavailable(f"postgresql {_safe(url)} unreachable: {reason}") from exc
+
+
+def with_database(url: str, name: str) -> str:
+    """``url`` pointing at database ``name`` instead (host, port, user and options kept)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
 
 
 def _safe(url: str) -> str:

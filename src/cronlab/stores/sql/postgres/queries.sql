@@ -121,19 +121,13 @@ RETURNING id, task_id, idempotency_key, handler, payload, trigger_ms, receives, 
 -- name: queue_depth
 SELECT count(*) FROM queue;
 
--- name: execution_ids
-SELECT nextval('executions_id_seq') FROM generate_series(1, %(n)s);
-
--- name: execution_start
-INSERT INTO executions (id, task_id, message_id, receive, worker, attempt, start_ms)
-SELECT * FROM unnest(%(ids)s::bigint[], %(tasks)s::bigint[], %(messages)s::bigint[],
-  %(receives)s::int[], %(workers)s::text[], %(attempts)s::int[], %(starts)s::bigint[]);
-
--- name: execution_end
-UPDATE executions e SET end_ms = x.end_ms, outcome = x.outcome, error = x.error
-FROM unnest(%(ends)s::bigint[], %(outcomes)s::text[], %(errors)s::text[], %(ids)s::bigint[])
-  AS x(end_ms, outcome, error, id)
-WHERE e.id = x.id;
+-- name: execution_insert
+INSERT INTO executions
+  (task_id, message_id, receive, worker, attempt, start_ms, end_ms, outcome, error)
+SELECT t, m, r, %(worker)s, a, %(start)s, e, o, err
+FROM unnest(%(tasks)s::bigint[], %(messages)s::bigint[], %(receives)s::int[],
+  %(attempts)s::int[], %(ends)s::bigint[], %(outcomes)s::text[], %(errors)s::text[])
+  AS x(t, m, r, a, e, o, err);
 
 -- name: task_done
 UPDATE tasks SET status = 'DONE', attempts = attempts + 1 WHERE id = ANY(%(ids)s::bigint[]);
@@ -178,13 +172,15 @@ SELECT count(*), min(trigger_ms) FROM tasks WHERE trigger_ms <= %(now)s;
 SELECT value FROM counters WHERE name = 'dispatched';
 
 -- name: report_runs
--- A run is a delivery that was not a retryable error: ok, noop, failed, or still 'running'
--- (a worker killed mid-batch). Runs beyond the first per task are duplicate executions.
+-- A run is an execution that completed (ok, noop) or gave up (failed); runs beyond the first
+-- per task are duplicates. A delivery abandoned by a dead worker committed nothing, but its
+-- message came back with receives one higher than attempts: receive - attempt counts those.
 SELECT
   count(*) FILTER (WHERE outcome IN ('ok', 'noop')),
-  count(*) - count(DISTINCT task_id),
-  max(end_ms) FILTER (WHERE outcome IN ('ok', 'noop'))
-FROM executions WHERE outcome != 'error';
+  count(*) - count(DISTINCT task_id) + coalesce(sum(receive - attempt), 0),
+  max(end_ms) FILTER (WHERE outcome IN ('ok', 'noop')),
+  coalesce(sum(receive - attempt), 0)
+FROM executions WHERE outcome IN ('ok', 'noop', 'failed');
 
 -- name: report_backlog_peak
 SELECT coalesce(max(depth), 0) FROM samples;
