@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import pytest
-from starlette.exceptions import StarletteDeprecationWarning
 from starlette.routing import Mount, Route
-
-with warnings.catch_warnings():
-    # Starlette 1.x nudges towards httpx2; the dev extra installs httpx, which still works.
-    warnings.simplefilter("ignore", StarletteDeprecationWarning)
-    from starlette.testclient import TestClient
+from starlette.testclient import TestClient
 
 from cronlab.core import params
 from cronlab.core.model import simulate

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import os
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from starlette.exceptions import StarletteDeprecationWarning
+from starlette.testclient import TestClient
 
 from cronlab.web.app import LabConfig, create_app
 from cronlab.web.live import Live
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", StarletteDeprecationWarning)
-    from starlette.testclient import TestClient
 
 pytestmark = pytest.mark.integration
 SMALL = {"replicas": 3, "workers": 2, "ttl": 3, "count": 600, "drain_s": 5, "lead_s": 3}
