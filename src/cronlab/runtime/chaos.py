@@ -125,6 +125,15 @@ def _hit(
     epoch = store.lease_read().epoch
     at = clock.now_ms()
     os.kill(p.pid, signum)
+    if signum == signal.SIGKILL:
+        _wait_dead(p.pid)
     event = Event(kind=kind, at_ms=at, holder=p.owner, epoch=epoch, pid=p.pid, detail=detail)
     store.record_event(event)
     return event
+
+
+def _wait_dead(pid: int, timeout_s: float = 2.0) -> None:
+    # The next chaos command must not find (and hit again) a process that is still dying.
+    deadline = time.monotonic() + timeout_s
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)

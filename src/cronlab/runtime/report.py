@@ -61,11 +61,14 @@ def measure(store: SqliteStore, now_ms: int) -> Report:
 
 def takeover_delays(events: list[Event]) -> tuple[float, ...]:
     """Seconds from each hit on the leader (crash, pause) to the next acquisition."""
-    delays = []
+    delays, seen = [], set()
     for hit in events:
         if hit.kind not in TAKEOVER_KINDS or not hit.detail.get("was_leader"):
             continue
         held = hit.epoch or 0
+        if held in seen:
+            continue  # a second hit on the same leadership is not a second takeover
+        seen.add(held)
         after = [
             e
             for e in events

@@ -262,6 +262,8 @@ class SqliteStore:
         self, worker: str, limit: int, visibility_ms: int, now_ms: int
     ) -> list[Message]:
         args = {"until": now_ms + visibility_ms, "worker": worker, "now": now_ms, "limit": limit}
+        if not self._conn.execute(Q["queue_any_visible"], args).fetchone():
+            return []  # an idle worker polls without taking the write lock
         with self._tx() as c:
             rows = c.execute(Q["queue_claim"], args).fetchall()
         return [_message(r) for r in rows]

@@ -61,6 +61,9 @@ UPDATE queue SET invisible_until_ms = :until, receives = receives + 1, worker = 
 WHERE id IN (SELECT id FROM queue WHERE invisible_until_ms <= :now LIMIT :limit)
 RETURNING id, task_id, idempotency_key, handler, payload, trigger_ms, receives, attempt;
 
+-- name: queue_any_visible
+SELECT 1 FROM queue WHERE invisible_until_ms <= :now LIMIT 1;
+
 -- name: queue_ack
 DELETE FROM queue WHERE id = ? AND receives = ?;
 
