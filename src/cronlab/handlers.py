@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from cronlab.exceptions import ConfigError, NotFoundError
-from cronlab.ports import Message, NewTask, Run, Tx
+from cronlab.ports import Message, NewTask, Tx
 from cronlab.runtime.clock import to_datetime, to_ms
 
 Handler = Callable[["Context", dict[str, Any]], "bool | None"]
@@ -94,21 +94,59 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(self._handlers)
 
-    def runner(self, now: Callable[[], int]) -> Run:
+    def runner(self, now: Callable[[], int]) -> Runner:
         """The ``ports.Run`` a worker passes to ``Store.execute``."""
+        return Runner(self, now)
 
-        def run(m: Message, tx: Tx) -> bool:
-            ctx = Context(
-                task_id=m.task_id,
-                idempotency_key=m.idempotency_key,
-                scheduled_ms=m.trigger_ms,
-                attempt=m.attempt,
-                now_ms=now(),
-                tx=tx,
-            )
-            return self.get(m.handler)(ctx, json.loads(m.payload)) is not False
 
-        return run
+class _NoTx:
+    """The transaction slot of a prepared context before the store opens the transaction."""
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
+        raise RuntimeError("handler ran outside its transaction")
+
+    def add_task(self, task: NewTask) -> int:
+        raise RuntimeError("handler ran outside its transaction")
+
+
+class Runner:
+    """``ports.Run``, plus ``prepare``: look up, decode and build the context BEFORE the store
+    takes its write lock, so only the handler's own work runs while holding it."""
+
+    def __init__(self, registry: Registry, now: Callable[[], int]) -> None:
+        self._registry, self._now = registry, now
+
+    def __call__(self, m: Message, tx: Tx) -> bool:
+        return self.prepare(m)(tx)
+
+    def prepare(self, m: Message) -> Callable[[Tx], bool]:
+        """The step to run inside the transaction; errors here surface when it runs."""
+        try:
+            fn = self._registry.get(m.handler)
+            payload = json.loads(m.payload)
+        except Exception as exc:
+            return _raise(exc)
+        ctx = Context(
+            task_id=m.task_id,
+            idempotency_key=m.idempotency_key,
+            scheduled_ms=m.trigger_ms,
+            attempt=m.attempt,
+            now_ms=self._now(),
+            tx=_NoTx(),
+        )
+
+        def step(tx: Tx) -> bool:
+            ctx.tx = tx
+            return fn(ctx, payload) is not False
+
+        return step
+
+
+def _raise(exc: Exception) -> Callable[[Tx], bool]:
+    def step(tx: Tx) -> bool:
+        raise exc
+
+    return step
 
 
 registry = Registry()

@@ -203,3 +203,12 @@ def test_process_registry_and_event_log(backend: Backend) -> None:
     backend.store.record_event(Event(kind="acquire", at_ms=3, epoch=2))
     assert [(e.kind, e.at_ms) for e in backend.store.events()] == [("acquire", 3), ("crash", 9)]
     assert backend.store.events()[1].detail == {"x": 1}
+
+
+def test_unknown_handler_fails_its_message_only(backend: Backend) -> None:
+    now = backend.clock.now_ms()
+    backend.store.add_tasks(tasks(1, now) + tasks(1, now, "nope", prefix="n"))
+    backend.store.dispatch_due(now, 100, lead(backend))
+    counts = run_batch(backend, Retry(max_attempts=1))
+    assert (counts["ok"], counts["failed"]) == (1, 1)
+    assert backend.last_error(2) == "NotFoundError: no handler named 'nope'"

@@ -12,6 +12,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from importlib import resources
 from itertools import islice
 from pathlib import Path
@@ -28,6 +29,7 @@ from cronlab.ports import (
     Retry,
     Run,
     Task,
+    Tx,
 )
 
 Fencing = Literal["lease", "epoch"]
@@ -223,12 +225,13 @@ class SqliteStore:
         is how ``report`` counts the abandoned runs.
         """
         start = now()
+        steps = _prepare(run, messages)
         try:
             with self._tx() as c:
-                return _Batch(c, worker, start, retry, now).run_all(messages, run, isolate=False)
+                return _Batch(c, worker, start, retry, now).run_all(steps, isolate=False)
         except _HandlerFailed:
             with self._tx() as c:
-                return _Batch(c, worker, start, retry, now).run_all(messages, run, isolate=True)
+                return _Batch(c, worker, start, retry, now).run_all(steps, isolate=True)
 
     # -- lease row (LeaseTable) -------------------------------------------------------------
 
@@ -338,6 +341,17 @@ class SqliteStore:
             ) from exc
 
 
+Step = Callable[[Tx], bool]
+
+
+def _prepare(run: Run, messages: Sequence[Message]) -> list[tuple[Message, Step]]:
+    """Work a run can do before the write lock (``handlers.Runner.prepare``), if it offers it."""
+    prepare: Callable[[Message], Step] | None = getattr(run, "prepare", None)
+    if prepare is not None:
+        return [(m, prepare(m)) for m in messages]
+    return [(m, partial(run, m)) for m in messages]
+
+
 class _HandlerFailed(Exception):
     """A run raised on the fast path: redo the batch with a savepoint per message."""
 
@@ -359,27 +373,27 @@ class _Batch:
         self.acks: list[tuple[int, int]] = []
         self.counts = {"ok": 0, "noop": 0, "error": 0, "failed": 0}
 
-    def run_all(self, messages: Sequence[Message], run: Run, *, isolate: bool) -> dict[str, int]:
+    def run_all(self, steps: Sequence[tuple[Message, Step]], *, isolate: bool) -> dict[str, int]:
         tx = SqliteTx(self.c)
-        for m in messages:
+        for m, step in steps:
             if not isolate:
-                self._run_fast(m, run, tx)
-            elif (error := self._run_isolated(m, run, tx)) is not None:
+                self._run_fast(m, step, tx)
+            elif (error := self._run_isolated(m, step, tx)) is not None:
                 self._failed(m, error)
         self._flush()
         return self.counts
 
-    def _run_fast(self, m: Message, run: Run, tx: SqliteTx) -> None:
+    def _run_fast(self, m: Message, step: Step, tx: SqliteTx) -> None:
         try:
-            applied = run(m, tx)
+            applied = step(tx)
         except Exception as exc:
             raise _HandlerFailed from exc
         self._succeeded(m, applied)
 
-    def _run_isolated(self, m: Message, run: Run, tx: SqliteTx) -> Exception | None:
+    def _run_isolated(self, m: Message, step: Step, tx: SqliteTx) -> Exception | None:
         self.c.execute("SAVEPOINT message")
         try:
-            applied = run(m, tx)
+            applied = step(tx)
         except Exception as exc:
             self.c.execute("ROLLBACK TO message")
             self.c.execute("RELEASE message")
