@@ -35,7 +35,7 @@ def open_store(url: str, *, create: bool, election: str = "lease") -> Any:
     fencing: Fencing = "epoch" if election.startswith("etcd://") else "lease"
     scheme = url.partition("://")[0]
     if scheme in postgres.SCHEMES:
-        return postgres.PostgresStore(url, fencing=fencing)
+        return postgres.PostgresStore(url, create=create, fencing=fencing)
     return SqliteStore(urls.parse(url).path, create=create, fencing=fencing)
 
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 from cronlab.election.store import StoreElector
-from cronlab.exceptions import BackendUnavailable, FencedError
+from cronlab.exceptions import BackendUnavailable, ConfigError, FencedError
 from cronlab.ports import NewTask
 from cronlab.runtime import report
 from cronlab.runtime.clock import FakeClock, SystemClock
@@ -136,3 +137,11 @@ def test_an_unreachable_server_is_a_one_line_error_naming_it() -> None:
     with pytest.raises(BackendUnavailable, match=r"postgresql://postgres@127\.0\.0\.1:1/x") as e:
         PostgresStore("postgresql://postgres:secret@127.0.0.1:1/x", connect_timeout_s=1)
     assert "\n" not in str(e.value) and "secret" not in str(e.value)
+
+
+def test_a_reader_refuses_a_database_without_a_store_and_writes_nothing(url: str) -> None:
+    with pytest.raises(ConfigError, match="no cronlab store"):
+        PostgresStore(url, create=False)
+    with psycopg.connect(url) as c:
+        tables = c.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
+        assert tables.fetchone() == (0,)

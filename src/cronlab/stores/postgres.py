@@ -79,6 +79,7 @@ class PostgresStore:
         self,
         url: str,
         *,
+        create: bool = True,
         fencing: Fencing = "lease",
         time_source: TimeSource = "server",
         pool_size: int = 2,
@@ -87,6 +88,9 @@ class PostgresStore:
     ) -> None:
         self.url, self.fencing, self.time_source, self.retry_s = url, fencing, time_source, retry_s
         self._pool = _open_pool(url, pool_size, connect_timeout_s)
+        if not create and not self._run(_has_schema):
+            self.close()
+            raise ConfigError(f"no cronlab store in {_safe(url)} (nothing was written)")
         self._run(self._migrate)
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -103,7 +107,8 @@ class PostgresStore:
                     return fn(conn)
             except psycopg.OperationalError as exc:
                 if time.monotonic() + delay > deadline:
-                    raise BackendUnavailable(f"postgresql {_safe(self.url)}: {exc}") from exc
+                    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                    raise BackendUnavailable(f"postgresql {_safe(self.url)}: {reason}") from exc
                 time.sleep(delay)
                 delay = min(2.0, delay * 2)
 
@@ -471,6 +476,11 @@ def _safe(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     creds, at, host = rest.rpartition("@")
     return f"{scheme}{sep}{creds.split(':')[0]}{at}{host}" if at else url
+
+
+def _has_schema(c: psycopg.Connection[Any]) -> bool:
+    row = c.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
+    return bool(row and row[0])
 
 
 def _rows(cur: psycopg.Cursor[Any]) -> list[Any]:
