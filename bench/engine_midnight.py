@@ -52,7 +52,7 @@ def seed(url: str, count: int) -> tuple[float, int]:
     return time.perf_counter() - t, int(out["trigger_ms"])
 
 
-def run_cluster(url: str, path: Path, count: int, replicas: int, workers: int) -> None:
+def run_cluster(url: str, path: Path, count: int, args: argparse.Namespace) -> None:
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -62,9 +62,13 @@ def run_cluster(url: str, path: Path, count: int, replicas: int, workers: int) -
             "--store",
             url,
             "--replicas",
-            str(replicas),
+            str(args.replicas),
             "--workers",
-            str(workers),
+            str(args.workers),
+            "--scan-batch",
+            str(args.scan_batch),
+            "--worker-batch",
+            str(args.worker_batch),
         ],
         stderr=subprocess.DEVNULL,
     )
@@ -128,12 +132,14 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=1_000_000)
     ap.add_argument("--replicas", type=int, default=3)
     ap.add_argument("--workers", type=int, default=5)
+    ap.add_argument("--scan-batch", type=int, default=10_000)
+    ap.add_argument("--worker-batch", type=int, default=2_000)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "midnight.db"
         url = f"sqlite:///{path}"
         seed_s, trigger_ms = seed(url, args.count)
-        run_cluster(url, path, args.count, args.replicas, args.workers)
+        run_cluster(url, path, args.count, args)
         f = figures(path, trigger_ms)
         base = baseline(tmp, args.count)
     rate = args.count / f["end_to_end_s"]
