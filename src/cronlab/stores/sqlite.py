@@ -164,10 +164,11 @@ class SqliteStore:
     def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> list[Task]:
         with self._tx() as c:
             self._fence(c, epoch, now_ms)
-            rows = c.execute(Q["claim_due"], {"epoch": epoch, "now": now_ms, "limit": limit})
-            tasks = [_task(r, "DISPATCHED", epoch) for r in rows.fetchall()]
-            self._enqueue(c, tasks, now_ms)
-        return tasks
+            args = {"epoch": epoch, "now": now_ms, "limit": limit}
+            rows = c.execute(Q["claim_due"], args).fetchall()
+            self._enqueue(c, rows, now_ms)
+        # Values are built after COMMIT: the write lock is held only for the SQL.
+        return [_task(r, "DISPATCHED", epoch) for r in rows]
 
     def _fence(self, c: sqlite3.Connection, epoch: int, now_ms: int) -> None:
         (max_epoch,) = c.execute(Q["fence_read"]).fetchone()
@@ -177,12 +178,9 @@ class SqliteStore:
             raise FencedError(epoch, state.epoch if self.fencing == "lease" else max_epoch)
         c.execute(Q["fence_raise"], {"epoch": epoch})
 
-    def _enqueue(self, c: sqlite3.Connection, tasks: Sequence[Task], now_ms: int) -> None:
-        rows = [
-            (t.id, t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.attempts + 1, now_ms)
-            for t in tasks
-        ]
-        c.executemany(Q["enqueue"], rows)
+    def _enqueue(self, c: sqlite3.Connection, rows: Sequence[Sequence[Any]], now_ms: int) -> None:
+        """Enqueue ``(id, key, handler, payload, trigger_ms, attempts)`` rows as messages."""
+        c.executemany(Q["enqueue"], [(*r[:5], r[5] + 1, now_ms) for r in rows])
         c.execute(Q["count_dispatched"], {"n": len(rows)})
 
     def read_due(self, now_ms: int, limit: int, copied_since_ms: int | None = None) -> list[Task]:
@@ -193,8 +191,11 @@ class SqliteStore:
         return [_task(r, "PENDING", None) for r in rows]
 
     def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
+        rows = [
+            (t.id, t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.attempts) for t in tasks
+        ]
         with self._tx() as c:
-            self._enqueue(c, tasks, now_ms)
+            self._enqueue(c, rows, now_ms)
             c.executemany(Q["mark_dispatched"], [(now_ms, t.id) for t in tasks])
         return len(tasks)
 
