@@ -1,0 +1,67 @@
+"""Pure pieces of the engine's edges: store URLs, ``--at``, takeover delays from events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cronlab import urls
+from cronlab.cli.engine import invoice_tasks, parse_at
+from cronlab.exceptions import ConfigError
+from cronlab.ports import Event
+from cronlab.runtime.report import takeover_delays
+
+NOW = 1_800_000_000_000
+
+
+def test_sqlite_urls_absolute_and_relative() -> None:
+    assert urls.parse("sqlite:////tmp/x.db").path == Path("/tmp/x.db")
+    assert urls.parse("sqlite:///rel/x.db").path == Path("rel/x.db")
+
+
+@pytest.mark.parametrize("text", ["sqlite://x.db", "sqlite:///", "/tmp/x.db", "mysql://h/db"])
+def test_bad_store_urls_name_the_value(text: str) -> None:
+    with pytest.raises(ConfigError, match="mysql" if "mysql" in text else "malformed"):
+        urls.parse(text)
+
+
+def test_at_relative_and_absolute() -> None:
+    assert parse_at("+1.5", NOW) == NOW + 1_500
+    assert parse_at("2027-01-15T00:00:00Z", NOW) == 1_799_971_200_000
+    assert parse_at("2027-01-15T01:00:00+01:00", NOW) == 1_799_971_200_000
+
+
+@pytest.mark.parametrize("text", ["+soon", "yesterday", "2027-01-15T00:00:00"])
+def test_bad_at_is_a_config_error_naming_it(text: str) -> None:
+    with pytest.raises(ConfigError, match="--at"):
+        parse_at(text, NOW)
+
+
+def test_invoice_tasks_are_keyed_by_period_and_customer() -> None:
+    tasks = list(invoice_tasks(2, NOW, work_ms=5))
+    assert [t.idempotency_key for t in tasks] == [
+        "invoice/2027-01-15T08:00:00Z/cust-0000001",
+        "invoice/2027-01-15T08:00:00Z/cust-0000002",
+    ]
+    assert tasks[0].payload == (
+        '{"customer": "cust-0000001", "period": "2027-01-15T08:00:00Z", "work_ms": 5}'
+    )
+
+
+def hit(at: int, epoch: int, was_leader: bool = True) -> Event:
+    return Event(kind="crash", at_ms=at, epoch=epoch, detail={"was_leader": was_leader})
+
+
+def acquire(at: int, epoch: int) -> Event:
+    return Event(kind="acquire", at_ms=at, epoch=epoch)
+
+
+def test_takeover_delay_is_hit_to_next_higher_epoch_acquisition() -> None:
+    events = [acquire(0, 1), hit(1_000, 1), acquire(11_250, 2), hit(20_000, 2, False)]
+    assert takeover_delays(events) == (10.25,)
+
+
+def test_a_second_hit_on_the_same_leadership_is_not_a_second_takeover() -> None:
+    events = [acquire(0, 1), hit(1_000, 1), hit(1_000, 1), acquire(9_000, 2)]
+    assert takeover_delays(events) == (8.0,)
