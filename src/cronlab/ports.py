@@ -124,6 +124,8 @@ class Tx(Protocol):
 
 # A run of a handler on a message inside the batch transaction; True when the effect was
 # applied, False when it was a no-op (an idempotent duplicate). Raising means failure.
+# A run may also offer ``prepare(message) -> step(tx) -> bool`` (``handlers.Runner`` does):
+# a store calls it before taking its write lock, so only the handler's own work runs inside.
 Run = Callable[[Message, Tx], bool]
 
 
@@ -184,7 +186,9 @@ class Store(Protocol):
         """Run ``run`` on each message in ONE transaction with the execution records and acks.
 
         A message whose run raises is retried later (``retry``) or its task becomes FAILED with
-        the error kept. Returns outcome counts (``ok``, ``noop``, ``error``, ``failed``).
+        the error kept; the other messages' effects stand. Each run is recorded (task,
+        message, receive, worker, attempt, start/end ms, outcome). Returns outcome counts
+        (``ok``, ``noop``, ``error``, ``failed``).
         """
         ...
 
