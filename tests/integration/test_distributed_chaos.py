@@ -53,7 +53,7 @@ def dist() -> Iterator[Dist]:
     need(lambda: connect(parse_redis(redis_url)).close(), START_REDIS)
     with pg_database() as url:
         yield Dist(url, etcd_url, redis_url)
-    connect(parse_redis(redis_url)).delete(f"cronlab-it-{tag}:tasks")
+    connect(parse_redis(redis_url)).delete(f"cronlab-it-{tag}:tasks", f"cronlab-it-{tag}:errors")
 
 
 def cronlab(*args: str) -> subprocess.CompletedProcess[str]:
@@ -183,10 +183,10 @@ def test_an_etcd_restart_mid_run_loses_nothing(tmp_path: Path) -> None:
     port = 23790 + os.getpid() % 100 * 2
     env = os.environ | {"ETCD_PORT": str(port), "ETCD_DIR": str(tmp_path / "etcd")}
     script = str(ROOT / "scripts" / "etcd.sh")
+    redis_url = f"{REDIS}?prefix=cronlab-it-{uuid.uuid4().hex[:10]}"
     subprocess.run(["bash", script, "start"], env=env, check=True, timeout=30)
     try:
         d_etcd = f"etcd://127.0.0.1:{port}/restart"
-        redis_url = f"{REDIS}?prefix=cronlab-it-{uuid.uuid4().hex[:10]}"
         need(lambda: connect(parse_redis(redis_url)).close(), START_REDIS)
         with pg_database() as url:
             d = Dist(url, d_etcd, redis_url)
@@ -203,3 +203,5 @@ def test_an_etcd_restart_mid_run_loses_nothing(tmp_path: Path) -> None:
             store.close()
     finally:
         subprocess.run(["bash", script, "stop"], env=env, timeout=30)
+        prefix = parse_redis(redis_url).prefix
+        connect(parse_redis(redis_url)).delete(f"{prefix}:tasks", f"{prefix}:errors")
