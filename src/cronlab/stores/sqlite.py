@@ -180,7 +180,7 @@ class SqliteStore:
 
     def _enqueue(self, c: sqlite3.Connection, rows: Sequence[Sequence[Any]], now_ms: int) -> None:
         """Enqueue ``(id, key, handler, payload, trigger_ms, attempts)`` rows as messages."""
-        c.executemany(Q["enqueue"], [(*r[:5], r[5] + 1, now_ms) for r in rows])
+        c.executemany(Q["enqueue"], [(r[0], r[5] + 1, now_ms) for r in rows])
         c.execute(Q["count_dispatched"], {"n": len(rows)})
 
     def read_due(self, now_ms: int, limit: int, copied_since_ms: int | None = None) -> list[Task]:
@@ -269,8 +269,10 @@ class SqliteStore:
         if not self._conn.execute(Q["queue_any_visible"], args).fetchone():
             return []  # an idle worker polls without taking the write lock
         with self._tx() as c:
-            rows = c.execute(Q["queue_claim"], args).fetchall()
-        return [_message(r) for r in rows]
+            claimed = c.execute(Q["queue_claim"], args).fetchall()
+        ids = json.dumps(sorted({r[1] for r in claimed}))
+        tasks = {r[0]: r for r in self._conn.execute(Q["message_tasks"], {"ids": ids})}
+        return [_message(r, tasks[r[1]]) for r in claimed]
 
     def queue_ack(self, messages: Sequence[Message]) -> int:
         with self._tx() as c:
@@ -477,14 +479,15 @@ def _task(r: Sequence[Any], status: str, epoch: int | None) -> Task:
     )
 
 
-def _message(r: Sequence[Any]) -> Message:
+def _message(q: Sequence[Any], t: Sequence[Any]) -> Message:
+    """A claimed queue row ``(id, task_id, receives, attempt)`` and its task's columns."""
     return Message(
-        id=r[0],
-        task_id=r[1],
-        idempotency_key=r[2],
-        handler=r[3],
-        payload=r[4],
-        trigger_ms=r[5],
-        receives=r[6],
-        attempt=r[7],
+        id=q[0],
+        task_id=q[1],
+        idempotency_key=t[1],
+        handler=t[2],
+        payload=t[3],
+        trigger_ms=t[4],
+        receives=q[2],
+        attempt=q[3],
     )

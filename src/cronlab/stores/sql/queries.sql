@@ -47,8 +47,7 @@ UPDATE tasks SET status = 'DISPATCHED', dispatched_ms = coalesce(dispatched_ms, 
 WHERE id = ? AND status = 'PENDING';
 
 -- name: enqueue
-INSERT INTO queue (task_id, idempotency_key, handler, payload, trigger_ms, attempt, enqueued_ms)
-VALUES (?, ?, ?, ?, ?, ?, ?);
+INSERT INTO queue (task_id, attempt, enqueued_ms) VALUES (?, ?, ?);
 
 -- name: count_dispatched
 UPDATE counters SET value = value + :n WHERE name = 'dispatched';
@@ -59,7 +58,12 @@ UPDATE tasks SET status = 'MISSED' WHERE status = 'PENDING' AND trigger_ms < :be
 -- name: queue_claim
 UPDATE queue SET invisible_until_ms = :until, receives = receives + 1, worker = :worker
 WHERE id IN (SELECT id FROM queue WHERE invisible_until_ms <= :now LIMIT :limit)
-RETURNING id, task_id, idempotency_key, handler, payload, trigger_ms, receives, attempt;
+RETURNING id, task_id, receives, attempt;
+
+-- name: message_tasks
+-- What a message needs from its task (immutable columns: read outside the write lock).
+SELECT id, idempotency_key, handler, payload, trigger_ms FROM tasks
+WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: queue_any_visible
 SELECT 1 FROM queue WHERE invisible_until_ms <= :now LIMIT 1;
