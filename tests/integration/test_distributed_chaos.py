@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from contract.dist_servers import ETCD, REDIS, START_ETCD, START_REDIS, need, pg_database
+from cronlab import distributed
 from cronlab.election.etcd import EtcdElector, parse_url, ping
 from cronlab.ports import Event, Lease
 from cronlab.queues.redis import connect
@@ -38,8 +39,9 @@ class Dist:
     etcd_url: str
     redis_url: str
 
-    def store(self) -> PostgresStore:
-        return PostgresStore(self.store_url, fencing="epoch")
+    def store(self) -> Any:
+        """The store at ``store_url`` (fenced by epoch when the election is etcd)."""
+        return distributed.open_store(self.store_url, create=False, election=self.etcd_url)
 
     def leader(self) -> Lease | None:
         return EtcdElector(parse_url(self.etcd_url), CLOCK).current()
