@@ -13,18 +13,25 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+import redis
 
 from contract.dist_servers import ETCD, REDIS, START_ETCD, START_REDIS, need
 from cronlab.election.etcd import parse_url, ping
-from cronlab.queues.redis import connect
+from cronlab.election.store import StoreElector
+from cronlab.ports import NewTask
+from cronlab.queues.redis import RedisQueue, RelayStore, connect
 from cronlab.queues.redis import parse_url as parse_redis
+from cronlab.runtime.clock import SystemClock
+from cronlab.stores.sqlite import SqliteStore
 
 from .test_distributed_chaos import (
     Dist,
@@ -115,3 +122,62 @@ def test_a_postgres_restart_mid_run_loses_nothing(own_pg: OwnPostgres) -> None:
     assert_every_invoice_once(store, 6000)
     store.close()
     connect(parse_redis(redis_url)).delete(f"cronlab-it-{tag}:tasks", f"cronlab-it-{tag}:errors")
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
+    """Starts a private, persistent (AOF) Redis on a free port; each call starts it again."""
+    if not shutil.which("redis-server"):
+        pytest.skip("redis-server is not installed: bash scripts/setup.sh")
+    port, procs = _free_port(), []
+
+    def start() -> subprocess.Popen[bytes]:
+        args = ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path)]
+        proc = subprocess.Popen(
+            ["redis-server", *args, "--appendonly", "yes", "--save", ""], stdout=subprocess.DEVNULL
+        )
+        procs.append(proc)
+        wait_until(lambda: _pong(port), 10, "the private Redis")
+        return proc
+
+    start.port = port  # type: ignore[attr-defined]
+    yield start
+    for p in procs:
+        p.terminate()
+        p.wait(10)
+
+
+def _pong(port: int) -> bool:
+    try:
+        return bool(redis.Redis(port=port, socket_timeout=1).ping())
+    except redis.RedisError:
+        return False
+
+
+def test_a_redis_restart_mid_claim_is_retried_and_loses_nothing(
+    own_redis: Callable[[], subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
+    server = own_redis()
+    store = SqliteStore(tmp_path / "outbox.db")
+    now = SystemClock().now_ms()
+    store.add_tasks(
+        NewTask(idempotency_key=f"k{i}", handler="ok", trigger_ms=now) for i in range(20)
+    )
+    lease = StoreElector(store, SystemClock()).acquire_or_renew("l", 60_000)
+    assert lease is not None
+    url = parse_redis(f"redis://127.0.0.1:{own_redis.port}?prefix=restart")  # type: ignore[attr-defined]
+    queue = RedisQueue(url, store, SystemClock(), retry_s=30)
+    RelayStore(store, queue).dispatch_due(now, 100, lease.epoch)
+    server.terminate()  # Redis writes its append-only file and exits
+    server.wait(10)
+    got: list[Any] = []
+    claim = threading.Thread(target=lambda: got.extend(queue.claim("w", 100, 30_000)))
+    claim.start()
+    time.sleep(1.5)
+    assert claim.is_alive()  # still retrying while Redis is down
+    own_redis()
+    claim.join(30)
+    assert sorted(m.idempotency_key for m in got) == sorted(f"k{i}" for i in range(20))
+    assert queue.ack(got) == 20 and queue.depth() == 0
+    queue.close()
+    store.close()

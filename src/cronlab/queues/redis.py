@@ -18,6 +18,7 @@ worker's batch is acked on the stream after the store committed it.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -98,8 +99,10 @@ def connect(url: RedisUrl, timeout_s: float = 5.0) -> redis.Redis:
 class RedisQueue:
     """``ports.Queue`` on a Redis stream, fed from the store's outbox (``QueueTable``)."""
 
-    def __init__(self, url: RedisUrl, outbox: QueueTable, clock: Clock) -> None:
-        self.url, self._outbox, self._clock = url, outbox, clock
+    def __init__(
+        self, url: RedisUrl, outbox: QueueTable, clock: Clock, retry_s: float = 60.0
+    ) -> None:
+        self.url, self._outbox, self._clock, self.retry_s = url, outbox, clock, retry_s
         self._redis = connect(url)
         self.stream = f"{url.prefix}:tasks"
         # entry id → handler errors so far: attempt = first attempt + errors, so that
@@ -239,10 +242,19 @@ class RedisQueue:
         )
 
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        try:
-            return fn(*args)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise BackendUnavailable(f"redis {self.url.text} unreachable: {exc}") from exc
+        """One Redis request; a lost connection is retried with backoff (0.1 s doubling to 2 s)
+        for up to ``retry_s``, then ``BackendUnavailable``. Every request here is safe to
+        repeat: a lost reply at worst leaves a delivery pending until the visibility timeout
+        or publishes an entry twice (the idempotency key keeps the effect single)."""
+        deadline, delay = time.monotonic() + self.retry_s, 0.1
+        while True:
+            try:
+                return fn(*args)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if time.monotonic() + delay > deadline:
+                    raise BackendUnavailable(f"redis {self.url.text} unreachable: {exc}") from exc
+                time.sleep(delay)
+                delay = min(2.0, delay * 2)
 
 
 def _bytes(value: Any) -> bytes:
