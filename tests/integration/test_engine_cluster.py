@@ -133,3 +133,19 @@ def test_in_memory_timers_miss_what_falls_due_in_the_takeover_gap(url: str) -> N
     r = cli_json("report", "--store", url)
     assert r["missed"] == 500 and r["executed"] == 0
     assert any(e.kind == "missed" for e in store_of(url).events())
+
+
+def test_a_crashed_replica_is_restarted_after_restart_after(url: str) -> None:
+    with running_cluster(url, "--replicas", "2", "--workers", "1", "--restart-after", "1"):
+        wait_until(lambda: scanned_by_all(url, 2), 30, "the cluster to come up")
+        store = store_of(url)
+        (old,) = [p for p in store.processes() if (p.role, p.index) == ("scheduler", 1)]
+        cli("chaos", "crash-replica", "1", "--store", url)
+
+        def restarted() -> bool:
+            (now,) = [p for p in store.processes() if (p.role, p.index) == ("scheduler", 1)]
+            return now.pid != old.pid and now.exited_ms is None and chaos.alive(now.pid)
+
+        wait_until(restarted, 20, "replica 1 to be started again")
+    kinds = [e.kind for e in store.events()]
+    assert "crash" in kinds and "exit" in kinds
