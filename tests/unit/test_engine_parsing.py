@@ -32,7 +32,7 @@ def test_at_relative_and_absolute() -> None:
     assert parse_at("2027-01-15T01:00:00+01:00", NOW) == 1_799_971_200_000
 
 
-@pytest.mark.parametrize("text", ["+soon", "yesterday", "2027-01-15T00:00:00"])
+@pytest.mark.parametrize("text", ["+soon", "+inf", "+nan", "yesterday", "2027-01-15T00:00:00"])
 def test_bad_at_is_a_config_error_naming_it(text: str) -> None:
     with pytest.raises(ConfigError, match="--at"):
         parse_at(text, NOW)

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from cronlab import distributed, urls
+from cronlab import distributed
 from cronlab.exceptions import ConfigError
 from cronlab.handlers import registry
 from cronlab.ports import NewTask, Retry
@@ -292,7 +292,6 @@ def invoices() -> None:
 def seed_cmd(store_url: str, count: int, at_text: str, work_ms: int, as_json: bool) -> None:
     """Add COUNT invoice tasks due at one instant (duplicate keys are ignored)."""
     trigger_ms = parse_at(at_text, CLOCK.now_ms())
-    urls.parse(store_url)
     store = open_store(store_url, create=True)
     with Progress(console=Console(stderr=True), transient=True) as bar:
         job = bar.add_task("seeding invoices", total=count)
@@ -313,7 +312,7 @@ def parse_at(text: str, now_ms: int) -> int:
     if text.startswith("+"):
         try:
             return now_ms + int(float(text[1:]) * 1000)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise ConfigError(f"--at {text!r}: expected +SECONDS or ISO 8601") from None
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
