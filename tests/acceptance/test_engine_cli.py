@@ -58,6 +58,18 @@ def test_missing_store_file_is_refused_and_not_created(tmp_path: Path, args: tup
     assert not db.exists()
 
 
+def test_a_sqlite_file_that_is_not_a_store_is_refused_untouched(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "other.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE mine (x)")
+    conn.close()
+    before = db.read_bytes()
+    one_line_error(cronlab("report", "--store", f"sqlite:///{db}"), "not a cronlab store")
+    assert db.read_bytes() == before
+
+
 def test_unreadable_store_file_is_one_line(tmp_path: Path) -> None:
     db = tmp_path / "garbage.db"
     db.write_bytes(b"this is not a database" * 100)

@@ -34,6 +34,7 @@ from cronlab.ports import (
 
 Fencing = Literal["lease", "epoch"]
 BUSY_TIMEOUT_MS = 60_000
+HAS_SCHEMA = "SELECT 1 FROM sqlite_master WHERE name = 'schema_version'"
 CHUNK = 50_000
 
 
@@ -118,8 +119,7 @@ class SqliteStore:
         self._conn.execute("COMMIT")
 
     def _migrate(self) -> None:
-        exists = "SELECT 1 FROM sqlite_master WHERE name = 'schema_version'"
-        if not self._conn.execute(exists).fetchone():
+        if not self._conn.execute(HAS_SCHEMA).fetchone():
             self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, name TEXT)"
             )
@@ -455,7 +455,10 @@ def _connect(path: Path, create: bool) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        if not create and not conn.execute(HAS_SCHEMA).fetchone():
+            conn.close()
+            raise ConfigError(f"{str(path)!r} is not a cronlab store (no schema_version)")
+        conn.execute("PRAGMA journal_mode = WAL")  # a write: only on a store of ours
         conn.execute("PRAGMA synchronous = NORMAL")
     except sqlite3.Error as exc:
         raise ConfigError(f"cannot open store {str(path)!r}: {exc}") from exc
