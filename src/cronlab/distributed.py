@@ -60,6 +60,14 @@ def open_elector(election: str, store: Any, clock: Clock) -> tuple[LeaseElector,
     return StoreElector(store, clock), "lease"
 
 
+def observer(election: str, clock: Clock) -> LeaseElector | None:
+    """What ``status`` and ``chaos`` ask for the leader: etcd's elector, or None when the
+    lease row in the store is the truth (``lease``; ``off`` has no leader at all)."""
+    if not election.startswith("etcd://"):
+        return None
+    return etcd.EtcdElector(etcd.parse_url(election), clock)
+
+
 def open_queue(queue_url: str | None, store: Any, clock: Clock) -> tuple[Queue, Store]:
     """The queue for ``--queue`` and the store the processes should use with it."""
     if not queue_url or queue_url == "store":

@@ -1,11 +1,25 @@
-"""The CLI with distributed backends: an unreachable or unknown server is one line, exit 2."""
+"""The CLI with distributed backends: an unreachable or unknown server is one line, exit 2;
+``status`` and ``chaos`` find a leader elected on etcd (``--election`` / ``CRONLAB_ELECTION``)."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import pytest
+
+from contract.dist_servers import ETCD, START_ETCD, need
+from cronlab.election.etcd import parse_url, ping
+from cronlab.runtime import chaos
 
 pytestmark = pytest.mark.acceptance
 
@@ -50,3 +64,81 @@ def test_a_bad_or_unreachable_backend_is_one_line_naming_it(
     assert done.stderr.startswith("cronlab: error: ") and named in done.stderr
     assert done.stderr.count("\n") == 1 and "pw" not in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def status_json(store: str, *flags: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "cronlab", "status", "--store", store, "--json", *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@contextmanager
+def etcd_cluster(store: str, election: str) -> Iterator[None]:
+    """Two scheduler replicas and a worker electing on etcd; every child reaped on exit."""
+    args = ["cluster", "--store", store, "--election", election, "--replicas", "2"]
+    flags = ["--workers", "1", "--lease-ttl", "2", "--restart-after", "never"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cronlab", *args, *flags],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.etcd
+def test_status_and_chaos_find_the_etcd_leader(tmp_path: Path) -> None:
+    election = f"{ETCD}/cronlab-it-{uuid.uuid4().hex[:10]}"
+    need(lambda: ping(parse_url(election)), START_ETCD)
+    store = f"sqlite:///{tmp_path}/s.db"
+    env = os.environ | {"CRONLAB_ELECTION": election}
+    with etcd_cluster(store, election):
+        first = wait_for(
+            lambda: status_json(store, "--election", election)["leader"], 30, "a leader"
+        )
+        assert status_json(store)["leader"] is None  # the store's lease row knows nothing of etcd
+        schedulers = {p["pid"] for p in status_json(store)["processes"] if p["role"] == "scheduler"}
+        assert first["pid"] in schedulers and first["epoch"] > 0
+        assert run("chaos", "crash-leader", "--store", store).returncode == 2
+        crash = subprocess.run(
+            [sys.executable, "-m", "cronlab", "chaos", "crash-leader", "--store", store],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,  # the election from CRONLAB_ELECTION
+        )
+        assert crash.returncode == 0, crash.stderr
+        assert f"pid {first['pid']}" in crash.stdout and not chaos.alive(first["pid"])
+        second = wait_for(
+            lambda: (
+                (lead := status_json(store, env=env)["leader"])
+                and lead["epoch"] > first["epoch"]
+                and lead
+            ),
+            30,
+            "a takeover",
+        )
+        assert second["pid"] in schedulers - {first["pid"]}

@@ -20,7 +20,7 @@ from rich.table import Table
 from cronlab import distributed
 from cronlab.exceptions import ConfigError
 from cronlab.handlers import registry
-from cronlab.ports import NewTask, Retry
+from cronlab.ports import LeaseElector, NewTask, Retry
 from cronlab.runtime import chaos, cluster, report
 from cronlab.runtime.clock import SystemClock, to_datetime
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig, Timers
@@ -46,6 +46,15 @@ def _election(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 
 JSON = click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+# status/chaos: where the leader lives (the store's lease row, or etcd's leader key).
+OBSERVE_ELECTION = click.option(
+    "--election",
+    envvar="CRONLAB_ELECTION",
+    default="lease",
+    show_default=True,
+    callback=_election,
+    help="The cluster's --election: etcd://host:2379[/prefix] to ask etcd for the leader.",
+)
 CLOCK = SystemClock()
 
 
@@ -342,36 +351,39 @@ def invoice_tasks(count: int, trigger_ms: int, work_ms: int = 0) -> Iterator[New
 
 @click.command("status")
 @STORE
+@OBSERVE_ELECTION
 @JSON
-def status_cmd(store_url: str, as_json: bool) -> None:
+def status_cmd(store_url: str, election: str, as_json: bool) -> None:
     """The leader, every process, task counts and queue depth."""
-    data = status(open_store(store_url, create=False))
+    data = status(open_store(store_url, create=False), distributed.observer(election, CLOCK))
     if as_json:
         click.echo(json.dumps(data))
     else:
         _print_status(data)
 
 
-def status(store: SqliteStore) -> dict[str, Any]:
-    """The ``status --json`` object (keys are a contract with the lab)."""
+def status(store: SqliteStore, elector: LeaseElector | None = None) -> dict[str, Any]:
+    """The ``status --json`` object (keys are a contract with the lab).
+
+    The leader comes from ``elector`` when the election lives outside the store (etcd)."""
     now = CLOCK.now_ms()
     procs = store.processes()
-    state = store.lease_read()
-    holder = next((p for p in procs if p.owner == state.holder), None)
+    lease = chaos.current_lease(store, CLOCK, elector)
+    holder = next((p for p in procs if lease and p.owner == lease.holder), None)
     leader = None
-    if state.live(now):
+    if lease is not None:
         leader = {
-            "holder": state.holder,
+            "holder": lease.holder,
             "replica": holder.index if holder else None,
             "pid": holder.pid if holder else None,
-            "epoch": state.epoch,
-            "expires_ms": state.expires_ms,
-            "expires_at": to_datetime(state.expires_ms).isoformat(),
+            "epoch": lease.epoch,
+            "expires_ms": lease.expires_ms,
+            "expires_at": to_datetime(lease.expires_ms).isoformat(),
         }
     return {
         "now_ms": now,
         "leader": leader,
-        "epoch": state.epoch,
+        "epoch": lease.epoch if lease else store.lease_read().epoch,
         "processes": [
             {
                 "role": p.role,
@@ -430,27 +442,33 @@ def _echo_event(kind: str, pid: int | None, holder: str | None) -> None:
 
 @chaos_cmd.command("crash-leader")
 @STORE
-def crash_leader_cmd(store_url: str) -> None:
+@OBSERVE_ELECTION
+def crash_leader_cmd(store_url: str, election: str) -> None:
     """SIGKILL the process holding the lease."""
-    e = chaos.crash_leader(open_store(store_url, create=False), CLOCK)
+    elector = distributed.observer(election, CLOCK)
+    e = chaos.crash_leader(open_store(store_url, create=False), CLOCK, elector)
     _echo_event("SIGKILL leader", e.pid, e.holder)
 
 
 @chaos_cmd.command("pause-leader")
 @STORE
+@OBSERVE_ELECTION
 @click.option("--for", "seconds", type=click.FloatRange(min=0), required=True, help="Seconds.")
-def pause_leader_cmd(store_url: str, seconds: float) -> None:
+def pause_leader_cmd(store_url: str, election: str, seconds: float) -> None:
     """SIGSTOP the leader, then SIGCONT it after --for seconds (blocks meanwhile)."""
-    e = chaos.pause_leader(open_store(store_url, create=False), CLOCK, seconds)
+    elector = distributed.observer(election, CLOCK)
+    e = chaos.pause_leader(open_store(store_url, create=False), CLOCK, seconds, elector)
     _echo_event(f"SIGSTOP/SIGCONT after {seconds} s, leader", e.pid, e.holder)
 
 
 @chaos_cmd.command("crash-replica")
 @STORE
+@OBSERVE_ELECTION
 @click.argument("index", type=click.IntRange(min=0))
-def crash_replica_cmd(store_url: str, index: int) -> None:
+def crash_replica_cmd(store_url: str, election: str, index: int) -> None:
     """SIGKILL scheduler replica INDEX."""
-    e = chaos.crash_replica(open_store(store_url, create=False), CLOCK, index)
+    elector = distributed.observer(election, CLOCK)
+    e = chaos.crash_replica(open_store(store_url, create=False), CLOCK, index, elector)
     _echo_event(f"SIGKILL replica {index}", e.pid, e.holder)
 
 

@@ -2,6 +2,9 @@
 
 A pid is signalled only if it is alive and its command line is a cronlab process, so a stale
 registry can never make chaos hit an unrelated process that reused the pid.
+
+The leader is whoever holds the lease: the store's lease row by default, or, when the
+election lives elsewhere (etcd), the ``LeaseElector`` passed as ``elector`` (its ``current()``).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import time
 from pathlib import Path
 
 from cronlab.exceptions import NotFoundError
-from cronlab.ports import Clock, Event, ProcessInfo
+from cronlab.ports import Clock, Event, Lease, LeaseElector, ProcessInfo
 from cronlab.stores.sqlite import SqliteStore
 
 
@@ -31,22 +34,35 @@ def live_processes(store: SqliteStore, role: str) -> list[ProcessInfo]:
     return [p for p in store.processes() if p.role == role and p.exited_ms is None and alive(p.pid)]
 
 
-def leader(store: SqliteStore, clock: Clock) -> ProcessInfo:
-    """The live process holding an unexpired lease, or NotFoundError."""
+def current_lease(
+    store: SqliteStore, clock: Clock, elector: LeaseElector | None = None
+) -> Lease | None:
+    """The unexpired lease: the elector's when given, else the store's lease row."""
+    if elector is not None:
+        return elector.current()
     state = store.lease_read()
-    if not state.live(clock.now_ms()):
+    if state.holder is None or not state.live(clock.now_ms()):
+        return None
+    return Lease(holder=state.holder, epoch=state.epoch, expires_ms=state.expires_ms)
+
+
+def leader(store: SqliteStore, clock: Clock, elector: LeaseElector | None = None) -> ProcessInfo:
+    """The live process holding an unexpired lease, or NotFoundError."""
+    lease = current_lease(store, clock, elector)
+    if lease is None:
         raise NotFoundError("no leader to crash: the lease is free or expired")
     for p in live_processes(store, "scheduler"):
-        if p.owner == state.holder:
+        if p.owner == lease.holder:
             return p
-    raise NotFoundError(f"no leader to crash: holder {state.holder!r} is not a live process")
+    raise NotFoundError(f"no leader to crash: holder {lease.holder!r} is not a live process")
 
 
-def crash_leader(store: SqliteStore, clock: Clock) -> Event:
-    p = leader(store, clock)
+def crash_leader(store: SqliteStore, clock: Clock, elector: LeaseElector | None = None) -> Event:
+    p = leader(store, clock, elector)
     return _hit(
         store,
         clock,
+        elector,
         p,
         signal.SIGKILL,
         "crash",
@@ -54,13 +70,16 @@ def crash_leader(store: SqliteStore, clock: Clock) -> Event:
     )
 
 
-def crash_replica(store: SqliteStore, clock: Clock, index: int) -> Event:
+def crash_replica(
+    store: SqliteStore, clock: Clock, index: int, elector: LeaseElector | None = None
+) -> Event:
     p = _find(store, "scheduler", index)
-    holder = store.lease_read()
-    was_leader = holder.live(clock.now_ms()) and holder.holder == p.owner
+    lease = current_lease(store, clock, elector)
+    was_leader = lease is not None and lease.holder == p.owner
     return _hit(
         store,
         clock,
+        elector,
         p,
         signal.SIGKILL,
         "crash",
@@ -75,15 +94,18 @@ def kill_worker(store: SqliteStore, clock: Clock, index: int | None) -> Event:
             raise NotFoundError("no live worker to kill")
         index = live[0].index
     p = _find(store, "worker", index)
-    return _hit(store, clock, p, signal.SIGKILL, "kill-worker", {"worker": index})
+    return _hit(store, clock, None, p, signal.SIGKILL, "kill-worker", {"worker": index})
 
 
-def pause_leader(store: SqliteStore, clock: Clock, seconds: float) -> Event:
+def pause_leader(
+    store: SqliteStore, clock: Clock, seconds: float, elector: LeaseElector | None = None
+) -> Event:
     """SIGSTOP the leader, wait ``seconds``, SIGCONT it; records ``pause`` and ``resume``."""
-    p = leader(store, clock)
+    p = leader(store, clock, elector)
     event = _hit(
         store,
         clock,
+        elector,
         p,
         signal.SIGSTOP,
         "pause",
@@ -117,12 +139,14 @@ def _find(store: SqliteStore, role: str, index: int) -> ProcessInfo:
 def _hit(
     store: SqliteStore,
     clock: Clock,
+    elector: LeaseElector | None,
     p: ProcessInfo,
     signum: int,
     kind: str,
     detail: dict[str, object],
 ) -> Event:
-    epoch = store.lease_read().epoch
+    lease = current_lease(store, clock, elector) if elector else None
+    epoch = lease.epoch if lease else store.lease_read().epoch
     at = clock.now_ms()
     os.kill(p.pid, signum)
     if signum == signal.SIGKILL:
