@@ -3,28 +3,59 @@
 A handler is ``fn(ctx, payload) -> bool | None``: it writes through ``ctx.tx``, the worker's
 open transaction, so its effect commits together with the execution record and the ack.
 Return False for "no effect" (an idempotent duplicate); None or True for "applied".
+
+A handler may also have a batch form, ``fn(items, tx) -> list[bool]`` over ``(ctx, payload)``
+pairs (``@registry.batch_handler(name)``): same semantics, one answer per item, but it can
+write a whole worker batch in one statement. The single form stays the reference: a store
+falls back to it, one savepoint per message, when a batch raises.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from functools import partial
+from typing import Any, Protocol, cast
 
 from cronlab.exceptions import ConfigError, NotFoundError
 from cronlab.ports import Message, NewTask, Tx
 from cronlab.runtime.clock import to_datetime, to_ms
 
 Handler = Callable[["Context", dict[str, Any]], "bool | None"]
+Item = tuple["Context", dict[str, Any]]
+BatchHandler = Callable[[Sequence[Item], Tx], list[bool]]
+BatchStep = Callable[[Tx], list[bool]]
 
 # Kept with the handler it belongs to; parameters bound. ON CONFLICT DO NOTHING turns a second
 # execution into a no-op while the unique key exists (idempotency on).
 INVOICE_SQL = (
     "INSERT INTO invoices (customer, period, task_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
 )
+
+# The batch form: ONE statement for a whole worker batch, returning the keys it inserted (a
+# key missing from the answer was a duplicate). Per dialect, since the row-set syntax differs.
+INVOICE_BATCH_SQL = {
+    "sqlite": "INSERT INTO invoices (customer, period, task_id) "
+    "SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?) WHERE true "
+    "ON CONFLICT DO NOTHING RETURNING customer, period",
+    "postgresql": "INSERT INTO invoices (customer, period, task_id) "
+    "SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[]) "
+    "ON CONFLICT DO NOTHING RETURNING customer, period",
+}
+
+
+class RowsTx(Tx, Protocol):
+    """A SQL store's transaction that also returns rows; ``dialect`` names its SQL flavour."""
+
+    dialect: str
+
+    def rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Run one bound statement; return the rows it produced (e.g. by RETURNING)."""
+        ...
 
 
 @dataclass(kw_only=True)
@@ -73,6 +104,7 @@ class Registry:
 
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
+        self._batch: dict[str, BatchHandler] = {}
 
     def handler(self, name: str) -> Callable[[Handler], Handler]:
         """Decorator: ``@registry.handler("invoice")``."""
@@ -84,6 +116,22 @@ class Registry:
             return fn
 
         return register
+
+    def batch_handler(self, name: str) -> Callable[[BatchHandler], BatchHandler]:
+        """Decorator: the batch form of the already registered handler ``name``."""
+
+        def register(fn: BatchHandler) -> BatchHandler:
+            self.get(name)  # the single form is the fallback: it must exist
+            if name in self._batch:
+                raise ConfigError(f"batch handler {name!r} is already registered")
+            self._batch[name] = fn
+            return fn
+
+        return register
+
+    def get_batch(self, name: str) -> BatchHandler | None:
+        """The batch form of ``name``, or None when it has none."""
+        return self._batch.get(name)
 
     def get(self, name: str) -> Handler:
         try:
@@ -123,9 +171,54 @@ class Runner:
         """The step to run inside the transaction; errors here surface when it runs."""
         try:
             fn = self._registry.get(m.handler)
-            payload = json.loads(m.payload)
+            ctx, payload = self._item(m)
         except Exception as exc:
             return _raise(exc)
+
+        def step(tx: Tx) -> bool:
+            ctx.tx = tx
+            return fn(ctx, payload) is not False
+
+        return step
+
+    def prepare_batch(self, messages: Sequence[Message]) -> BatchStep:
+        """One step for the whole batch: a handler with a batch form runs once for all its
+        messages, the others one by one. Answers are in ``messages`` order; any error (in
+        decoding too) raises when the step runs, so the store redoes the batch per message."""
+        singles: list[tuple[int, Callable[[Tx], bool]]] = []
+        groups: dict[str, tuple[list[int], list[Item]]] = {}
+        try:
+            for i, m in enumerate(messages):
+                if self._registry.get_batch(m.handler) is None:
+                    singles.append((i, self.prepare(m)))
+                else:
+                    indexes, items = groups.setdefault(m.handler, ([], []))
+                    indexes.append(i)
+                    items.append(self._item(m))
+        except Exception as exc:
+            return _raise_batch(exc)
+        return partial(self._run_batch, len(messages), singles, groups)
+
+    def _run_batch(
+        self,
+        n: int,
+        singles: list[tuple[int, Callable[[Tx], bool]]],
+        groups: dict[str, tuple[list[int], list[Item]]],
+        tx: Tx,
+    ) -> list[bool]:
+        out = [False] * n
+        for i, step in singles:
+            out[i] = step(tx)
+        for name, (indexes, items) in groups.items():
+            for ctx, _ in items:
+                ctx.tx, ctx._follow_ups = tx, 0  # a retried transaction numbers them again
+            fn = self._registry.get_batch(name)
+            assert fn is not None  # grouped only when it has one
+            for i, applied in zip(indexes, fn(items, tx), strict=True):
+                out[i] = applied
+        return out
+
+    def _item(self, m: Message) -> Item:
         ctx = Context(
             task_id=m.task_id,
             idempotency_key=m.idempotency_key,
@@ -134,16 +227,18 @@ class Runner:
             now_ms=self._now(),
             tx=_NoTx(),
         )
-
-        def step(tx: Tx) -> bool:
-            ctx.tx = tx
-            return fn(ctx, payload) is not False
-
-        return step
+        return ctx, json.loads(m.payload)
 
 
 def _raise(exc: Exception) -> Callable[[Tx], bool]:
     def step(tx: Tx) -> bool:
+        raise exc
+
+    return step
+
+
+def _raise_batch(exc: Exception) -> BatchStep:
+    def step(tx: Tx) -> list[bool]:
         raise exc
 
     return step
@@ -162,6 +257,31 @@ def invoice(ctx: Context, payload: dict[str, Any]) -> bool:
         time.sleep(work_ms / 1000)
     row = (str(payload["customer"]), str(payload["period"]), ctx.task_id)
     return ctx.tx.execute(INVOICE_SQL, row) > 0
+
+
+@registry.batch_handler("invoice")
+def invoice_batch(items: Sequence[Item], tx: Tx) -> list[bool]:
+    """The batch form of ``invoice``: one INSERT for all items; an item is applied when the
+    statement returned its (customer, period) — once per returned row, first item first."""
+    if work_ms := sum(int(p.get("work_ms", 0)) for _, p in items):
+        time.sleep(work_ms / 1000)
+    rows = [(str(p["customer"]), str(p["period"]), ctx.task_id) for ctx, p in items]
+    dialect = getattr(tx, "dialect", None)
+    if dialect not in INVOICE_BATCH_SQL:  # a transaction that cannot return rows
+        return [tx.execute(INVOICE_SQL, row) > 0 for row in rows]
+    sql, params = INVOICE_BATCH_SQL[dialect], _invoice_params(dialect, rows)
+    inserted = Counter(cast(RowsTx, tx).rows(sql, params))
+    out = []
+    for customer, period, _ in rows:
+        out.append(inserted[(customer, period)] > 0)
+        inserted[(customer, period)] -= 1
+    return out
+
+
+def _invoice_params(dialect: str, rows: list[tuple[str, str, int]]) -> tuple[Any, ...]:
+    if dialect == "sqlite":
+        return (json.dumps(rows),)
+    return tuple(list(column) for column in zip(*rows, strict=True))
 
 
 @registry.handler("fail")

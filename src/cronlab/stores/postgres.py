@@ -71,6 +71,13 @@ class PostgresTx:
         self._cur.execute(Q["add_task"], _task_row(task))
         return self._cur.rowcount
 
+    # A handler's batch form (``handlers.RowsTx``) picks its SQL by this and reads RETURNING.
+    dialect = "postgresql"
+
+    def rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        self._cur.execute(placeholders(sql) if "?" in sql else sql, params)
+        return self._cur.fetchall()
+
 
 class PostgresStore:
     """``ports.Store`` + ``LeaseTable`` + ``QueueTable`` on one PostgreSQL database."""
@@ -209,7 +216,12 @@ class PostgresStore:
         def batch(isolate: bool) -> Callable[[psycopg.Connection[Any]], dict[str, int]]:
             return lambda c: _Batch(c, worker, start, retry, now).run_all(messages, run, isolate)
 
+        batched = sqlite.prepare_batch(run, messages)
         try:
+            if batched is not None:
+                return self._run(
+                    lambda c: _Batch(c, worker, start, retry, now).run_batch(messages, batched)
+                )
             return self._run(batch(False))
         except _HandlerFailed:
             return self._run(batch(True))
@@ -343,6 +355,20 @@ class _Batch:
                     self._run_fast(m, run, tx)
                 elif (error := self._run_isolated(m, run, tx)) is not None:
                     self._failed(m, error)
+        self._flush()
+        return self.counts
+
+    def run_batch(self, messages: Sequence[Message], batched: sqlite.BatchStep) -> dict[str, int]:
+        """Fast path with one step for all messages; it raising means redo per message."""
+        with self.c.cursor() as cur:
+            try:
+                applied = batched(PostgresTx(cur))
+            except psycopg.OperationalError:
+                raise  # the connection, not the handler: the whole transaction is retried
+            except Exception as exc:
+                raise _HandlerFailed from exc
+        for m, ok in zip(messages, applied, strict=True):
+            self._succeeded(m, ok)
         self._flush()
         return self.counts
 

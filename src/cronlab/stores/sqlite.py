@@ -84,6 +84,12 @@ class SqliteTx:
     def add_task(self, task: NewTask) -> int:
         return self._conn.execute(Q["add_task"], _task_row(task)).rowcount
 
+    # A handler's batch form (``handlers.RowsTx``) picks its SQL by this and reads RETURNING.
+    dialect = "sqlite"
+
+    def rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return self._conn.execute(sql, params).fetchall()
+
 
 class SqliteStore:
     """``ports.Store`` + ``LeaseTable`` + ``QueueTable`` on one SQLite file.
@@ -226,11 +232,16 @@ class SqliteStore:
         is how ``report`` counts the abandoned runs.
         """
         start = now()
-        steps = _prepare(run, messages)
+        batched = prepare_batch(run, messages)
+        steps = [] if batched else _prepare(run, messages)
         try:
             with self._tx() as c:
-                return _Batch(c, worker, start, retry, now).run_all(steps, isolate=False)
+                b = _Batch(c, worker, start, retry, now)
+                if batched:
+                    return b.run_batch(messages, batched)
+                return b.run_all(steps, isolate=False)
         except _HandlerFailed:
+            steps = steps or _prepare(run, messages)
             with self._tx() as c:
                 return _Batch(c, worker, start, retry, now).run_all(steps, isolate=True)
 
@@ -345,6 +356,7 @@ class SqliteStore:
 
 
 Step = Callable[[Tx], bool]
+BatchStep = Callable[[Tx], list[bool]]
 
 
 def _prepare(run: Run, messages: Sequence[Message]) -> list[tuple[Message, Step]]:
@@ -353,6 +365,13 @@ def _prepare(run: Run, messages: Sequence[Message]) -> list[tuple[Message, Step]
     if prepare is not None:
         return [(m, prepare(m)) for m in messages]
     return [(m, partial(run, m)) for m in messages]
+
+
+def prepare_batch(run: Run, messages: Sequence[Message]) -> BatchStep | None:
+    """The whole batch as one step (``handlers.Runner.prepare_batch``), if the run offers it:
+    handlers with a batch form then write every message's effect in one statement."""
+    prepare: Callable[[Sequence[Message]], BatchStep] | None = getattr(run, "prepare_batch", None)
+    return prepare(messages) if prepare is not None else None
 
 
 class _HandlerFailed(Exception):
@@ -383,6 +402,17 @@ class _Batch:
                 self._run_fast(m, step, tx)
             elif (error := self._run_isolated(m, step, tx)) is not None:
                 self._failed(m, error)
+        self._flush()
+        return self.counts
+
+    def run_batch(self, messages: Sequence[Message], batched: BatchStep) -> dict[str, int]:
+        """Fast path with one step for all messages; it raising means redo per message."""
+        try:
+            applied = batched(SqliteTx(self.c))
+        except Exception as exc:
+            raise _HandlerFailed from exc
+        for m, ok in zip(messages, applied, strict=True):
+            self._succeeded(m, ok)
         self._flush()
         return self.counts
 

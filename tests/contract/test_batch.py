@@ -1,0 +1,126 @@
+"""Batch handlers on every SQL store: the ``invoice`` batch form (one INSERT … RETURNING for a
+whole worker batch) has exactly the single form's semantics — one applied run per
+(customer, period), the rest no-op duplicates — and a failing run still falls back per message."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from cronlab import handlers
+from cronlab.handlers import Context, Registry
+from cronlab.ports import NewTask, Retry
+from cronlab.queues.store import StoreQueue
+
+from .conftest import Backend
+from .test_store import lead
+
+
+@pytest.fixture
+def sql(backend: Backend) -> Backend:
+    if backend.name == "memory":
+        pytest.skip("the memory store runs no SQL (the invoice handler needs a SQL store)")
+    return backend
+
+
+def single_form() -> Registry:
+    """The same handlers without batch forms: the reference the batch form must match."""
+    r = Registry()
+    r.handler("invoice")(handlers.invoice)
+    r.handler("fail")(handlers.fail)
+    return r
+
+
+def seed(b: Backend, customers: list[str], handler: str = "invoice") -> None:
+    now = b.clock.now_ms()
+    b.store.add_tasks(
+        NewTask(
+            idempotency_key=f"{handler}/{i}/{c}",
+            handler=handler,
+            trigger_ms=now,
+            payload=json.dumps({"customer": c, "period": "2026-11"}),
+        )
+        for i, c in enumerate(customers)
+    )
+    b.store.dispatch_due(now, 1_000, lead(b))
+
+
+def run(b: Backend, registry: Registry = handlers.registry) -> dict[str, int]:
+    messages = StoreQueue(b.store, b.clock).claim("w", 1_000, 30_000)
+    return b.store.execute("w", messages, registry.runner(b.clock.now_ms), Retry(), b.clock.now_ms)
+
+
+def invoices(b: Backend) -> list[Any]:
+    return sorted(r[0] for r in b.store.query("SELECT customer FROM invoices"))
+
+
+def noop_tasks(b: Backend) -> list[Any]:
+    sql = "SELECT count(*) FROM executions WHERE outcome = 'noop'"
+    return [b.store.query(sql)[0][0]]
+
+
+# c0 twice in the same batch; c4 already invoiced by an earlier batch.
+EARLIER, BATCH = ["c4"], ["c0", "c1", "c0", "c2", "c3", "c4"]
+
+
+@pytest.mark.parametrize("form", ["batch", "single"])
+def test_each_invoice_key_applied_once_the_rest_noop(sql: Backend, form: str) -> None:
+    registry = handlers.registry if form == "batch" else single_form()
+    seed(sql, EARLIER, "invoice")
+    assert run(sql, registry)["ok"] == 1
+    seed(sql, BATCH)
+    assert run(sql, registry) == {"ok": 4, "noop": 2, "error": 0, "failed": 0}
+    assert invoices(sql) == ["c0", "c1", "c2", "c3", "c4"]
+    assert noop_tasks(sql) == [2] and sql.store.counts()["DONE"] == 7
+    assert sql.store.queue_depth() == 0
+
+
+def test_without_idempotency_every_run_writes_a_row(sql: Backend) -> None:
+    sql.store.set_idempotency(False)
+    seed(sql, EARLIER)
+    run(sql)
+    seed(sql, BATCH)
+    assert run(sql) == {"ok": 6, "noop": 0, "error": 0, "failed": 0}
+    assert invoices(sql) == ["c0", "c0", "c1", "c2", "c3", "c4", "c4"]
+
+
+def test_a_failing_run_in_a_batch_falls_back_per_message(sql: Backend) -> None:
+    seed(sql, ["c0", "c1"])
+    seed(sql, ["x"], "fail")
+    assert run(sql) == {"ok": 2, "noop": 0, "error": 1, "failed": 0}
+    assert invoices(sql) == ["c0", "c1"] and sql.store.queue_depth() == 1
+
+
+def test_a_bad_payload_fails_only_its_own_message(sql: Backend) -> None:
+    now = sql.clock.now_ms()
+    bad = NewTask(idempotency_key="bad", handler="invoice", trigger_ms=now, payload="{}")
+    sql.store.add_tasks([bad])
+    seed(sql, ["c0", "c1"])
+    assert run(sql) == {"ok": 2, "noop": 0, "error": 1, "failed": 0}
+    assert invoices(sql) == ["c0", "c1"]
+
+
+def test_a_batch_form_needs_its_single_form() -> None:
+    r = Registry()
+    with pytest.raises(Exception, match="no handler named 'x'"):
+        r.batch_handler("x")(handlers.invoice_batch)
+
+
+def test_batch_contexts_carry_the_transaction(sql: Backend) -> None:
+    r = Registry()
+    seen: list[bool] = []
+
+    @r.handler("one")
+    def one(ctx: Context, payload: dict[str, Any]) -> None:
+        raise AssertionError("the batch form runs instead")
+
+    @r.batch_handler("one")
+    def many(items: Any, tx: Any) -> list[bool]:
+        seen.extend(ctx.tx is tx for ctx, _ in items)
+        return [ctx.schedule("follow") for ctx, _ in items]
+
+    seed(sql, ["a", "b"], "one")
+    assert run(sql, r)["ok"] == 2 and seen == [True, True]
+    assert sql.store.counts()["PENDING"] == 2
