@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cronlab.app import App
 from cronlab.core.model import Fault, Result, Scenario, Totals, simulate
 from cronlab.exceptions import (
     BackendUnavailable,
@@ -13,6 +14,7 @@ from cronlab.exceptions import (
 )
 
 __all__ = [
+    "App",
     "BackendUnavailable",
     "ConfigError",
     "ConflictError",

@@ -5,7 +5,8 @@ Time is integer epoch milliseconds everywhere here. Backends live in role-named 
 ``runtime/clock.FakeClock`` ship in the package for unit and contract tests.
 
 Statuses of a task: ``PENDING`` → ``DISPATCHED`` → ``DONE`` | ``FAILED``; ``MISSED`` when a
-scheduler with in-memory timers skipped its trigger (the documented anti-pattern).
+scheduler with in-memory timers skipped its trigger (the documented anti-pattern); ``SKIPPED``
+when a schedule's policy chose not to run an occurrence (overlap, catch-up, pause, removal).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cronlab.core.lease import LeaseState
+from cronlab.core.policy import Schedule
 
-STATUSES = ("PENDING", "DISPATCHED", "DONE", "FAILED", "MISSED")
+STATUSES = ("PENDING", "DISPATCHED", "DONE", "FAILED", "MISSED", "SKIPPED")
 RUN_OUTCOMES = ("ok", "noop")  # a run that completed: effect applied, or a no-op duplicate
 
 
@@ -284,4 +286,64 @@ class Queue(Protocol):
 
     def depth(self) -> int:
         """Messages not yet acked (visible or in flight)."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleInfo:
+    """A stored schedule and where it stands.
+
+    ``next_fire_ms`` is the occurrence waiting as a PENDING task (None while paused);
+    ``last_fire_ms`` the newest occurrence dispatched or skipped; ``last_outcome`` the status
+    of the schedule's newest finished-or-skipped task (``DONE``, ``FAILED``, ``SKIPPED`` …) and
+    ``last_reason`` why the newest skip happened (``overlap``, ``catchup=none`` …).
+    """
+
+    schedule: Schedule
+    next_fire_ms: int | None = None
+    last_fire_ms: int | None = None
+    last_outcome: str | None = None
+    last_reason: str | None = None
+
+
+class ScheduleStore(Protocol):
+    """Recurring schedules kept in a store (SQLite and memory).
+
+    Adding or changing a schedule writes its next occurrence as a PENDING task keyed by
+    ``policy.occurrence_key`` in the same transaction; ``dispatch_due`` plans each due
+    occurrence (``policy.plan_dispatch``, ``overlap_decision``) and materialises the following
+    one inside its own fenced transaction, so a stale leader writes nothing and the unique key
+    makes a second materialisation of one occurrence a no-op.
+    """
+
+    def put_schedule(self, schedule: Schedule, now_ms: int, *, replace: bool) -> bool:
+        """Insert, or with ``replace`` upsert by name; False when the same one was stored.
+
+        Without ``replace`` an existing name is a ``ConflictError`` (nothing written). A changed
+        definition drops its PENDING occurrence and materialises ``next_fire(now)``.
+        """
+        ...
+
+    def get_schedule(self, name: str) -> ScheduleInfo:
+        """One schedule; ``NotFoundError`` naming it when there is none."""
+        ...
+
+    def list_schedules(self) -> list[ScheduleInfo]:
+        """Every schedule, by name."""
+        ...
+
+    def pause_schedule(self, name: str) -> bool:
+        """Stop firing: drop the PENDING occurrence. False if it was already paused."""
+        ...
+
+    def resume_schedule(self, name: str, now_ms: int) -> bool:
+        """Fire again from the next fire time after ``now_ms`` (no catch-up of the pause)."""
+        ...
+
+    def remove_schedule(self, name: str) -> None:
+        """Delete the schedule and its PENDING occurrence; past tasks stay as history."""
+        ...
+
+    def trigger_schedule(self, name: str, now_ms: int) -> str:
+        """Add a one-off run of the schedule's handler due now; returns its idempotency key."""
         ...

@@ -58,6 +58,7 @@ def test_dispatch_claims_due_rows_oldest_first_and_enqueues_them(backend: Backen
         "DONE": 0,
         "FAILED": 0,
         "MISSED": 0,
+        "SKIPPED": 0,
     }
     assert backend.store.queue_depth() == 5
 

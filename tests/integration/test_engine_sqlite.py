@@ -31,12 +31,13 @@ def test_due_scan_uses_the_partial_pending_index(tmp_path: Path, query: str) -> 
 def test_migrations_are_numbered_applied_once_and_recorded(tmp_path: Path) -> None:
     SqliteStore(tmp_path / "m.db").close()
     again = SqliteStore(tmp_path / "m.db")
-    assert again.schema_versions() == [1, 2, 3, 4]
+    assert again.schema_versions() == [1, 2, 3, 4, 5]
     assert again.query("SELECT name FROM schema_version ORDER BY version") == [
         ("001_init.sql",),
         ("002_invoices.sql",),
         ("003_copies.sql",),
         ("004_slim_queue.sql",),
+        ("005_schedules.sql",),
     ]
 
 

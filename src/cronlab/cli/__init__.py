@@ -43,9 +43,9 @@ def _fail(message: str) -> int:
 
 
 def _register() -> None:
-    from cronlab.cli import engine, lab, schedule, simulate
+    from cronlab.cli import engine, enqueue, lab, schedule, simulate
 
-    for module in (simulate, lab, engine, schedule):
+    for module in (simulate, lab, engine, schedule, enqueue):
         module.register(cli)
 
 

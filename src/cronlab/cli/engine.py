@@ -18,6 +18,8 @@ from rich.progress import Progress
 from rich.table import Table
 
 from cronlab import distributed
+from cronlab.app import load as load_app
+from cronlab.app import schedule_store
 from cronlab.exceptions import ConfigError
 from cronlab.handlers import registry
 from cronlab.ports import LeaseElector, NewTask, Retry
@@ -38,6 +40,16 @@ QUEUE = click.option(
     default=None,
     metavar="URL",
     help="redis://host:6379 (default: the store's own queue).",
+)
+
+APP = click.option(
+    "--app",
+    "app_spec",
+    envvar="CRONLAB_APP",
+    default=None,
+    metavar="MODULE:APP",
+    help="Your cronlab.App (imported from the working directory): its handlers run and its "
+    "schedules are deployed to --store.",
 )
 
 
@@ -104,6 +116,7 @@ class _Stop:
     "--election", default="lease", show_default=True, callback=_election, help=ELECTION_HELP
 )
 @QUEUE
+@APP
 @click.option(
     "--timers",
     type=click.Choice(["durable", "in-memory"]),
@@ -156,6 +169,7 @@ def cluster_cmd(
     workers: int,
     election: str,
     queue_url: str | None,
+    app_spec: str | None,
     timers: str,
     lease_ttl: float,
     worker_rate: float | None,
@@ -183,6 +197,9 @@ def cluster_cmd(
     )
     if queue_url:
         os.environ["CRONLAB_QUEUE"] = queue_url  # the children read --queue from it
+    if app_spec:
+        load_app(app_spec)  # a bad --app is one line here, not a crash loop of children
+        os.environ["CRONLAB_APP"] = app_spec  # the children read --app from it
     store = open_store(store_url, create=True)
     store.set_idempotency(not no_idempotency)
     click.echo(
@@ -210,6 +227,7 @@ def _restart_after(text: str) -> float | None:
 @click.option("--replica", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--election", default="lease", callback=_election, help=ELECTION_HELP)
 @QUEUE
+@APP
 @click.option("--timers", type=click.Choice(["durable", "in-memory"]), default="durable")
 @click.option("--lease-ttl", type=click.FloatRange(min=0.1), default=10.0, help="Seconds.")
 @click.option("--scan-interval", type=click.FloatRange(min=0.01), default=1.0, help="Seconds.")
@@ -219,6 +237,7 @@ def scheduler_cmd(
     replica: int,
     election: str,
     queue_url: str | None,
+    app_spec: str | None,
     timers: str,
     lease_ttl: float,
     scan_interval: float,
@@ -226,6 +245,8 @@ def scheduler_cmd(
 ) -> None:
     """One scheduler replica (the cluster starts these)."""
     store = distributed.open_store(store_url, create=True, election=election)
+    if app_spec:
+        load_app(app_spec).deploy(schedule_store(store))
     elector, mode = distributed.open_elector(election, store, CLOCK)
     queue, store = distributed.open_queue(queue_url, store, CLOCK)
     cfg = SchedulerConfig(
@@ -257,6 +278,7 @@ def scheduler_cmd(
 @click.option("--max-attempts", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--retry-base", type=click.FloatRange(min=0), default=0.5, help="Seconds.")
 @QUEUE
+@APP
 def worker_cmd(
     store_url: str,
     index: int,
@@ -266,15 +288,17 @@ def worker_cmd(
     max_attempts: int,
     retry_base: float,
     queue_url: str | None,
+    app_spec: str | None,
 ) -> None:
     """One worker (the cluster starts these)."""
+    handlers = registry if app_spec is None else load_app(app_spec).registry
     queue, store = distributed.open_queue(queue_url, open_store(store_url, create=True), CLOCK)
     retry = Retry(max_attempts=max_attempts, base_ms=int(retry_base * 1000))
     cfg = WorkerConfig(
         index=index, batch=batch, visibility_ms=int(visibility * 1000), rate=rate, retry=retry
     )
     name = cluster.owner_name("worker", index, os.getpid())
-    Worker(cfg, store=store, queue=queue, registry=registry, clock=CLOCK, name=name).run(_Stop())
+    Worker(cfg, store=store, queue=queue, registry=handlers, clock=CLOCK, name=name).run(_Stop())
 
 
 # -- data ------------------------------------------------------------------------------------

@@ -1,16 +1,37 @@
-"""``cronlab schedule``: preview fire times (the store-backed commands come with the engine)."""
+"""``cronlab schedule``: preview fire times, and the operator's commands on stored schedules.
+
+``add|list|show|pause|resume|remove|trigger NAME --store URL``. Every mistake (bad cron,
+unknown zone, unknown handler, duplicate or unknown name) is one line and exit 2, with nothing
+written: the schedule is validated in full before the store is touched.
+"""
 
 from __future__ import annotations
 
 import itertools
 import json
 from datetime import UTC, datetime
+from typing import Any, cast
 
 import click
 
+from cronlab import app as apps
 from cronlab.core import cron
-from cronlab.core.policy import to_ms
+from cronlab.core import timers as timer_rules
+from cronlab.core.policy import Catchup, Overlap, Schedule, from_ms, to_ms
 from cronlab.exceptions import ConfigError
+from cronlab.handlers import registry
+from cronlab.ports import ScheduleInfo, ScheduleStore
+from cronlab.runtime.clock import SystemClock
+
+CLOCK = SystemClock()
+STORE = click.option(
+    "--store", "store_url", required=True, metavar="URL", help="sqlite:///PATH of the store."
+)
+APP = click.option(
+    "--app", "app_spec", default=None, metavar="MODULE:APP", help="Also accept its handlers."
+)
+JSON = click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+NAME = click.argument("name")
 
 
 def register(group: click.Group) -> None:
@@ -77,3 +98,184 @@ def _json(parsed: cron.Cron, start: datetime, times: list[datetime]) -> dict[str
         "fires_ms": [to_ms(t) for t in times],
         "notes": [cron.dst_note(parsed, t) for t in times],
     }
+
+
+# -- stored schedules ------------------------------------------------------------------------
+
+
+def open_schedules(url: str, *, create: bool) -> ScheduleStore:
+    """The schedule store behind ``--store``; ``create=False`` refuses a missing one."""
+    from cronlab import distributed  # the backends load only for the store-backed commands
+
+    return apps.schedule_store(distributed.open_store(url, create=create))
+
+
+def open_store(url: str) -> Any:
+    """Any store behind ``--store`` (created if missing) for adding plain tasks."""
+    from cronlab import distributed
+
+    return distributed.open_store(url, create=True)
+
+
+def known_handlers(app_spec: str | None) -> list[str]:
+    """The built-in handlers, plus the ``--app``'s when given."""
+    return registry.names() if app_spec is None else apps.load(app_spec).registry.names()
+
+
+@schedule_group.command("add")
+@NAME
+@click.argument("expr", metavar="CRON")
+@click.option("--handler", required=True, help="Registered handler name.")
+@click.option("--tz", default="UTC", show_default=True, help="IANA time zone.")
+@click.option("--payload", default="{}", metavar="JSON", help="A JSON object for the handler.")
+@click.option("--catchup", type=click.Choice(["all", "latest", "none"]), default="latest")
+@click.option("--catchup-window", default="1h", show_default=True, metavar="DELAY")
+@click.option("--overlap", type=click.Choice(["allow", "skip"]), default="skip")
+@click.option("--paused", is_flag=True, help="Add it paused.")
+@STORE
+@APP
+def add_cmd(
+    name: str,
+    expr: str,
+    handler: str,
+    tz: str,
+    payload: str,
+    catchup: str,
+    catchup_window: str,
+    overlap: str,
+    paused: bool,
+    store_url: str,
+    app_spec: str | None,
+) -> None:
+    """Add schedule NAME firing on CRON (a name already taken is an error)."""
+    schedule = Schedule(
+        name=name,
+        cron=expr,
+        handler=handler,
+        tz=tz,
+        payload=parse_payload(payload),
+        catchup=cast(Catchup, catchup),
+        catchup_window_ms=timer_rules.parse_delay(catchup_window),
+        overlap=cast(Overlap, overlap),
+        paused=paused,
+    )
+    check_handler(handler, app_spec)
+    store = open_schedules(store_url, create=True)
+    store.put_schedule(schedule, CLOCK.now_ms(), replace=False)
+    click.echo(_line_of(store.get_schedule(name)))
+
+
+def check_handler(handler: str, app_spec: str | None) -> None:
+    """ConfigError naming ``handler`` when neither the built-ins nor ``--app`` define it."""
+    known = known_handlers(app_spec)
+    if handler not in known:
+        hint = "" if app_spec else "; give --app MODULE:APP for your own handlers"
+        raise ConfigError(f"unknown handler {handler!r} (known: {', '.join(known)}){hint}")
+
+
+def parse_payload(text: str) -> dict[str, Any]:
+    """``--payload``: a JSON object (ConfigError naming the text otherwise)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise ConfigError(f"--payload {text!r} is not JSON") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"--payload {text!r} must be a JSON object")
+    return value
+
+
+@schedule_group.command("list")
+@STORE
+@JSON
+def list_cmd(store_url: str, as_json: bool) -> None:
+    """Every schedule: next fire time in its zone, last fire and the last run's outcome."""
+    infos = open_schedules(store_url, create=False).list_schedules()
+    if as_json:
+        click.echo(json.dumps({"schedules": [info_json(i) for i in infos]}))
+    elif not infos:
+        click.echo("no schedules")
+    else:
+        click.echo("\n".join(_line_of(i) for i in infos))
+
+
+@schedule_group.command("show")
+@NAME
+@STORE
+@JSON
+def show_cmd(name: str, store_url: str, as_json: bool) -> None:
+    """One schedule, every field."""
+    data = info_json(open_schedules(store_url, create=False).get_schedule(name))
+    if as_json:
+        click.echo(json.dumps(data))
+    else:
+        click.echo("\n".join(f"{k}: {v}" for k, v in data.items() if not k.endswith("_ms")))
+
+
+@schedule_group.command("pause")
+@NAME
+@STORE
+def pause_cmd(name: str, store_url: str) -> None:
+    """Stop firing NAME (its waiting occurrence is dropped)."""
+    changed = open_schedules(store_url, create=False).pause_schedule(name)
+    click.echo(f"paused {name}" if changed else f"{name} was already paused")
+
+
+@schedule_group.command("resume")
+@NAME
+@STORE
+def resume_cmd(name: str, store_url: str) -> None:
+    """Fire NAME again from its next fire time (the paused time is not caught up)."""
+    store = open_schedules(store_url, create=False)
+    changed = store.resume_schedule(name, CLOCK.now_ms())
+    click.echo(_line_of(store.get_schedule(name)) if changed else f"{name} was not paused")
+
+
+@schedule_group.command("remove")
+@NAME
+@STORE
+def remove_cmd(name: str, store_url: str) -> None:
+    """Delete NAME and its waiting occurrence (past runs stay in the task history)."""
+    open_schedules(store_url, create=False).remove_schedule(name)
+    click.echo(f"removed {name}")
+
+
+@schedule_group.command("trigger")
+@NAME
+@STORE
+def trigger_cmd(name: str, store_url: str) -> None:
+    """Run NAME's handler once now, outside its timetable (even while paused)."""
+    key = open_schedules(store_url, create=False).trigger_schedule(name, CLOCK.now_ms())
+    click.echo(f"triggered {name}: task {key}")
+
+
+def info_json(info: ScheduleInfo) -> dict[str, Any]:
+    """A schedule as plain JSON data (times ISO 8601 in the schedule's zone, and in ms)."""
+    s = info.schedule
+    return {
+        "name": s.name,
+        "cron": s.cron,
+        "tz": s.tz,
+        "handler": s.handler,
+        "payload": dict(s.payload),
+        "catchup": s.catchup,
+        "catchup_window_ms": s.catchup_window_ms,
+        "overlap": s.overlap,
+        "paused": s.paused,
+        "next_fire": _local(info.next_fire_ms, s.tz),
+        "next_fire_ms": info.next_fire_ms,
+        "last_fire": _local(info.last_fire_ms, s.tz),
+        "last_fire_ms": info.last_fire_ms,
+        "last_outcome": info.last_outcome,
+        "last_skip_reason": info.last_reason,
+    }
+
+
+def _local(ms: int | None, tz: str) -> str | None:
+    return None if ms is None else from_ms(ms).astimezone(cron.zone(tz)).isoformat()
+
+
+def _line_of(info: ScheduleInfo) -> str:
+    d = info_json(info)
+    state = "paused" if d["paused"] else f"next {d['next_fire']}"
+    last = d["last_outcome"] or "never run"
+    return f"{d['name']}  {d['cron']!r} {d['tz']} → {d['handler']}  {state}  last: {last}"

@@ -12,8 +12,21 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cronlab.core import lease as rules
-from cronlab.exceptions import ConfigError, FencedError
-from cronlab.ports import STATUSES, Event, Message, NewTask, ProcessInfo, Retry, Run, Task
+from cronlab.core import policy
+from cronlab.core.policy import Schedule
+from cronlab.exceptions import ConfigError, ConflictError, FencedError, NotFoundError
+from cronlab.ports import (
+    STATUSES,
+    Event,
+    Message,
+    NewTask,
+    ProcessInfo,
+    Retry,
+    Run,
+    ScheduleInfo,
+    Task,
+)
+from cronlab.stores import schedules
 
 
 @dataclass(kw_only=True)
@@ -77,6 +90,8 @@ class MemoryStore:
         self._events: list[Event] = []
         self.samples: list[tuple[int, int]] = []
         self.dispatched_total = 0
+        self._schedules: dict[str, ScheduleInfo] = {}
+        self._last_task_id = 0  # ids are never reused, even after a waiting occurrence is dropped
 
     # -- tasks ------------------------------------------------------------------------------
 
@@ -87,7 +102,8 @@ class MemoryStore:
     def _add(self, t: NewTask) -> int:
         if t.idempotency_key in self._keys:
             return 0
-        tid = len(self._rows) + 1
+        self._last_task_id += 1
+        tid = self._last_task_id
         task = Task(
             id=tid,
             idempotency_key=t.idempotency_key,
@@ -112,13 +128,31 @@ class MemoryStore:
             if epoch < self._max_epoch or not rules.holds(self._lease, epoch, now_ms):
                 raise FencedError(epoch, self._lease.epoch)
             self._max_epoch = epoch
-            claimed = []
-            for row in self._due(now_ms, limit):
-                row.task = replace(row.task, status="DISPATCHED", epoch=epoch)
-                row.dispatched_ms = now_ms
-                claimed.append(row.task)
+            claimed = self._plan_schedules(self._claim(now_ms, limit, epoch), now_ms, limit, epoch)
             self._enqueue(claimed, now_ms)
             return claimed
+
+    def _claim(self, now_ms: int, limit: int, epoch: int) -> list[Task]:
+        claimed = []
+        for row in self._due(now_ms, limit):
+            row.task = replace(row.task, status="DISPATCHED", epoch=epoch)
+            row.dispatched_ms = now_ms
+            claimed.append(row.task)
+        return claimed
+
+    def _plan_schedules(self, batch: list[Task], now_ms: int, limit: int, epoch: int) -> list[Task]:
+        """Plan claimed schedule occurrences; claim the caught-up ones too (see SQLite's)."""
+        runs: list[Task] = []
+        claimed = 0
+        view = _MemoryRows(self)
+        while batch:
+            pairs = [(t.id, t.idempotency_key) for t in batch]
+            skipped, due_added = schedules.plan_claimed(view, pairs, now_ms)
+            runs += [t for t in batch if t.id not in skipped]
+            claimed += len(batch)
+            more = due_added and limit > claimed
+            batch = self._claim(now_ms, limit - claimed, epoch) if more else []
+        return runs
 
     def _enqueue(self, tasks: Sequence[Task], now_ms: int) -> None:
         for t in tasks:
@@ -296,6 +330,83 @@ class MemoryStore:
         with self._lock:
             return len(self._queue)
 
+    # -- schedules (ports.ScheduleStore) ----------------------------------------------------
+
+    def put_schedule(self, schedule: Schedule, now_ms: int, *, replace: bool) -> bool:
+        with self._lock:
+            stored = self._schedules.get(schedule.name)
+            if stored is not None and not replace:
+                raise ConflictError(f"a schedule named {schedule.name!r} already exists")
+            if stored is not None and _same(stored.schedule, schedule):
+                return False
+            if stored is not None:
+                schedule = _replace(schedule, paused=stored.schedule.paused)
+            info = stored or ScheduleInfo(schedule=schedule)
+            self._schedules[schedule.name] = _replace(info, schedule=schedule)
+            self._rematerialise(schedule.name, now_ms)
+            return True
+
+    def get_schedule(self, name: str) -> ScheduleInfo:
+        with self._lock:
+            info = self._must_exist(name)
+            done = [r.task for r in self._rows.values() if r.schedule == name]
+            done = [t for t in done if t.status != "PENDING"]
+            last = max(done, key=lambda t: (t.trigger_ms, t.id), default=None)
+            return _replace(info, last_outcome=last.status if last else None)
+
+    def list_schedules(self) -> list[ScheduleInfo]:
+        with self._lock:
+            return [self.get_schedule(n) for n in sorted(self._schedules)]
+
+    def pause_schedule(self, name: str) -> bool:
+        return self._set_paused(name, True, 0)
+
+    def resume_schedule(self, name: str, now_ms: int) -> bool:
+        return self._set_paused(name, False, now_ms)
+
+    def remove_schedule(self, name: str) -> None:
+        with self._lock:
+            self._must_exist(name)
+            self._drop_pending(name)
+            del self._schedules[name]
+
+    def trigger_schedule(self, name: str, now_ms: int) -> str:
+        with self._lock:
+            task = schedules.triggered(self._must_exist(name).schedule, now_ms)
+            self._add(task)
+            return task.idempotency_key
+
+    def _set_paused(self, name: str, paused: bool, now_ms: int) -> bool:
+        with self._lock:
+            info = self._must_exist(name)
+            if info.schedule.paused == paused:
+                return False
+            self._schedules[name] = _replace(info, schedule=_replace(info.schedule, paused=paused))
+            self._rematerialise(name, now_ms)
+            return True
+
+    def _must_exist(self, name: str) -> ScheduleInfo:
+        info = self._schedules.get(name)
+        if info is None:
+            raise NotFoundError(f"no schedule named {name!r}")
+        return info
+
+    def _rematerialise(self, name: str, now_ms: int) -> None:
+        """Replace the waiting occurrence by ``next_fire(now)`` (none while paused)."""
+        self._drop_pending(name)
+        info = self._schedules[name]
+        next_ms = None if info.schedule.paused else policy.next_fire(info.schedule, now_ms)
+        if next_ms is not None:
+            self._add(schedules.occurrence(info.schedule, next_ms))
+        self._schedules[name] = _replace(info, next_fire_ms=next_ms)
+
+    def _drop_pending(self, name: str) -> None:
+        for tid, r in list(self._rows.items()):
+            key = r.task.idempotency_key
+            waiting = r.task.status == "PENDING" and key.startswith(schedules.OCCURRENCE_PREFIX)
+            if r.schedule == name and waiting:
+                del self._rows[tid], self._keys[key]
+
     # -- processes, events, samples ---------------------------------------------------------
 
     def register_process(self, info: ProcessInfo) -> None:
@@ -323,3 +434,45 @@ class MemoryStore:
     def record_sample(self, now_ms: int, depth: int) -> None:
         with self._lock:
             self.samples.append((now_ms, depth))
+
+
+_replace = replace
+
+
+def _same(stored: Schedule, wanted: Schedule) -> bool:
+    """Equal definitions; the pause state is the operator's and not part of a deploy."""
+    return replace(stored, paused=wanted.paused) == wanted
+
+
+class _MemoryRows:
+    """``schedules.Rows`` over the store (its lock is held by ``dispatch_due``)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+
+    def schedule_info(self, name: str) -> ScheduleInfo | None:
+        return self.store._schedules.get(name)
+
+    def running_before(self, name: str, fire_ms: int) -> bool:
+        return any(
+            r.schedule == name and r.task.status == "DISPATCHED" and r.task.trigger_ms < fire_ms
+            for r in self.store._rows.values()
+        )
+
+    def add_task(self, task: NewTask) -> int:
+        return self.store._add(task)
+
+    def skip(self, task_id: int, reason: str) -> None:
+        row = self.store._rows[task_id]
+        row.task = replace(row.task, status="SKIPPED")
+        row.last_error = reason
+
+    def fired(self, name: str, fire_ms: int, next_fire_ms: int | None, reason: str | None) -> None:
+        info = self.store._schedules[name]
+        last = max(fire_ms, info.last_fire_ms or fire_ms)
+        self.store._schedules[name] = replace(
+            info,
+            last_fire_ms=last,
+            next_fire_ms=next_fire_ms,
+            last_reason=reason or info.last_reason,
+        )

@@ -8,6 +8,7 @@ numbered migrations and named queries in ``stores/sql/``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -19,7 +20,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cronlab.core import lease as rules
-from cronlab.exceptions import BackendUnavailable, ConfigError, FencedError
+from cronlab.core import policy
+from cronlab.core.policy import Schedule
+from cronlab.exceptions import (
+    BackendUnavailable,
+    ConfigError,
+    ConflictError,
+    FencedError,
+    NotFoundError,
+)
 from cronlab.ports import (
     STATUSES,
     Event,
@@ -28,9 +37,11 @@ from cronlab.ports import (
     ProcessInfo,
     Retry,
     Run,
+    ScheduleInfo,
     Task,
     Tx,
 )
+from cronlab.stores import schedules
 
 Fencing = Literal["lease", "epoch"]
 BUSY_TIMEOUT_MS = 60_000
@@ -172,6 +183,7 @@ class SqliteStore:
             self._fence(c, epoch, now_ms)
             args = {"epoch": epoch, "now": now_ms, "limit": limit}
             rows = c.execute(Q["claim_due"], args).fetchall()
+            rows = _plan_schedules(c, rows, args)
             self._enqueue(c, rows, now_ms)
         # Values are built after COMMIT: the write lock is held only for the SQL.
         return [_task(r, "DISPATCHED", epoch) for r in rows]
@@ -339,6 +351,80 @@ class SqliteStore:
         with self._tx() as c:
             c.execute(Q["record_sample"], (now_ms, depth))
 
+    # -- schedules (ports.ScheduleStore) ----------------------------------------------------
+
+    def put_schedule(self, schedule: Schedule, now_ms: int, *, replace: bool) -> bool:
+        stored = self._schedule(self._conn, schedule.name)
+        if stored is not None and replace and _same(stored.schedule, schedule):
+            return False  # read outside the lock: redeploying takes no write lock
+        with self._tx() as c:
+            stored = self._schedule(c, schedule.name)
+            if stored is not None and not replace:
+                raise ConflictError(f"a schedule named {schedule.name!r} already exists")
+            if stored is not None and _same(stored.schedule, schedule):
+                return False
+            c.execute(Q["schedule_upsert"], schedules.to_row(schedule))
+            paused = stored.schedule.paused if stored is not None else schedule.paused
+            _rematerialise(c, schedule, now_ms, paused)
+        return True
+
+    def get_schedule(self, name: str) -> ScheduleInfo:
+        info = self._schedule(self._conn, name)
+        if info is None:
+            raise NotFoundError(f"no schedule named {name!r}")
+        outcome = self._conn.execute(Q["schedule_last_outcome"], {"name": name}).fetchone()
+        return dataclasses.replace(info, last_outcome=outcome[0] if outcome else None)
+
+    def list_schedules(self) -> list[ScheduleInfo]:
+        names = [r[0] for r in self._conn.execute(Q["schedule_names"])]
+        return [self.get_schedule(n) for n in names]
+
+    def pause_schedule(self, name: str) -> bool:
+        with self._tx() as c:
+            self._must_exist(c, name)
+            changed = c.execute(Q["schedule_set_paused"], {"name": name, "paused": 1}).rowcount
+            c.execute(Q["schedule_drop_pending"], {"name": name})
+            c.execute(Q["schedule_set_next"], {"name": name, "next": None})
+        return changed > 0
+
+    def resume_schedule(self, name: str, now_ms: int) -> bool:
+        with self._tx() as c:
+            info = self._must_exist(c, name)
+            changed = c.execute(Q["schedule_set_paused"], {"name": name, "paused": 0}).rowcount
+            if changed:
+                _rematerialise(c, info.schedule, now_ms, False)
+        return changed > 0
+
+    def remove_schedule(self, name: str) -> None:
+        with self._tx() as c:
+            self._must_exist(c, name)
+            c.execute(Q["schedule_drop_pending"], {"name": name})
+            c.execute(Q["schedule_delete"], {"name": name})
+
+    def trigger_schedule(self, name: str, now_ms: int) -> str:
+        with self._tx() as c:
+            task = schedules.triggered(self._must_exist(c, name).schedule, now_ms)
+            c.execute(Q["add_task"], _task_row(task))
+        return task.idempotency_key
+
+    def _must_exist(self, c: sqlite3.Connection, name: str) -> ScheduleInfo:
+        info = self._schedule(c, name)
+        if info is None:
+            raise NotFoundError(f"no schedule named {name!r}")
+        return info
+
+    @staticmethod
+    def _schedule(c: sqlite3.Connection, name: str) -> ScheduleInfo | None:
+        row = c.execute(Q["schedule_get"], {"name": name}).fetchone()
+        if row is None:
+            return None
+        return ScheduleInfo(
+            schedule=schedules.from_row(row[:9]),
+            next_fire_ms=row[9],
+            last_fire_ms=row[10],
+            last_reason=row[11],
+        )
+
     def set_idempotency(self, on: bool) -> None:
         """Create or drop the invoices' unique key (``--no-idempotency`` drops it)."""
         sql = (
@@ -353,6 +439,63 @@ class SqliteStore:
             raise ConfigError(
                 f"cannot turn idempotency on: duplicate invoices exist ({exc})"
             ) from exc
+
+
+def _same(stored: Schedule, wanted: Schedule) -> bool:
+    """Equal definitions; the pause state is the operator's and not part of a deploy."""
+    return dataclasses.replace(stored, paused=wanted.paused) == wanted
+
+
+def _rematerialise(c: sqlite3.Connection, s: Schedule, now_ms: int, paused: bool) -> None:
+    """Replace the schedule's waiting occurrence by ``next_fire(now)`` (none while paused)."""
+    c.execute(Q["schedule_drop_pending"], {"name": s.name})
+    next_ms = None if paused else policy.next_fire(s, now_ms)
+    if next_ms is not None:
+        c.execute(Q["add_task"], _task_row(schedules.occurrence(s, next_ms)))
+    c.execute(Q["schedule_set_next"], {"name": s.name, "next": next_ms})
+
+
+def _plan_schedules(c: sqlite3.Connection, rows: list[Any], args: dict[str, int]) -> list[Any]:
+    """Plan the claimed schedule occurrences in this transaction; the rows that run.
+
+    Caught-up occurrences the plan inserts are already due: they are claimed (and planned)
+    here too, up to the batch limit, so one fenced transaction judges them all at one ``now``.
+    """
+    runs: list[Any] = []
+    claimed = 0
+    view = _SqliteRows(c)
+    while rows:
+        skipped, due_added = schedules.plan_claimed(view, [(r[0], r[1]) for r in rows], args["now"])
+        runs += [r for r in rows if r[0] not in skipped]
+        claimed += len(rows)
+        room = args["limit"] - claimed
+        more = due_added and room > 0
+        rows = c.execute(Q["claim_due"], {**args, "limit": room}).fetchall() if more else []
+    return runs
+
+
+class _SqliteRows:
+    """``schedules.Rows`` over the open dispatch transaction."""
+
+    def __init__(self, c: sqlite3.Connection) -> None:
+        self.c = c
+
+    def schedule_info(self, name: str) -> ScheduleInfo | None:
+        return SqliteStore._schedule(self.c, name)
+
+    def running_before(self, name: str, fire_ms: int) -> bool:
+        args = {"name": name, "fire": fire_ms}
+        return self.c.execute(Q["schedule_running_before"], args).fetchone() is not None
+
+    def add_task(self, task: NewTask) -> int:
+        return self.c.execute(Q["add_task"], _task_row(task)).rowcount
+
+    def skip(self, task_id: int, reason: str) -> None:
+        self.c.execute(Q["task_skip"], {"id": task_id, "reason": reason})
+
+    def fired(self, name: str, fire_ms: int, next_fire_ms: int | None, reason: str | None) -> None:
+        args = {"name": name, "fire": fire_ms, "next": next_fire_ms, "reason": reason}
+        self.c.execute(Q["schedule_fired"], args)
 
 
 Step = Callable[[Tx], bool]

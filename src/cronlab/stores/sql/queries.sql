@@ -147,3 +147,53 @@ SELECT count(*) FROM tasks WHERE dispatched_ms IS NOT NULL;
 -- name: report_lateness_at
 SELECT dispatched_ms - trigger_ms AS late FROM tasks WHERE dispatched_ms IS NOT NULL
 ORDER BY late LIMIT 1 OFFSET :k;
+
+-- Schedules (migration 005) ------------------------------------------------------------------
+
+-- name: schedule_get
+SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
+  next_fire_ms, last_fire_ms, last_reason
+FROM schedules WHERE name = :name;
+
+-- name: schedule_names
+SELECT name FROM schedules ORDER BY name;
+
+-- name: schedule_upsert
+INSERT INTO schedules (name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap,
+  paused)
+VALUES (:name, :cron, :tz, :handler, :payload, :catchup, :catchup_window_ms, :overlap, :paused)
+ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, tz = excluded.tz,
+  handler = excluded.handler, payload = excluded.payload, catchup = excluded.catchup,
+  catchup_window_ms = excluded.catchup_window_ms, overlap = excluded.overlap;
+-- (paused is the operator's: redeploying an app does not resume a paused schedule)
+
+-- name: schedule_set_next
+UPDATE schedules SET next_fire_ms = :next WHERE name = :name;
+
+-- name: schedule_set_paused
+UPDATE schedules SET paused = :paused WHERE name = :name AND paused != :paused;
+
+-- name: schedule_delete
+DELETE FROM schedules WHERE name = :name;
+
+-- name: schedule_drop_pending
+-- Only waiting occurrences: one-off `trigger` runs and history stay.
+DELETE FROM tasks WHERE schedule = :name AND status = 'PENDING'
+  AND idempotency_key LIKE 'schedule:%';
+
+-- name: schedule_fired
+UPDATE schedules
+SET last_fire_ms = max(coalesce(last_fire_ms, :fire), :fire), next_fire_ms = :next,
+    last_reason = coalesce(:reason, last_reason)
+WHERE name = :name;
+
+-- name: schedule_running_before
+SELECT 1 FROM tasks
+WHERE schedule = :name AND status = 'DISPATCHED' AND trigger_ms < :fire LIMIT 1;
+
+-- name: schedule_last_outcome
+SELECT status FROM tasks WHERE schedule = :name AND status != 'PENDING'
+ORDER BY trigger_ms DESC, id DESC LIMIT 1;
+
+-- name: task_skip
+UPDATE tasks SET status = 'SKIPPED', last_error = :reason WHERE id = :id;
