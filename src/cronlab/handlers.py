@@ -187,6 +187,7 @@ class Runner:
         decoding too) raises when the step runs, so the store redoes the batch per message."""
         singles: list[tuple[int, Callable[[Tx], bool]]] = []
         groups: dict[str, tuple[list[int], list[Item]]] = {}
+        now = self._now()  # one instant for the batch: a clock read per message adds up
         try:
             for i, m in enumerate(messages):
                 if self._registry.get_batch(m.handler) is None:
@@ -194,7 +195,7 @@ class Runner:
                 else:
                     indexes, items = groups.setdefault(m.handler, ([], []))
                     indexes.append(i)
-                    items.append(self._item(m))
+                    items.append(self._item(m, now))
         except Exception as exc:
             return _raise_batch(exc)
         return partial(self._run_batch, len(messages), singles, groups)
@@ -218,13 +219,13 @@ class Runner:
                 out[i] = applied
         return out
 
-    def _item(self, m: Message) -> Item:
+    def _item(self, m: Message, now_ms: int | None = None) -> Item:
         ctx = Context(
             task_id=m.task_id,
             idempotency_key=m.idempotency_key,
             scheduled_ms=m.trigger_ms,
             attempt=m.attempt,
-            now_ms=self._now(),
+            now_ms=self._now() if now_ms is None else now_ms,
             tx=_NoTx(),
         )
         return ctx, json.loads(m.payload)
