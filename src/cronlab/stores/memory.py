@@ -337,7 +337,7 @@ class MemoryStore:
             stored = self._schedules.get(schedule.name)
             if stored is not None and not replace:
                 raise ConflictError(f"a schedule named {schedule.name!r} already exists")
-            if stored is not None and _same(stored.schedule, schedule):
+            if stored is not None and schedules.same_definition(stored.schedule, schedule):
                 return False
             if stored is not None:
                 schedule = _replace(schedule, paused=stored.schedule.paused)
@@ -437,11 +437,6 @@ class MemoryStore:
 
 
 _replace = replace
-
-
-def _same(stored: Schedule, wanted: Schedule) -> bool:
-    """Equal definitions; the pause state is the operator's and not part of a deploy."""
-    return replace(stored, paused=wanted.paused) == wanted
 
 
 class _MemoryRows:

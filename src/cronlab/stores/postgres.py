@@ -17,6 +17,7 @@ SQL is data: numbered migrations and named queries in ``stores/sql/postgres/``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -29,9 +30,27 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from cronlab.core import lease as rules
-from cronlab.exceptions import BackendUnavailable, ConfigError, FencedError
-from cronlab.ports import STATUSES, Event, Message, NewTask, ProcessInfo, Retry, Run, Task
-from cronlab.stores import sqlite
+from cronlab.core import policy
+from cronlab.core.policy import Schedule
+from cronlab.exceptions import (
+    BackendUnavailable,
+    ConfigError,
+    ConflictError,
+    FencedError,
+    NotFoundError,
+)
+from cronlab.ports import (
+    STATUSES,
+    Event,
+    Message,
+    NewTask,
+    ProcessInfo,
+    Retry,
+    Run,
+    ScheduleInfo,
+    Task,
+)
+from cronlab.stores import schedules, sqlite
 
 Fencing = Literal["lease", "epoch"]
 TimeSource = Literal["server", "caller"]
@@ -164,6 +183,7 @@ class PostgresStore:
         self._fence(c, epoch, now_ms)
         args = {"epoch": epoch, "now": now_ms, "limit": limit}
         rows = c.execute(Q["claim_due"], args).fetchall()
+        rows = _plan_schedules(c, rows, args)
         return [_task(r, "DISPATCHED", epoch) for r in rows]
 
     def _fence(self, c: psycopg.Connection[Any], epoch: int, now_ms: int) -> None:
@@ -310,6 +330,74 @@ class PostgresStore:
 
     def record_sample(self, now_ms: int, depth: int) -> None:
         self._run(lambda c: c.execute(Q["record_sample"], (now_ms, depth)))
+
+    # -- schedules (ports.ScheduleStore; the SQLite store's semantics) ----------------------
+
+    def put_schedule(self, schedule: Schedule, now_ms: int, *, replace: bool) -> bool:
+        stored = self._run(lambda c: _schedule(c, schedule.name))
+        if stored is not None and replace and schedules.same_definition(stored.schedule, schedule):
+            return False  # redeploying writes nothing
+
+        def put(c: psycopg.Connection[Any]) -> bool:
+            old = _schedule(c, schedule.name, lock=True)
+            if old is not None and not replace:
+                raise ConflictError(f"a schedule named {schedule.name!r} already exists")
+            if old is not None and schedules.same_definition(old.schedule, schedule):
+                return False
+            c.execute(Q["schedule_upsert"], schedules.to_row(schedule))
+            paused = old.schedule.paused if old is not None else schedule.paused
+            _rematerialise(c, schedule, now_ms, paused)
+            return True
+
+        return self._run(put)
+
+    def get_schedule(self, name: str) -> ScheduleInfo:
+        def get(c: psycopg.Connection[Any]) -> ScheduleInfo:
+            info = _must_exist(c, name)
+            outcome = c.execute(Q["schedule_last_outcome"], {"name": name}).fetchone()
+            return dataclasses.replace(info, last_outcome=outcome[0] if outcome else None)
+
+        return self._run(get)
+
+    def list_schedules(self) -> list[ScheduleInfo]:
+        names = [r[0] for r in self.query(Q["schedule_names"])]
+        return [self.get_schedule(n) for n in names]
+
+    def pause_schedule(self, name: str) -> bool:
+        def pause(c: psycopg.Connection[Any]) -> bool:
+            _must_exist(c, name, lock=True)
+            changed = c.execute(Q["schedule_set_paused"], {"name": name, "paused": 1}).rowcount
+            c.execute(Q["schedule_drop_pending"], {"name": name})
+            c.execute(Q["schedule_set_next"], {"name": name, "next": None})
+            return changed > 0
+
+        return self._run(pause)
+
+    def resume_schedule(self, name: str, now_ms: int) -> bool:
+        def resume(c: psycopg.Connection[Any]) -> bool:
+            info = _must_exist(c, name, lock=True)
+            changed = c.execute(Q["schedule_set_paused"], {"name": name, "paused": 0}).rowcount
+            if changed:
+                _rematerialise(c, info.schedule, now_ms, False)
+            return changed > 0
+
+        return self._run(resume)
+
+    def remove_schedule(self, name: str) -> None:
+        def remove(c: psycopg.Connection[Any]) -> None:
+            _must_exist(c, name, lock=True)
+            c.execute(Q["schedule_drop_pending"], {"name": name})
+            c.execute(Q["schedule_delete"], {"name": name})
+
+        self._run(remove)
+
+    def trigger_schedule(self, name: str, now_ms: int) -> str:
+        def trigger(c: psycopg.Connection[Any]) -> str:
+            task = schedules.triggered(_must_exist(c, name).schedule, now_ms)
+            c.execute(Q["add_task"], _task_row(task))
+            return task.idempotency_key
+
+        return self._run(trigger)
 
     def set_idempotency(self, on: bool) -> None:
         """Create or drop the invoices' unique key (``--no-idempotency`` drops it)."""
@@ -507,6 +595,74 @@ def _safe(url: str) -> str:
 def _has_schema(c: psycopg.Connection[Any]) -> bool:
     row = c.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
     return bool(row and row[0])
+
+
+def _schedule(c: psycopg.Connection[Any], name: str, *, lock: bool = False) -> ScheduleInfo | None:
+    query = Q["schedule_get_locked" if lock else "schedule_get"]
+    row = c.execute(query, {"name": name}).fetchone()
+    if row is None:
+        return None
+    return ScheduleInfo(
+        schedule=schedules.from_row(row[:9]),
+        next_fire_ms=row[9],
+        last_fire_ms=row[10],
+        last_reason=row[11],
+    )
+
+
+def _must_exist(c: psycopg.Connection[Any], name: str, *, lock: bool = False) -> ScheduleInfo:
+    info = _schedule(c, name, lock=lock)
+    if info is None:
+        raise NotFoundError(f"no schedule named {name!r}")
+    return info
+
+
+def _rematerialise(c: psycopg.Connection[Any], s: Schedule, now_ms: int, paused: bool) -> None:
+    """Replace the schedule's waiting occurrence by ``next_fire(now)`` (none while paused)."""
+    c.execute(Q["schedule_drop_pending"], {"name": s.name})
+    next_ms = None if paused else policy.next_fire(s, now_ms)
+    if next_ms is not None:
+        c.execute(Q["add_task"], _task_row(schedules.occurrence(s, next_ms)))
+    c.execute(Q["schedule_set_next"], {"name": s.name, "next": next_ms})
+
+
+def _plan_schedules(c: psycopg.Connection[Any], rows: list[Any], args: dict[str, int]) -> list[Any]:
+    """Plan the claimed schedule occurrences in this transaction (see the SQLite store's)."""
+    runs: list[Any] = []
+    claimed = 0
+    view = _PgRows(c)
+    while rows:
+        skipped, due_added = schedules.plan_claimed(view, [(r[0], r[1]) for r in rows], args["now"])
+        runs += [r for r in rows if r[0] not in skipped]
+        claimed += len(rows)
+        room = args["limit"] - claimed
+        more = due_added and room > 0
+        rows = c.execute(Q["claim_due"], {**args, "limit": room}).fetchall() if more else []
+    return runs
+
+
+class _PgRows:
+    """``schedules.Rows`` over the open dispatch transaction."""
+
+    def __init__(self, c: psycopg.Connection[Any]) -> None:
+        self.c = c
+
+    def schedule_info(self, name: str) -> ScheduleInfo | None:
+        return _schedule(self.c, name)
+
+    def running_before(self, name: str, fire_ms: int) -> bool:
+        args = {"name": name, "fire": fire_ms}
+        return self.c.execute(Q["schedule_running_before"], args).fetchone() is not None
+
+    def add_task(self, task: NewTask) -> int:
+        return self.c.execute(Q["add_task"], _task_row(task)).rowcount
+
+    def skip(self, task_id: int, reason: str) -> None:
+        self.c.execute(Q["task_skip"], {"id": task_id, "reason": reason})
+
+    def fired(self, name: str, fire_ms: int, next_fire_ms: int | None, reason: str | None) -> None:
+        args = {"name": name, "fire": fire_ms, "next": next_fire_ms, "reason": reason}
+        self.c.execute(Q["schedule_fired"], args)
 
 
 def _rows(cur: psycopg.Cursor[Any]) -> list[Any]:

@@ -11,6 +11,7 @@ ordinary tasks pass through untouched.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
@@ -116,6 +117,11 @@ def _plan_one(rows: Rows, name: str, fire_ms: int, now_ms: int) -> tuple[str | N
     rows.add_task(occurrence(s, plan.next_fire_ms))
     rows.fired(name, fire_ms, plan.next_fire_ms, reason)
     return reason, added
+
+
+def same_definition(stored: Schedule, wanted: Schedule) -> bool:
+    """Equal definitions; the pause state is the operator's and not part of a deploy."""
+    return dataclasses.replace(stored, paused=wanted.paused) == wanted
 
 
 def to_row(schedule: Schedule) -> dict[str, Any]:

@@ -355,13 +355,13 @@ class SqliteStore:
 
     def put_schedule(self, schedule: Schedule, now_ms: int, *, replace: bool) -> bool:
         stored = self._schedule(self._conn, schedule.name)
-        if stored is not None and replace and _same(stored.schedule, schedule):
+        if stored is not None and replace and schedules.same_definition(stored.schedule, schedule):
             return False  # read outside the lock: redeploying takes no write lock
         with self._tx() as c:
             stored = self._schedule(c, schedule.name)
             if stored is not None and not replace:
                 raise ConflictError(f"a schedule named {schedule.name!r} already exists")
-            if stored is not None and _same(stored.schedule, schedule):
+            if stored is not None and schedules.same_definition(stored.schedule, schedule):
                 return False
             c.execute(Q["schedule_upsert"], schedules.to_row(schedule))
             paused = stored.schedule.paused if stored is not None else schedule.paused
@@ -439,11 +439,6 @@ class SqliteStore:
             raise ConfigError(
                 f"cannot turn idempotency on: duplicate invoices exist ({exc})"
             ) from exc
-
-
-def _same(stored: Schedule, wanted: Schedule) -> bool:
-    """Equal definitions; the pause state is the operator's and not part of a deploy."""
-    return dataclasses.replace(stored, paused=wanted.paused) == wanted
 
 
 def _rematerialise(c: sqlite3.Connection, s: Schedule, now_ms: int, paused: bool) -> None:

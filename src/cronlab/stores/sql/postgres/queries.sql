@@ -194,3 +194,64 @@ SELECT count(*) FROM tasks WHERE dispatched_ms IS NOT NULL;
 -- name: report_lateness_at
 SELECT dispatched_ms - trigger_ms AS late FROM tasks WHERE dispatched_ms IS NOT NULL
 ORDER BY late LIMIT 1 OFFSET %(k)s;
+
+-- Schedules (migration 004) ------------------------------------------------------------------
+
+-- name: schedule_get
+SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
+  next_fire_ms, last_fire_ms, last_reason
+FROM schedules WHERE name = %(name)s;
+
+-- name: schedule_get_locked
+SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
+  next_fire_ms, last_fire_ms, last_reason
+FROM schedules WHERE name = %(name)s FOR UPDATE;
+
+-- name: schedule_names
+SELECT name FROM schedules ORDER BY name;
+
+-- name: schedule_upsert
+-- (paused is the operator's: redeploying an app does not resume a paused schedule)
+INSERT INTO schedules (name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap,
+  paused)
+VALUES (%(name)s, %(cron)s, %(tz)s, %(handler)s, %(payload)s, %(catchup)s,
+  %(catchup_window_ms)s, %(overlap)s, %(paused)s)
+ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, tz = excluded.tz,
+  handler = excluded.handler, payload = excluded.payload, catchup = excluded.catchup,
+  catchup_window_ms = excluded.catchup_window_ms, overlap = excluded.overlap;
+
+-- name: schedule_set_next
+UPDATE schedules SET next_fire_ms = %(next)s WHERE name = %(name)s;
+
+-- name: schedule_set_paused
+UPDATE schedules SET paused = %(paused)s WHERE name = %(name)s AND paused != %(paused)s;
+
+-- name: schedule_delete
+DELETE FROM schedules WHERE name = %(name)s;
+
+-- name: schedule_drop_pending
+DELETE FROM tasks WHERE schedule = %(name)s AND status = 'PENDING'
+  AND idempotency_key LIKE 'schedule:%%';
+
+-- name: schedule_fired
+UPDATE schedules
+SET last_fire_ms = GREATEST(coalesce(last_fire_ms, %(fire)s), %(fire)s),
+    next_fire_ms = %(next)s, last_reason = coalesce(%(reason)s, last_reason)
+WHERE name = %(name)s;
+
+-- name: schedule_running_before
+SELECT 1 FROM tasks
+WHERE schedule = %(name)s AND status = 'DISPATCHED' AND trigger_ms < %(fire)s LIMIT 1;
+
+-- name: schedule_last_outcome
+SELECT status FROM tasks WHERE schedule = %(name)s AND status != 'PENDING'
+ORDER BY trigger_ms DESC, id DESC LIMIT 1;
+
+-- name: task_skip
+-- claim_due enqueued and counted every claimed task: take a skipped one back out.
+WITH skipped AS (
+  UPDATE tasks SET status = 'SKIPPED', last_error = %(reason)s WHERE id = %(id)s RETURNING id
+), unqueued AS (
+  DELETE FROM queue WHERE task_id IN (SELECT id FROM skipped) RETURNING 1
+)
+UPDATE counters SET value = value - (SELECT count(*) FROM unqueued) WHERE name = 'dispatched';
