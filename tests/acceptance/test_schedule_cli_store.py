@@ -129,3 +129,18 @@ def test_reading_a_missing_store_is_one_line_and_creates_nothing(tmp_path: Path)
     url = f"sqlite:///{tmp_path / 'none.db'}"
     one_line_error(cronlab("schedule", "list", "--store", url), "none.db")
     assert not (tmp_path / "none.db").exists()
+
+
+@pytest.mark.parametrize("command", ["cluster", "scheduler", "worker"])
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [("nosuch:app", ("cannot import 'nosuch'",)), ("jobs:nope", ("not a cronlab.App",))],
+)
+def test_a_bad_app_is_one_line_before_anything_starts(
+    tmp_path: Path, command: str, spec: str, words: tuple[str, ...]
+) -> None:
+    (tmp_path / "jobs.py").write_text("nope = 1\n")
+    url = f"sqlite:///{tmp_path / 'cron.db'}"
+    out = cronlab(command, "--store", url, "--app", spec, cwd=tmp_path)
+    one_line_error(out, f"--app {spec!r}", *words)
+    assert not (tmp_path / "cron.db").exists()

@@ -244,9 +244,10 @@ def scheduler_cmd(
     batch: int,
 ) -> None:
     """One scheduler replica (the cluster starts these)."""
+    app = load_app(app_spec) if app_spec else None  # a bad --app: one line, nothing written
     store = distributed.open_store(store_url, create=True, election=election)
-    if app_spec:
-        load_app(app_spec).deploy(schedule_store(store))
+    if app is not None:
+        app.deploy(schedule_store(store))
     elector, mode = distributed.open_elector(election, store, CLOCK)
     queue, store = distributed.open_queue(queue_url, store, CLOCK)
     cfg = SchedulerConfig(
