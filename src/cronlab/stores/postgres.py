@@ -628,6 +628,8 @@ def _rematerialise(c: psycopg.Connection[Any], s: Schedule, now_ms: int, paused:
 
 def _plan_schedules(c: psycopg.Connection[Any], rows: list[Any], args: dict[str, int]) -> list[Any]:
     """Plan the claimed schedule occurrences in this transaction (see the SQLite store's)."""
+    if not any(r[1].startswith(schedules.OCCURRENCE_PREFIX) for r in rows):
+        return rows  # the bulk path (invoices): nothing to plan, nothing built
     runs: list[Any] = []
     claimed = 0
     view = _PgRows(c)

@@ -456,6 +456,8 @@ def _plan_schedules(c: sqlite3.Connection, rows: list[Any], args: dict[str, int]
     Caught-up occurrences the plan inserts are already due: they are claimed (and planned)
     here too, up to the batch limit, so one fenced transaction judges them all at one ``now``.
     """
+    if not any(r[1].startswith(schedules.OCCURRENCE_PREFIX) for r in rows):
+        return rows  # the bulk path (invoices): nothing to plan, nothing built
     runs: list[Any] = []
     claimed = 0
     view = _SqliteRows(c)
