@@ -88,6 +88,30 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def leader_once_up(store: str, election: str) -> Any:
+    """The etcd leader per ``status``, or None while the cluster is still creating its store."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cronlab",
+            "status",
+            "--store",
+            store,
+            "--json",
+            "--election",
+            election,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if done.returncode != 0:
+        assert "store" in done.stderr, done.stderr  # only "no store yet" may be waited out
+        return None
+    return json.loads(done.stdout)["leader"]
+
+
 @contextmanager
 def etcd_cluster(store: str, election: str) -> Iterator[None]:
     """Two scheduler replicas and a worker electing on etcd; every child reaped on exit."""
@@ -116,9 +140,7 @@ def test_status_and_chaos_find_the_etcd_leader(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path}/s.db"
     env = os.environ | {"CRONLAB_ELECTION": election}
     with etcd_cluster(store, election):
-        first = wait_for(
-            lambda: status_json(store, "--election", election)["leader"], 30, "a leader"
-        )
+        first = wait_for(lambda: leader_once_up(store, election), 30, "a leader")
         assert status_json(store)["leader"] is None  # the store's lease row knows nothing of etcd
         schedulers = {p["pid"] for p in status_json(store)["processes"] if p["role"] == "scheduler"}
         assert first["pid"] in schedulers and first["epoch"] > 0
