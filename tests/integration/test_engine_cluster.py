@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cronlab.exceptions import ConfigError
 from cronlab.runtime import chaos
 from cronlab.runtime.clock import SystemClock
 
@@ -41,9 +42,10 @@ def settled(url: str, total: int) -> bool:
 
 def scanned_by_all(url: str, replicas: int) -> bool:
     """Every replica is up (the leader, or every replica with --election off, samples)."""
-    if not Path(url.removeprefix("sqlite:///")).exists():
+    try:
+        store = store_of(url)
+    except ConfigError:  # the cluster has not created (or not yet migrated) its store
         return False
-    store = store_of(url)
     try:
         procs = [p for p in store.processes() if p.role == "scheduler" and chaos.alive(p.pid)]
         return len(procs) == replicas and store.query("SELECT count(*) FROM samples")[0][0] > 0
