@@ -53,13 +53,18 @@ def running_cluster(url: str, *flags: str) -> Iterator[subprocess.Popen[bytes]]:
     try:
         yield proc
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_cluster(proc)
         _reap_children(url)
+
+
+def stop_cluster(proc: subprocess.Popen[bytes]) -> None:
+    """SIGINT the cluster and wait for its clean stop; SIGKILL only as a last resort."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _reap_children(url: str) -> None:

@@ -28,6 +28,8 @@ from cronlab.runtime import chaos, report
 from cronlab.runtime.clock import SystemClock
 from cronlab.stores.postgres import PostgresStore
 
+from .conftest import stop_cluster
+
 pytestmark = [pytest.mark.integration, pytest.mark.postgres, pytest.mark.etcd, pytest.mark.redis]
 CLOCK = SystemClock()
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,12 +80,7 @@ def cluster(d: Dist, *flags: str) -> Iterator[None]:
     try:
         yield
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_cluster(proc)
         _reap(d)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,6 +19,8 @@ import pytest
 from contract.dist_servers import ETCD, START_ETCD, need
 from cronlab.election.etcd import parse_url, ping
 from cronlab.runtime import chaos
+
+from .conftest import stop_cluster
 
 pytestmark = pytest.mark.acceptance
 
@@ -125,12 +126,7 @@ def etcd_cluster(store: str, election: str) -> Iterator[None]:
     try:
         yield
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_cluster(proc)
 
 
 @pytest.mark.etcd

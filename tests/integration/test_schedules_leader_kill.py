@@ -9,7 +9,6 @@ worker's transaction, so the ``fires`` table is exactly what ran.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from cronlab.runtime import chaos
 from cronlab.runtime.clock import SystemClock
 from cronlab.stores.sqlite import SqliteStore
 
-from .conftest import _reap_children, wait_until
+from .conftest import _reap_children, stop_cluster, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -58,12 +57,7 @@ def cluster_in(workdir: Path, url: str, *flags: str) -> Iterator[subprocess.Pope
         yield proc
     finally:
         log.close()
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_cluster(proc)
         _reap_children(url)
 
 

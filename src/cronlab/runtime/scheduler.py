@@ -99,31 +99,20 @@ class Scheduler:
         if fresh and lease is not None and self.cfg.election == "lease":
             self._took_over(lease, now)
 
-    def _took_over(self, lease: Lease, now: int) -> None:
-        self.store.record_event(
-            Event(
-                kind="acquire",
-                at_ms=now,
-                holder=self.owner,
-                epoch=lease.epoch,
-                pid=self.pid,
-                detail={"replica": self.cfg.replica},
-            )
+    def _record(self, kind: str, now: int, epoch: int, **detail: object) -> None:
+        """Append this replica's event to the store's log."""
+        event = Event(
+            kind=kind, at_ms=now, holder=self.owner, epoch=epoch, pid=self.pid, detail=detail
         )
+        self.store.record_event(event)
+
+    def _took_over(self, lease: Lease, now: int) -> None:
+        self._record("acquire", now, lease.epoch, replica=self.cfg.replica)
         if self.cfg.timers == "in-memory":
             # Timers lived in the previous leader's memory: what fell due before now is lost.
             missed = self.store.mark_missed(now, now)
             if missed:
-                self.store.record_event(
-                    Event(
-                        kind="missed",
-                        at_ms=now,
-                        holder=self.owner,
-                        epoch=lease.epoch,
-                        pid=self.pid,
-                        detail={"count": missed},
-                    )
-                )
+                self._record("missed", now, lease.epoch, count=missed)
 
     def _dispatch(self, now: int) -> int:
         if self.cfg.election == "off":
@@ -149,15 +138,6 @@ class Scheduler:
         return len(tasks)
 
     def _fenced(self, exc: FencedError, now: int) -> None:
-        self.store.record_event(
-            Event(
-                kind="fenced",
-                at_ms=now,
-                holder=self.owner,
-                epoch=exc.epoch,
-                pid=self.pid,
-                detail={"current": exc.current, "replica": self.cfg.replica},
-            )
-        )
+        self._record("fenced", now, exc.epoch, current=exc.current, replica=self.cfg.replica)
         self.lease = None
         self.next_renew_ms = now
