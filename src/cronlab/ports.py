@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from cronlab.core.lease import LeaseState
 from cronlab.core.policy import Schedule
@@ -47,13 +47,14 @@ class Task:
     epoch: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class Message:
+class Message(NamedTuple):
     """A queue message: one dispatched copy of a task, received ``receives`` times.
 
     ``attempt`` grows on each retry after an error; ``receives`` on every delivery, so
     ``receives - attempt`` deliveries were abandoned (their worker died before acking).
     ``execution_id`` is for stores that record a start row before running (0 otherwise).
+    ``id`` names the queue entry: messages enqueued together may share it (an envelope).
+    Immutable like the other port values, and a tuple because workers build millions.
     """
 
     id: int
@@ -153,15 +154,18 @@ class Store(Protocol):
         """Insert tasks as PENDING; duplicates of an existing key are ignored. Returns inserted."""
         ...
 
-    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> list[Task]:
-        """Claim up to ``limit`` PENDING tasks with ``trigger_ms <= now_ms`` (oldest first).
+    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> int:
+        """Claim up to ``limit`` PENDING tasks with ``trigger_ms <= now_ms`` (oldest first);
+        return how many.
 
         In one transaction: check ``epoch`` still holds the lease (else raise ``FencedError``
         and write nothing), mark them DISPATCHED with ``epoch``, enqueue one message each.
         """
         ...
 
-    def read_due(self, now_ms: int, limit: int, copied_since_ms: int | None = None) -> list[Task]:
+    def read_due(
+        self, now_ms: int, limit: int, copied_since_ms: int | None = None
+    ) -> Sequence[Task]:
         """Due PENDING tasks, without claiming them (``--election off``).
 
         With ``copied_since_ms``, also the due tasks that an unfenced dispatcher copied at or

@@ -116,10 +116,10 @@ def test_the_store_fences_a_superseded_epoch(electors: Factory, tmp_path: Path) 
     store.add_tasks([NewTask(idempotency_key=f"k{i}", handler="h", trigger_ms=0) for i in range(4)])
     a, b = electors(), electors()
     old = a.acquire_or_renew("a", TTL_MS)
-    assert old is not None and len(store.dispatch_due(CLOCK.now_ms(), 1, old.epoch)) == 1
+    assert old is not None and store.dispatch_due(CLOCK.now_ms(), 1, old.epoch) == 1
     a.release("a")
     new = b.acquire_or_renew("b", TTL_MS)
-    assert new is not None and len(store.dispatch_due(CLOCK.now_ms(), 1, new.epoch)) == 1
+    assert new is not None and store.dispatch_due(CLOCK.now_ms(), 1, new.epoch) == 1
     with pytest.raises(FencedError):
         store.dispatch_due(CLOCK.now_ms(), 10, old.epoch)
     assert store.counts()["PENDING"] == 2  # the fenced dispatch wrote nothing

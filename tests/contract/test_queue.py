@@ -49,3 +49,31 @@ def test_a_stale_delivery_cannot_ack(backend: Backend) -> None:
     assert q.depth() == 1
     assert q.ack([again]) == 1
     assert q.depth() == 0
+
+
+def test_an_ack_settles_only_the_messages_given(backend: Backend) -> None:
+    q = fill(backend, 3)
+    claimed = q.claim("w1", 10, 1_000)
+    assert q.ack(claimed[:1]) == 1
+    assert q.depth() == 2
+    backend.clock.advance(1_000)
+    again = q.claim("w2", 10, 1_000)
+    assert sorted(m.task_id for m in again) == sorted(m.task_id for m in claimed[1:])
+    assert all(m.receives == 2 for m in again)
+    assert q.ack(claimed[1:]) == 0  # stale deliveries settle nothing
+    assert q.ack(again) == 2 and q.depth() == 0
+
+
+def test_claims_take_exactly_their_limit_across_a_large_dispatch(backend: Backend) -> None:
+    q = fill(backend, 1_234)
+    sizes = [len(q.claim("w", n, 60_000)) for n in (700, 1, 333, 1_000)]
+    assert sizes == [700, 1, 333, 200]
+    assert q.claim("w", 10, 60_000) == []
+    assert q.depth() == 1_234
+
+
+def test_every_task_is_delivered_once_per_dispatch(backend: Backend) -> None:
+    q = fill(backend, 1_001)
+    got = [m for n in (499, 2, 600) for m in q.claim("w", n, 60_000)]
+    assert len({m.task_id for m in got}) == 1_001 == len(got)
+    assert q.ack(got) == 1_001 and q.depth() == 0

@@ -58,7 +58,7 @@ def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
             relay.relay()
 
         yield Setup(store, queue, publish)
-        relay._redis.delete(relay.stream, relay.errors)
+        relay._redis.delete(relay.stream)
         for q in made:
             q.close()
     store.close()
@@ -149,7 +149,7 @@ def _redis_queues(store: Any) -> Iterator[tuple[Any, Callable[[], RedisQueue]]]:
 
     yield store, queue
     if made:
-        made[0]._redis.delete(made[0].stream, made[0].errors)
+        made[0]._redis.delete(made[0].stream)
     for q in made:
         q.close()
     store.close()
@@ -195,13 +195,27 @@ def test_worker_batches_are_acked_on_the_stream_after_the_store_commits(
     wrapped.dispatch_due(now, 100, lease.epoch)
     batch = q.claim("w", 10, VIS)
     run = registry().runner(CLOCK.now_ms)
-    retry = Retry(max_attempts=2, base_ms=1)
+    retry = Retry(max_attempts=2, base_ms=BACKOFF_MS)
+    failed_at = CLOCK.now_ms()
     assert wrapped.execute("w", batch, run, retry, CLOCK.now_ms)["ok"] == 3
-    assert store.counts()["DONE"] == 3 and q.depth() == 1  # the failing one stays pending
-    (again,) = poll(lambda: q.claim("w2", 10, VIS))
+    # every delivery is acked; the failing one waits in the outbox for its backoff
+    assert store.counts()["DONE"] == 3 and q.depth() == 1 == store.queue_depth()
+    assert q.claim("w2", 10, VIS) == [] and wrapped.dispatch_due(now, 100, lease.epoch) == 0
+    assert q.claim("w2", 10, VIS) == []  # not due: the relay left it in the outbox
+    (again,) = poll(lambda: [*relayed(wrapped, lease.epoch), *q.claim("w2", 10, VIS)])
+    assert CLOCK.now_ms() - failed_at >= BACKOFF_MS
     assert again.idempotency_key == "b" and again.attempt == 2
     assert wrapped.execute("w2", [again], run, retry, CLOCK.now_ms)["failed"] == 1
     assert store.counts()["FAILED"] == 1 and q.depth() == 0
+
+
+BACKOFF_MS = 300
+
+
+def relayed(store: RelayStore, epoch: int) -> list[Any]:
+    """The leader's round: dispatch (nothing new here) and relay what is due."""
+    store.dispatch_due(CLOCK.now_ms(), 100, epoch)
+    return []
 
 
 @pytest.mark.redis

@@ -47,11 +47,11 @@ def test_dispatch_claims_due_rows_oldest_first_and_enqueues_them(backend: Backen
     now = backend.clock.now_ms()
     backend.store.add_tasks(tasks(10, now))
     epoch = lead(backend)
-    got = backend.store.dispatch_due(now + 4, 3, epoch)
-    assert [t.idempotency_key for t in got] == ["k0", "k1", "k2"]
-    assert all(t.status == "DISPATCHED" and t.epoch == epoch for t in got)
-    rest = backend.store.dispatch_due(now + 4, 100, epoch)
-    assert [t.idempotency_key for t in rest] == ["k3", "k4"]
+    queue = StoreQueue(backend.store, backend.clock)
+    assert backend.store.dispatch_due(now + 4, 3, epoch) == 3
+    assert [m.idempotency_key for m in queue.claim("w", 100, 60_000)] == ["k0", "k1", "k2"]
+    assert backend.store.dispatch_due(now + 4, 100, epoch) == 2
+    assert [m.idempotency_key for m in queue.claim("w", 100, 60_000)] == ["k3", "k4"]
     assert backend.store.counts() | {} == {
         "PENDING": 5,
         "DISPATCHED": 5,

@@ -83,7 +83,7 @@ def test_concurrent_claimers_never_overlap(url: str, store: PostgresStore) -> No
         s = PostgresStore(url)
         got: list[int] = []
         while batch := s.queue_claim("w", 100, 60_000, now):
-            got += [m.id for m in batch]
+            got += [m.task_id for m in batch]
         claimed.append(got)
         s.close()
 
@@ -104,7 +104,7 @@ def test_migrations_are_applied_once_by_replicas_starting_together(url: str) -> 
     for t in threads:
         t.join(60)
     assert len(stores) == 3
-    assert stores[0].schema_versions() == [1, 2, 3, 4]
+    assert stores[0].schema_versions() == [1, 2, 3, 4, 5]
     for s in stores:
         s.close()
 

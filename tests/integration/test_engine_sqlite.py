@@ -31,13 +31,14 @@ def test_due_scan_uses_the_partial_pending_index(tmp_path: Path, query: str) -> 
 def test_migrations_are_numbered_applied_once_and_recorded(tmp_path: Path) -> None:
     SqliteStore(tmp_path / "m.db").close()
     again = SqliteStore(tmp_path / "m.db")
-    assert again.schema_versions() == [1, 2, 3, 4, 5]
+    assert again.schema_versions() == [1, 2, 3, 4, 5, 6]
     assert again.query("SELECT name FROM schema_version ORDER BY version") == [
         ("001_init.sql",),
         ("002_invoices.sql",),
         ("003_copies.sql",),
         ("004_slim_queue.sql",),
         ("005_schedules.sql",),
+        ("006_envelopes.sql",),
     ]
 
 
@@ -95,7 +96,7 @@ now = clock.now_ms()
 print("leader", lease.epoch, flush=True)
 os.kill(os.getpid(), signal.SIGSTOP)  # the pause: between "I lead" and the write
 try:
-    print("wrote", len(store.dispatch_due(now, 100, lease.epoch)), flush=True)
+    print("wrote", store.dispatch_due(now, 100, lease.epoch), flush=True)
 except FencedError as exc:
     print("fenced", exc.epoch, exc.current, flush=True)
 """

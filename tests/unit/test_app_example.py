@@ -44,7 +44,7 @@ def test_the_example_deploys_a_monthly_berlin_schedule_and_bills(
     store.trigger_schedule("monthly-invoices", clock.now_ms())
     lease = StoreElector(store, clock).acquire_or_renew("s", 10_000)
     assert lease is not None
-    assert len(store.dispatch_due(clock.now_ms(), 10, lease.epoch)) == 1
+    assert store.dispatch_due(clock.now_ms(), 10, lease.epoch) == 1
     worker = Worker(
         WorkerConfig(index=0),
         store=store,

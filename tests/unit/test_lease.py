@@ -94,4 +94,4 @@ def test_stale_epoch_is_refused_by_the_store() -> None:
     with pytest.raises(FencedError) as err:
         store.dispatch_due(clock.now_ms(), 10, old.epoch)
     assert err.value.epoch == 1 and err.value.current == 2
-    assert store.dispatch_due(clock.now_ms(), 10, new.epoch) == []
+    assert store.dispatch_due(clock.now_ms(), 10, new.epoch) == 0

@@ -259,6 +259,7 @@ def scheduler_cmd(
         batch=batch,
     )
     pid = os.getpid()
+    cluster.tune_gc()
     Scheduler(
         cfg,
         store=store,
@@ -299,6 +300,7 @@ def worker_cmd(
         index=index, batch=batch, visibility_ms=int(visibility * 1000), rate=rate, retry=retry
     )
     name = cluster.owner_name("worker", index, os.getpid())
+    cluster.tune_gc()
     Worker(cfg, store=store, queue=queue, registry=handlers, clock=CLOCK, name=name).run(_Stop())
 
 

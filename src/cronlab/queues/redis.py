@@ -21,7 +21,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
@@ -38,7 +38,6 @@ from cronlab.ports import (
     Run,
     Store,
     Task,
-    Tx,
 )
 
 GROUP = "workers"
@@ -48,7 +47,7 @@ RELAY_VISIBILITY_MS = 10_000
 # One field per entry: a JSON array [row, task_id, key, handler, payload, trigger_ms, attempt].
 FIELD = "m"
 
-# KEYS[1] stream, KEYS[2] errors hash; ARGV: group, then (entry id, consumer, deliveries).
+# KEYS[1] stream; ARGV: group, then (entry id, consumer, deliveries).
 ACK_SCRIPT = """
 local n = 0
 for i = 2, #ARGV, 3 do
@@ -56,11 +55,20 @@ for i = 2, #ARGV, 3 do
   if p[1] and p[1][2] == ARGV[i + 1] and tostring(p[1][4]) == ARGV[i + 2] then
     n = n + redis.call('XACK', KEYS[1], ARGV[1], ARGV[i])
     redis.call('XDEL', KEYS[1], ARGV[i])
-    redis.call('HDEL', KEYS[2], ARGV[i])
   end
 end
 return n
 """
+
+# KEYS[1] stream; ARGV: entries' field values. One call appends a whole relay batch: far
+# cheaper for the relaying leader than one XADD command per message.
+PUBLISH_SCRIPT = """
+for i = 1, #ARGV do
+  redis.call('XADD', KEYS[1], '*', 'm', ARGV[i])
+end
+return #ARGV
+"""
+PUBLISH_CHUNK = 5_000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,12 +113,11 @@ class RedisQueue:
         self.url, self._outbox, self._clock, self.retry_s = url, outbox, clock, retry_s
         self._redis = connect(url)
         self.stream = f"{url.prefix}:tasks"
-        # entry id → handler errors so far: attempt = first attempt + errors, so that
-        # receives - attempt counts abandoned deliveries, as with the store queue
-        self.errors = f"{url.prefix}:errors"
-        # (row, receives) → (stream entry id, consumer) of each delivery this process holds
-        self._entries: dict[tuple[int, int], tuple[bytes, str]] = {}
+        # (outbox envelope, task, receives) → (stream entry id, consumer) of each delivery
+        # this process holds
+        self._entries: dict[tuple[int, int, int], tuple[bytes, str]] = {}
         self._ack = self._redis.register_script(ACK_SCRIPT)
+        self._append = self._redis.register_script(PUBLISH_SCRIPT)
         self._call(self._ensure_group)
 
     def close(self) -> None:
@@ -131,22 +138,9 @@ class RedisQueue:
             return 0
         args: list[Any] = [GROUP]
         for m in messages:
-            entry, consumer = self._entries.pop((m.id, m.receives), (b"0-0", ""))
+            entry, consumer = self._entries.pop(_delivery(m), (b"0-0", ""))
             args += [entry, consumer, m.receives]
-        return int(self._call(self._ack, [self.stream, self.errors], args))
-
-    def note_errors(self, messages: Sequence[Message]) -> None:
-        """Count a handler error on each delivery: its next delivery is the next attempt."""
-        held = [self._entries.pop((m.id, m.receives), None) for m in messages]
-        ids = [h[0] for h in held if h is not None]
-        if ids:
-            self._call(self._incr_errors, ids)
-
-    def _incr_errors(self, ids: list[bytes]) -> None:
-        with self._redis.pipeline(transaction=False) as pipe:
-            for entry_id in ids:
-                pipe.hincrby(self.errors, entry_id.decode(), 1)
-            pipe.execute()
+        return int(self._call(self._ack, [self.stream], args))
 
     def depth(self) -> int:
         """Entries not yet acked, plus outbox rows not yet published."""
@@ -161,9 +155,10 @@ class RedisQueue:
         publish before its commit) does so; otherwise claim, publish, delete.
         """
         take = getattr(self._outbox, "outbox_take", None)
+        now = self._clock.now_ms()
         if take is not None:
             total = 0
-            while (n := int(take(RELAY_BATCH, self._publish_or_raise))) > 0:
+            while (n := int(take(RELAY_BATCH, now, self._publish_or_raise))) > 0:
                 total += n
                 if n < RELAY_BATCH:
                     break
@@ -192,23 +187,22 @@ class RedisQueue:
         self._call(self._publish, rows)
 
     def _publish(self, rows: Sequence[Message]) -> None:
-        with self._redis.pipeline(transaction=False) as pipe:
-            for m in rows:
-                entry = [m.id, m.task_id, m.idempotency_key, m.handler, m.payload, m.trigger_ms]
-                pipe.xadd(self.stream, {FIELD: json.dumps([*entry, m.attempt])})
-            pipe.execute()
+        entries = [
+            json.dumps(
+                [m.id, m.task_id, m.idempotency_key, m.handler, m.payload, m.trigger_ms, m.attempt]
+            )
+            for m in rows
+        ]
+        for i in range(0, len(entries), PUBLISH_CHUNK):
+            self._append([self.stream], entries[i : i + PUBLISH_CHUNK])
 
     def _reclaim(self, worker: str, limit: int, visibility_ms: int) -> list[Any]:
         got: Any = self._redis.xautoclaim(self.stream, GROUP, worker, visibility_ms, "0-0", limit)
         claimed = [(i, f) for i, f in got[1] if f]  # entries deleted meanwhile come back empty
         if not claimed:
             return []
-        ids = [i for i, _ in claimed]
-        counts = self._deliveries(worker, ids)
-        errors: list[Any] = self._redis.hmget(self.errors, [i.decode() for i in ids])
-        return [
-            (i, f, counts.get(i, 2), int(e or 0)) for (i, f), e in zip(claimed, errors, strict=True)
-        ]
+        counts = self._deliveries(worker, [i for i, _ in claimed])
+        return [(i, f, counts.get(i, 2)) for i, f in claimed]
 
     def _deliveries(self, worker: str, ids: list[bytes]) -> dict[bytes, int]:
         rows = self._redis.xpending_range(
@@ -223,13 +217,13 @@ class RedisQueue:
 
     def _read_new(self, worker: str, limit: int) -> list[Any]:
         got: Any = self._redis.xreadgroup(GROUP, worker, {self.stream: ">"}, count=limit)
-        return [(i, f, 1, 0) for _, entries in got for i, f in entries]
+        return [(i, f, 1) for _, entries in got for i, f in entries]
 
     def _message(
-        self, worker: str, entry_id: bytes, fields: dict[bytes, bytes], receives: int, errors: int
+        self, worker: str, entry_id: bytes, fields: dict[bytes, bytes], receives: int
     ) -> Message:
         row, task_id, key, handler, payload, trigger_ms, attempt = json.loads(fields[b"m"])
-        self._entries[(row, receives)] = (entry_id, worker)
+        self._entries[(row, task_id, receives)] = (entry_id, worker)
         return Message(
             id=row,
             task_id=task_id,
@@ -238,7 +232,7 @@ class RedisQueue:
             payload=payload,
             trigger_ms=trigger_ms,
             receives=receives,
-            attempt=attempt + errors,
+            attempt=attempt,
         )
 
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -257,21 +251,44 @@ class RedisQueue:
                 delay = min(2.0, delay * 2)
 
 
+def _delivery(m: Message) -> tuple[int, int, int]:
+    """One delivery of one message: messages of an outbox envelope share its id."""
+    return (m.id, m.task_id, m.receives)
+
+
 def _bytes(value: Any) -> bytes:
     return value if isinstance(value, bytes) else str(value).encode()
+
+
+class OutboxStore(Store, Protocol):
+    """A store whose queue table can serve as the outbox (the SQL stores)."""
+
+    def execute(
+        self,
+        worker: str,
+        messages: Sequence[Message],
+        run: Run,
+        retry: Retry,
+        now: Callable[[], int],
+        *,
+        relayed: bool = False,
+    ) -> dict[str, int]:
+        """``Store.execute``; ``relayed``: the messages came through the relay, so there is
+        nothing to settle in the outbox, and a retry goes into it, due after its backoff."""
+        ...
 
 
 class RelayStore:
     """A store whose dispatches are relayed to a ``RedisQueue`` and whose worker batches are
     acked on the stream once the store has committed them (``ports.Store``)."""
 
-    def __init__(self, inner: Store, queue: RedisQueue) -> None:
+    def __init__(self, inner: OutboxStore, queue: RedisQueue) -> None:
         self.inner, self.queue = inner, queue
 
-    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> list[Task]:
-        tasks = self.inner.dispatch_due(now_ms, limit, epoch)
+    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> int:
+        n = self.inner.dispatch_due(now_ms, limit, epoch)
         self.queue.relay()  # also re-publishes what a dead leader committed but never sent
-        return tasks
+        return n
 
     def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
         n = self.inner.enqueue_copies(tasks, now_ms)
@@ -286,23 +303,12 @@ class RelayStore:
         retry: Retry,
         now: Callable[[], int],
     ) -> dict[str, int]:
-        """Run the batch in the store; then ack on the stream every message that is settled
-        (done, a no-op, or failed for good). One to retry stays pending and comes back after
-        the visibility timeout."""
-        raised: dict[tuple[int, int], bool] = {}
-
-        def tracked(m: Message, tx: Tx) -> bool:
-            raised[(m.id, m.receives)] = True
-            applied = run(m, tx)
-            raised[(m.id, m.receives)] = False
-            return applied
-
-        counts = self.inner.execute(worker, messages, tracked, retry, now)
-        failed = [m for m in messages if raised.get((m.id, m.receives))]
-        retried = [m for m in failed if m.attempt < retry.max_attempts]
-        again = {(m.id, m.receives) for m in retried}
-        self.queue.ack([m for m in messages if (m.id, m.receives) not in again])
-        self.queue.note_errors(retried)
+        """Run the batch in the store, which puts a message to retry back in the outbox, due
+        after its backoff, in the same transaction; then ack every delivery on the stream. A
+        worker that dies between the two leaves its deliveries pending: they come back after
+        the visibility timeout (a duplicate run, whose effect the idempotency key keeps single)."""
+        counts = self.inner.execute(worker, messages, run, retry, now, relayed=True)
+        self.queue.ack(messages)
         return counts
 
     # -- everything else as the store does it -----------------------------------------------
@@ -310,7 +316,9 @@ class RelayStore:
     def add_tasks(self, tasks: Iterable[NewTask]) -> int:
         return self.inner.add_tasks(tasks)
 
-    def read_due(self, now_ms: int, limit: int, copied_since_ms: int | None = None) -> list[Task]:
+    def read_due(
+        self, now_ms: int, limit: int, copied_since_ms: int | None = None
+    ) -> Sequence[Task]:
         return self.inner.read_due(now_ms, limit, copied_since_ms)
 
     def mark_missed(self, before_ms: int, now_ms: int) -> int:

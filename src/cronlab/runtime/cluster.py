@@ -8,6 +8,7 @@ again after ``restart_after_s`` (None: never). SIGINT/SIGTERM stop every child, 
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import subprocess
@@ -18,7 +19,18 @@ from dataclasses import dataclass
 from cronlab.ports import Clock, Event, ProcessInfo, Store
 
 POLL_S = 0.2
+# A batch allocates thousands of short-lived objects (messages, contexts, rows): with the
+# default 700 the young generation is collected several times per batch, for nothing.
+GC_YOUNG_THRESHOLD = 100_000
 STOP_GRACE_S = 5.0
+
+
+def tune_gc() -> None:
+    """For a long-running engine process, once its start-up is done: move what start-up built
+    out of the collector's way and collect the young generation less often (cycles are
+    still collected)."""
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, 50, 100)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,7 +13,7 @@ falls due after this replica took over and marks what fell due before as MISSED.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -119,19 +119,19 @@ class Scheduler:
             return self._dispatch_unclaimed(now)
         assert self.lease is not None
         try:
-            tasks = self.store.dispatch_due(now, self.cfg.batch, self.lease.epoch)
+            n = self.store.dispatch_due(now, self.cfg.batch, self.lease.epoch)
         except FencedError as exc:
             self._fenced(exc, now)
             return 0
-        self.dispatched += len(tasks)
-        return len(tasks)
+        self.dispatched += n
+        return n
 
     def _dispatch_unclaimed(self, now: int) -> int:
         # Cron on every replica: no claim, one scan a second, everything due at once. What
         # another replica copied in this same second is copied again — the duplicates the
         # model counts as (k - 1) × due for k replicas scanning together.
         second = now // self.cfg.scan_ms * self.cfg.scan_ms
-        tasks: list[Task] = self.store.read_due(now, UNBOUNDED, copied_since_ms=second)
+        tasks: Sequence[Task] = self.store.read_due(now, UNBOUNDED, copied_since_ms=second)
         if tasks:
             self.store.enqueue_copies(tasks, now)
         self.dispatched += len(tasks)

@@ -123,14 +123,14 @@ class MemoryStore:
         ]
         return sorted(due, key=lambda r: (r.task.trigger_ms, r.task.id))[:limit]
 
-    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> list[Task]:
+    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> int:
         with self._lock:
             if epoch < self._max_epoch or not rules.holds(self._lease, epoch, now_ms):
                 raise FencedError(epoch, self._lease.epoch)
             self._max_epoch = epoch
             claimed = self._plan_schedules(self._claim(now_ms, limit, epoch), now_ms, limit, epoch)
             self._enqueue(claimed, now_ms)
-            return claimed
+            return len(claimed)
 
     def _claim(self, now_ms: int, limit: int, epoch: int) -> list[Task]:
         claimed = []
@@ -170,7 +170,9 @@ class MemoryStore:
             self._next_message += 1
         self.dispatched_total += len(tasks)
 
-    def read_due(self, now_ms: int, limit: int, copied_since_ms: int | None = None) -> list[Task]:
+    def read_due(
+        self, now_ms: int, limit: int, copied_since_ms: int | None = None
+    ) -> Sequence[Task]:
         with self._lock:
             due = [r.task for r in self._due(now_ms, limit)]
             if copied_since_ms is None:
@@ -280,7 +282,7 @@ class MemoryStore:
         row.task = replace(row.task, attempts=attempts)
         q = self._queue.get(m.id)
         if q is not None and q.message.receives == m.receives:
-            q.message = replace(q.message, attempt=m.attempt + 1)
+            q.message = q.message._replace(attempt=m.attempt + 1)
             q.invisible_until_ms = now_ms + retry.delay_ms(m.attempt)
         return "error"
 
@@ -310,7 +312,7 @@ class MemoryStore:
             visible = [q for q in self._queue.values() if q.invisible_until_ms <= now_ms]
             claimed = []
             for q in visible[:limit]:
-                q.message = replace(q.message, receives=q.message.receives + 1)
+                q.message = q.message._replace(receives=q.message.receives + 1)
                 q.invisible_until_ms = now_ms + visibility_ms
                 claimed.append(q.message)
             return claimed

@@ -51,6 +51,7 @@ from cronlab.ports import (
     Task,
 )
 from cronlab.stores import schedules, sqlite
+from cronlab.stores.rows import task
 
 Fencing = Literal["lease", "epoch"]
 TimeSource = Literal["server", "caller"]
@@ -174,17 +175,15 @@ class PostgresStore:
         rows = list(map(_task_row, tasks))
         return self._run(lambda c: _copy_tasks(c, rows, progress))
 
-    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> list[Task]:
+    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> int:
         return self._run(lambda c: self._dispatch(c, now_ms, limit, epoch))
 
-    def _dispatch(
-        self, c: psycopg.Connection[Any], now_ms: int, limit: int, epoch: int
-    ) -> list[Task]:
+    def _dispatch(self, c: psycopg.Connection[Any], now_ms: int, limit: int, epoch: int) -> int:
         self._fence(c, epoch, now_ms)
         args = {"epoch": epoch, "now": now_ms, "limit": limit}
-        rows = c.execute(Q["claim_due"], args).fetchall()
-        rows = _plan_schedules(c, rows, args)
-        return [_task(r, "DISPATCHED", epoch) for r in rows]
+        rows = _plan_schedules(c, _claim_due(c, args), args)
+        _enqueue(c, [(r[0], r[2]) for r in rows], now_ms)
+        return len(rows)
 
     def _fence(self, c: psycopg.Connection[Any], epoch: int, now_ms: int) -> None:
         (max_epoch,) = _one(c, Q["fence_lock"])
@@ -197,15 +196,22 @@ class PostgresStore:
                 raise FencedError(epoch, state.epoch)
         c.execute(Q["fence_raise"], {"epoch": epoch})
 
-    def read_due(self, now_ms: int, limit: int, copied_since_ms: int | None = None) -> list[Task]:
+    def read_due(
+        self, now_ms: int, limit: int, copied_since_ms: int | None = None
+    ) -> Sequence[Task]:
         rows = self.query(Q["read_due"], {"now": now_ms, "limit": limit})
         if copied_since_ms is not None:
             rows += self.query(Q["read_copied"], {"now": now_ms, "since": copied_since_ms})
-        return [_task(r, "PENDING", None) for r in rows]
+        return [task(r, "PENDING", None) for r in rows]
 
     def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
-        ids = [t.id for t in tasks]
-        self._run(lambda c: c.execute(Q["enqueue_copies"], {"ids": ids, "now": now_ms}))
+        pairs = [(t.id, t.attempts) for t in tasks]
+
+        def copy(c: psycopg.Connection[Any]) -> None:
+            _enqueue(c, pairs, now_ms)
+            c.execute(Q["mark_copied"], {"ids": [t.id for t in tasks], "now": now_ms})
+
+        self._run(copy)
         return len(tasks)
 
     def mark_missed(self, before_ms: int, now_ms: int) -> int:
@@ -224,23 +230,30 @@ class PostgresStore:
         run: Run,
         retry: Retry,
         now: Callable[[], int],
+        *,
+        relayed: bool = False,
     ) -> dict[str, int]:
         """Run the batch in ONE transaction with its execution records, task updates and acks.
 
         Fast path: every run in one transaction. If a run raises, that transaction is rolled
         back and the batch runs again with a savepoint per message. A worker killed mid-batch
-        commits nothing; its deliveries come back with ``receives`` one higher.
+        commits nothing; its deliveries come back with ``receives`` one higher. ``relayed``:
+        see ``redis.OutboxStore``.
         """
         start = now()
 
         def batch(isolate: bool) -> Callable[[psycopg.Connection[Any]], dict[str, int]]:
-            return lambda c: _Batch(c, worker, start, retry, now).run_all(messages, run, isolate)
+            return lambda c: _Batch(c, worker, start, retry, now, relayed).run_all(
+                messages, run, isolate
+            )
 
         batched = sqlite.prepare_batch(run, messages)
         try:
             if batched is not None:
                 return self._run(
-                    lambda c: _Batch(c, worker, start, retry, now).run_batch(messages, batched)
+                    lambda c: _Batch(c, worker, start, retry, now, relayed).run_batch(
+                        messages, batched
+                    )
                 )
             return self._run(batch(False))
         except _HandlerFailed:
@@ -274,15 +287,32 @@ class PostgresStore:
     def queue_claim(
         self, worker: str, limit: int, visibility_ms: int, now_ms: int
     ) -> list[Message]:
-        args = {"until": now_ms + visibility_ms, "worker": worker, "now": now_ms, "limit": limit}
-        rows = self._run(lambda c: c.execute(Q["queue_claim"], args).fetchall())
-        return [_message(r) for r in sorted(rows)]
+        """Whole envelopes in queue order while they fit ``limit``; the last one is split."""
+
+        def claim(c: psycopg.Connection[Any]) -> list[Any]:
+            ids = _pick_envelopes(c, limit, now_ms)
+            args = {"until": now_ms + visibility_ms, "worker": worker, "ids": ids}
+            return sorted(c.execute(Q["queue_claim"], args).fetchall()) if ids else []
+
+        return self._messages(self._run(claim))
+
+    def _messages(self, envelopes: Sequence[Sequence[Any]]) -> list[Message]:
+        """Claimed ``(id, task ids, receives, attempt)`` envelopes → their messages (the
+        tasks' columns never change, so they are read after the claim committed)."""
+        if not envelopes:
+            return []
+        wanted = sorted({t for e in envelopes for t in e[1]})
+        tasks = {r[0]: r for r in self.query(Q["message_tasks"], {"ids": wanted})}
+        return [
+            Message(env, r[0], r[1], r[2], r[3], r[4], receives, attempt)
+            for env, ids, receives, attempt in envelopes
+            for r in map(tasks.__getitem__, ids)
+        ]
 
     def queue_ack(self, messages: Sequence[Message]) -> int:
-        args = {"ids": [m.id for m in messages], "receives": [m.receives for m in messages]}
-        return self._run(lambda c: c.execute(Q["queue_ack"], args).rowcount)
+        return self._run(lambda c: _settle(c, messages, [], 0))
 
-    def outbox_take(self, limit: int, publish: Callable[[list[Message]], None]) -> int:
+    def outbox_take(self, limit: int, now_ms: int, publish: Callable[[list[Message]], None]) -> int:
         """Delete up to ``limit`` queue rows and ``publish`` them BEFORE the delete commits.
 
         For a queue elsewhere (Redis): a crash or failed commit after publishing leaves the
@@ -290,9 +320,11 @@ class PostgresStore:
         """
 
         def take(c: psycopg.Connection[Any]) -> int:
-            rows = [_message(r) for r in c.execute(Q["outbox_take"], {"limit": limit})]
+            args = {"limit": limit, "now": now_ms}
+            envelopes = sorted(c.execute(Q["outbox_take"], args).fetchall())
+            rows = self._messages(envelopes)
             if rows:
-                publish(sorted(rows, key=lambda m: m.id))
+                publish(rows)
             return len(rows)
 
         return self._run(take)
@@ -428,11 +460,14 @@ class _Batch:
         start_ms: int,
         retry: Retry,
         now: Callable[[], int],
+        relayed: bool,
     ) -> None:
         self.c, self.worker, self.start_ms, self.retry, self.now = c, worker, start_ms, retry, now
+        self.relayed = relayed
         self.ends: list[tuple[Message, str, str | None, int]] = []
         self.done: list[int] = []
-        self.acks: list[tuple[int, int]] = []
+        self.acks: list[Message] = []
+        self.retries: list[tuple[Message, int]] = []
         self.counts = {"ok": 0, "noop": 0, "error": 0, "failed": 0}
 
     def run_all(self, messages: Sequence[Message], run: Run, isolate: bool) -> dict[str, int]:
@@ -485,7 +520,7 @@ class _Batch:
         self.counts[outcome] += 1
         self.ends.append((m, outcome, None, self.now()))
         self.done.append(m.task_id)
-        self.acks.append((m.id, m.receives))
+        self.acks.append(m)
 
     def _failed(self, m: Message, exc: BaseException) -> None:
         error, now = f"{type(exc).__name__}: {exc}", self.now()
@@ -495,11 +530,10 @@ class _Batch:
         self.ends.append((m, outcome, error, now))
         if final:
             self.c.execute(Q["task_failed"], (error, m.task_id))
-            self.acks.append((m.id, m.receives))
+            self.acks.append(m)
         else:
             self.c.execute(Q["task_error"], (error, m.task_id))
-            delay = self.retry.delay_ms(m.attempt)
-            self.c.execute(Q["queue_retry"], (now + delay, m.id, m.receives))
+            self.retries.append((m, now + self.retry.delay_ms(m.attempt)))
 
     def _executions(self) -> dict[str, Any]:
         return {**_columns(self.ends), "worker": self.worker, "start": self.start_ms}
@@ -509,8 +543,110 @@ class _Batch:
             return
         self.c.execute(Q["execution_insert"], self._executions())
         self.c.execute(Q["task_done"], {"ids": self.done})
-        acks = {"ids": [a[0] for a in self.acks], "receives": [a[1] for a in self.acks]}
-        self.c.execute(Q["queue_ack"], acks)
+        if self.relayed:  # settled on the stream; a retry waits in the outbox for the relay
+            for m, at in self.retries:
+                _enqueue(self.c, [(m.task_id, m.attempt)], self.now(), at)
+        else:
+            _settle(self.c, self.acks, self.retries, self.now())
+
+
+def _claim_due(c: psycopg.Connection[Any], args: dict[str, int]) -> list[Any]:
+    """Claimed ``(id, key, attempts, trigger_ms)`` rows, oldest trigger first."""
+    return sorted(c.execute(Q["claim_due"], args).fetchall(), key=lambda r: (r[3], r[0]))
+
+
+def _enqueue(
+    c: psycopg.Connection[Any], tasks: Sequence[tuple[int, int]], now_ms: int, visible_ms: int = 0
+) -> None:
+    """Enqueue ``(task id, attempts so far)`` pairs as messages, in envelopes, visible at
+    ``visible_ms``; a dispatch (visible at once) counts them as dispatched, a retry not."""
+    if not tasks:
+        return
+    args = {
+        "ids": [t[0] for t in tasks],
+        "attempts": [t[1] for t in tasks],
+        "envelope": sqlite.ENVELOPE,
+        "now": now_ms,
+        "visible": visible_ms,
+    }
+    c.execute(Q["enqueue"], args)
+    if not visible_ms:
+        c.execute(Q["count_dispatched"], {"n": len(tasks)})
+
+
+PAGE = 16  # envelopes locked per look at the queue while a claim fills its limit
+
+
+def _pick_envelopes(c: psycopg.Connection[Any], limit: int, now_ms: int) -> list[int]:
+    """Visible envelopes (locked) holding ``limit`` messages at most, the last one split."""
+    picked: list[int] = []
+    total, after = 0, 0
+    while total < limit:
+        page = c.execute(Q["queue_visible"], {"now": now_ms, "after": after, "page": PAGE})
+        rows = page.fetchall()
+        for env, size in rows:
+            picked.append(env)
+            if total + size > limit:
+                keep = limit - total
+                c.execute(Q["queue_split"], {"id": env, "keep": keep})
+                c.execute(Q["queue_keep"], {"id": env, "keep": keep})
+            total += size
+            if total >= limit:
+                break
+        if len(rows) < PAGE:
+            break
+        after = rows[-1][0]
+    return picked
+
+
+def _settle(
+    c: psycopg.Connection[Any],
+    acks: Sequence[Message],
+    retries: Sequence[tuple[Message, int]],
+    now_ms: int,
+) -> int:
+    """Take acked and retried messages out of their envelopes (see the SQLite store's
+    ``_settle``); a retry goes into an envelope of its own. Returns the messages acked."""
+    groups: dict[tuple[int, int], tuple[list[int], list[tuple[Message, int]]]] = {}
+    for m in acks:
+        groups.setdefault((m.id, m.receives), ([], []))[0].append(m.task_id)
+    for m, at in retries:
+        groups.setdefault((m.id, m.receives), ([], []))[1].append((m, at))
+    keys = list(groups)
+    whole = {
+        "ids": [k[0] for k in keys],
+        "receives": [k[1] for k in keys],
+        "sizes": [len(groups[k][0]) + len(groups[k][1]) for k in keys],
+    }
+    settled = {(r[0], r[1]) for r in c.execute(Q["queue_ack_whole"], whole).fetchall()}
+    acked = 0
+    for key in keys:
+        done, again = groups[key]
+        if key not in settled and not _shrink(c, key, done, again):
+            continue  # stale: the envelope was delivered again meanwhile
+        acked += len(done)
+        for m, at in again:
+            _enqueue(c, [(m.task_id, m.attempt)], now_ms, at)
+    return acked
+
+
+def _shrink(
+    c: psycopg.Connection[Any],
+    key: tuple[int, int],
+    done: list[int],
+    again: list[tuple[Message, int]],
+) -> bool:
+    """Remove some messages from a current envelope; False when it is not current."""
+    row = c.execute(Q["queue_envelope"], key).fetchone()
+    if row is None:
+        return False
+    gone = set(done) | {m.task_id for m, _ in again}
+    left = [t for t in row[0] if t not in gone]
+    if left:
+        c.execute(Q["queue_shrink"], (left, len(left), key[0]))
+    else:
+        c.execute(Q["queue_delete"], (key[0],))
+    return True
 
 
 def _columns(ends: Sequence[tuple[Message, str, str | None, int]]) -> dict[str, list[Any]]:
@@ -639,7 +775,7 @@ def _plan_schedules(c: psycopg.Connection[Any], rows: list[Any], args: dict[str,
         claimed += len(rows)
         room = args["limit"] - claimed
         more = due_added and room > 0
-        rows = c.execute(Q["claim_due"], {**args, "limit": room}).fetchall() if more else []
+        rows = _claim_due(c, {**args, "limit": room}) if more else []
     return runs
 
 
@@ -683,29 +819,3 @@ def _lease_state(r: Sequence[Any]) -> rules.LeaseState:
 
 def _task_row(t: NewTask) -> tuple[str, str, str, int, str | None]:
     return (t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.schedule)
-
-
-def _task(r: Sequence[Any], status: str, epoch: int | None) -> Task:
-    return Task(
-        id=r[0],
-        idempotency_key=r[1],
-        handler=r[2],
-        payload=r[3],
-        trigger_ms=r[4],
-        attempts=r[5],
-        status=status,
-        epoch=epoch,
-    )
-
-
-def _message(r: Sequence[Any]) -> Message:
-    return Message(
-        id=r[0],
-        task_id=r[1],
-        idempotency_key=r[2],
-        handler=r[3],
-        payload=r[4],
-        trigger_ms=r[5],
-        receives=r[6],
-        attempt=r[7],
-    )

@@ -42,11 +42,14 @@ from cronlab.ports import (
     Tx,
 )
 from cronlab.stores import schedules
+from cronlab.stores.rows import task
 
 Fencing = Literal["lease", "epoch"]
 BUSY_TIMEOUT_MS = 60_000
 HAS_SCHEMA = "SELECT 1 FROM sqlite_master WHERE name = 'schema_version'"
 CHUNK = 50_000
+# Tasks per queue envelope: a claim, an ack or a retry writes one row per envelope.
+ENVELOPE = 500
 
 
 def _sql_files() -> dict[str, str]:
@@ -178,15 +181,14 @@ class SqliteStore:
                     progress(len(chunk))
         return inserted
 
-    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> list[Task]:
+    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> int:
         with self._tx() as c:
             self._fence(c, epoch, now_ms)
             args = {"epoch": epoch, "now": now_ms, "limit": limit}
             rows = c.execute(Q["claim_due"], args).fetchall()
             rows = _plan_schedules(c, rows, args)
-            self._enqueue(c, rows, now_ms)
-        # Values are built after COMMIT: the write lock is held only for the SQL.
-        return [_task(r, "DISPATCHED", epoch) for r in rows]
+            self._enqueue(c, [(r[0], r[2]) for r in rows], now_ms)
+        return len(rows)
 
     def _fence(self, c: sqlite3.Connection, epoch: int, now_ms: int) -> None:
         (max_epoch,) = c.execute(Q["fence_read"]).fetchone()
@@ -196,22 +198,24 @@ class SqliteStore:
             raise FencedError(epoch, state.epoch if self.fencing == "lease" else max_epoch)
         c.execute(Q["fence_raise"], {"epoch": epoch})
 
-    def _enqueue(self, c: sqlite3.Connection, rows: Sequence[Sequence[Any]], now_ms: int) -> None:
-        """Enqueue ``(id, key, handler, payload, trigger_ms, attempts)`` rows as messages."""
-        c.executemany(Q["enqueue"], [(r[0], r[5] + 1, now_ms) for r in rows])
-        c.execute(Q["count_dispatched"], {"n": len(rows)})
+    def _enqueue(
+        self, c: sqlite3.Connection, tasks: Sequence[tuple[int, int]], now_ms: int
+    ) -> None:
+        """Enqueue ``(task id, attempts so far)`` pairs as messages, in envelopes."""
+        c.executemany(Q["enqueue"], envelopes(tasks, now_ms))
+        c.execute(Q["count_dispatched"], {"n": len(tasks)})
 
-    def read_due(self, now_ms: int, limit: int, copied_since_ms: int | None = None) -> list[Task]:
+    def read_due(
+        self, now_ms: int, limit: int, copied_since_ms: int | None = None
+    ) -> Sequence[Task]:
         rows = self._conn.execute(Q["read_due"], {"now": now_ms, "limit": limit}).fetchall()
         if copied_since_ms is not None:
             args = {"now": now_ms, "since": copied_since_ms}
             rows += self._conn.execute(Q["read_copied"], args).fetchall()
-        return [_task(r, "PENDING", None) for r in rows]
+        return [task(r, "PENDING", None) for r in rows]
 
     def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
-        rows = [
-            (t.id, t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.attempts) for t in tasks
-        ]
+        rows = [(t.id, t.attempts) for t in tasks]
         with self._tx() as c:
             self._enqueue(c, rows, now_ms)
             c.executemany(Q["mark_dispatched"], [(now_ms, t.id) for t in tasks])
@@ -234,6 +238,8 @@ class SqliteStore:
         run: Run,
         retry: Retry,
         now: Callable[[], int],
+        *,
+        relayed: bool = False,
     ) -> dict[str, int]:
         """Run the batch in ONE transaction with its execution records, task updates and acks.
 
@@ -241,21 +247,21 @@ class SqliteStore:
         back and the batch runs again with a savepoint per message, so one failing handler
         does not undo the others' effects. A worker killed mid-batch commits nothing; its
         deliveries come back after the visibility timeout with ``receives`` one higher, which
-        is how ``report`` counts the abandoned runs.
+        is how ``report`` counts the abandoned runs. ``relayed``: see ``redis.OutboxStore``.
         """
         start = now()
         batched = prepare_batch(run, messages)
         steps = [] if batched else _prepare(run, messages)
         try:
             with self._tx() as c:
-                b = _Batch(c, worker, start, retry, now)
+                b = _Batch(c, worker, start, retry, now, relayed)
                 if batched:
                     return b.run_batch(messages, batched)
                 return b.run_all(steps, isolate=False)
         except _HandlerFailed:
             steps = steps or _prepare(run, messages)
             with self._tx() as c:
-                return _Batch(c, worker, start, retry, now).run_all(steps, isolate=True)
+                return _Batch(c, worker, start, retry, now, relayed).run_all(steps, isolate=True)
 
     # -- lease row (LeaseTable) -------------------------------------------------------------
 
@@ -288,20 +294,28 @@ class SqliteStore:
     def queue_claim(
         self, worker: str, limit: int, visibility_ms: int, now_ms: int
     ) -> list[Message]:
-        args = {"until": now_ms + visibility_ms, "worker": worker, "now": now_ms, "limit": limit}
-        if not self._conn.execute(Q["queue_any_visible"], args).fetchone():
+        """Whole envelopes in queue order while they fit ``limit``; the last one is split."""
+        if not self._conn.execute(Q["queue_any_visible"], {"now": now_ms}).fetchone():
             return []  # an idle worker polls without taking the write lock
         with self._tx() as c:
-            claimed = c.execute(Q["queue_claim"], args).fetchall()
-        ids = json.dumps(sorted({r[1] for r in claimed}))
-        tasks = {r[0]: r for r in self._conn.execute(Q["message_tasks"], {"ids": ids})}
-        return [_message(r, tasks[r[1]]) for r in claimed]
+            ids = _pick_envelopes(c, limit, now_ms)
+            args = {"until": now_ms + visibility_ms, "worker": worker, "ids": json.dumps(ids)}
+            claimed = [
+                (env, json.loads(task_ids), receives, attempt)
+                for env, task_ids, receives, attempt in c.execute(Q["queue_claim"], args)
+            ]
+        wanted = json.dumps(sorted({t for e in claimed for t in e[1]}))
+        tasks = {r[0]: r for r in self._conn.execute(Q["message_tasks"], {"ids": wanted})}
+        # (envelope, task ids, receives, attempt) × task (id, key, handler, payload, trigger)
+        return [
+            Message(env, r[0], r[1], r[2], r[3], r[4], receives, attempt)
+            for env, ids, receives, attempt in claimed
+            for r in map(tasks.__getitem__, ids)
+        ]
 
     def queue_ack(self, messages: Sequence[Message]) -> int:
         with self._tx() as c:
-            before = c.total_changes
-            c.executemany(Q["queue_ack"], [(m.id, m.receives) for m in messages])
-            return c.total_changes - before
+            return _settle(c, messages, [], 0)
 
     def queue_depth(self) -> int:
         return int(self._conn.execute(Q["queue_depth"]).fetchone()[0])
@@ -528,11 +542,14 @@ class _Batch:
         start_ms: int,
         retry: Retry,
         now: Callable[[], int],
+        relayed: bool,
     ) -> None:
         self.c, self.worker, self.start_ms, self.retry, self.now = c, worker, start_ms, retry, now
+        self.relayed = relayed
         self.ends: list[tuple[object, ...]] = []
         self.done: list[tuple[int]] = []
-        self.acks: list[tuple[int, int]] = []
+        self.acks: list[Message] = []
+        self.retries: list[tuple[Message, int]] = []
         self.counts = {"ok": 0, "noop": 0, "error": 0, "failed": 0}
 
     def run_all(self, steps: Sequence[tuple[Message, Step]], *, isolate: bool) -> dict[str, int]:
@@ -546,13 +563,24 @@ class _Batch:
         return self.counts
 
     def run_batch(self, messages: Sequence[Message], batched: BatchStep) -> dict[str, int]:
-        """Fast path with one step for all messages; it raising means redo per message."""
+        """Fast path with one step for all messages; it raising means redo per message.
+
+        The batch commits as one, so its runs share one end instant; the rows are built in
+        one pass, not per message, to keep the write lock short."""
         try:
             applied = batched(SqliteTx(self.c))
         except Exception as exc:
             raise _HandlerFailed from exc
-        for m, ok in zip(messages, applied, strict=True):
-            self._succeeded(m, ok)
+        end, w, start = self.now(), self.worker, self.start_ms
+        outcomes = ["ok" if a else "noop" for a in applied]
+        self.ends = [
+            (m.task_id, m.id, m.receives, w, m.attempt, start, end, o, None)
+            for m, o in zip(messages, outcomes, strict=True)
+        ]
+        self.done = [(m.task_id,) for m in messages]
+        self.acks = list(messages)
+        self.counts["ok"] = outcomes.count("ok")
+        self.counts["noop"] = len(outcomes) - self.counts["ok"]
         self._flush()
         return self.counts
 
@@ -580,7 +608,7 @@ class _Batch:
         self.counts[outcome] += 1
         self._end(m, outcome, None, self.now())
         self.done.append((m.task_id,))
-        self.acks.append((m.id, m.receives))
+        self.acks.append(m)
 
     def _failed(self, m: Message, exc: BaseException) -> None:
         error = f"{type(exc).__name__}: {exc}"
@@ -589,13 +617,12 @@ class _Batch:
             self.counts["error"] += 1
             self._end(m, "error", error, now)
             self.c.execute(Q["task_error"], (error, m.task_id))
-            delay = self.retry.delay_ms(m.attempt)
-            self.c.execute(Q["queue_retry"], (now + delay, m.id, m.receives))
+            self.retries.append((m, now + self.retry.delay_ms(m.attempt)))
         else:
             self.counts["failed"] += 1
             self._end(m, "failed", error, now)
             self.c.execute(Q["task_failed"], (error, m.task_id))
-            self.acks.append((m.id, m.receives))
+            self.acks.append(m)
 
     def _end(self, m: Message, outcome: str, error: str | None, end_ms: int) -> None:
         self.ends.append(
@@ -615,7 +642,83 @@ class _Batch:
     def _flush(self) -> None:
         self.c.executemany(Q["execution_insert"], self.ends)
         self.c.executemany(Q["task_done"], self.done)
-        self.c.executemany(Q["queue_ack"], self.acks)
+        if self.relayed:  # settled on the stream; a retry waits in the outbox for the relay
+            for m, at in self.retries:
+                _enqueue_retry(self.c, m, at, self.now())
+        else:
+            _settle(self.c, self.acks, self.retries, self.now())
+
+
+def envelopes(tasks: Sequence[tuple[int, int]], now_ms: int, visible_ms: int = 0) -> list[Any]:
+    """``(task id, attempts so far)`` pairs → ``enqueue`` rows, ``ENVELOPE`` tasks at most each,
+    one attempt number per envelope."""
+    by_attempt: dict[int, list[int]] = {}
+    for task_id, attempts in tasks:
+        by_attempt.setdefault(attempts + 1, []).append(task_id)
+    return [
+        (json.dumps(ids[i : i + ENVELOPE]), len(ids[i : i + ENVELOPE]), attempt, now_ms, visible_ms)
+        for attempt, ids in by_attempt.items()
+        for i in range(0, len(ids), ENVELOPE)
+    ]
+
+
+def _pick_envelopes(c: sqlite3.Connection, limit: int, now_ms: int) -> list[int]:
+    """Visible envelopes holding ``limit`` messages at most, the last one split to fit."""
+    picked, total = [], 0
+    split: tuple[int, int] | None = None
+    for env, size in c.execute(Q["queue_visible"], {"now": now_ms}):
+        picked.append(env)
+        if total + size > limit:
+            split = (env, limit - total)
+        total += size
+        if total >= limit:
+            break
+    if split is not None:
+        env, keep = split
+        (text,) = c.execute("SELECT task_ids FROM queue WHERE id = ?", (env,)).fetchone()
+        ids = json.loads(text)
+        rest = {"id": env, "rest": json.dumps(ids[keep:]), "size": len(ids) - keep}
+        c.execute(Q["queue_split"], rest)
+        c.execute(Q["queue_shrink"], (json.dumps(ids[:keep]), keep, env))
+    return picked
+
+
+def _settle(
+    c: sqlite3.Connection,
+    acks: Sequence[Message],
+    retries: Sequence[tuple[Message, int]],
+    now_ms: int,
+) -> int:
+    """Take acked and retried messages out of their envelopes, if the delivery given is still
+    the envelope's latest (a stale one settles nothing); a retry goes into an envelope of its
+    own, visible at the time given. Returns the messages acked."""
+    groups: dict[tuple[int, int], tuple[list[int], list[tuple[Message, int]]]] = {}
+    for m in acks:
+        groups.setdefault((m.id, m.receives), ([], []))[0].append(m.task_id)
+    for m, at in retries:
+        groups.setdefault((m.id, m.receives), ([], []))[1].append((m, at))
+    acked = 0
+    for (env, receives), (done, again) in groups.items():
+        removed = len(done) + len(again)
+        if not c.execute(Q["queue_ack_whole"], (env, receives, removed)).rowcount:
+            row = c.execute(Q["queue_envelope"], (env, receives)).fetchone()
+            if row is None:
+                continue  # stale: the envelope was delivered again meanwhile
+            gone = set(done) | {m.task_id for m, _ in again}
+            left = [t for t in json.loads(row[0]) if t not in gone]
+            if left:
+                c.execute(Q["queue_shrink"], (json.dumps(left), len(left), env))
+            else:
+                c.execute(Q["queue_delete"], (env,))
+        acked += len(done)
+        for m, at in again:
+            _enqueue_retry(c, m, at, now_ms)
+    return acked
+
+
+def _enqueue_retry(c: sqlite3.Connection, m: Message, at_ms: int, now_ms: int) -> None:
+    """The message's next attempt, in an envelope of its own, visible at ``at_ms``."""
+    c.execute(Q["enqueue"], (json.dumps([m.task_id]), 1, m.attempt + 1, now_ms, at_ms))
 
 
 def _connect(path: Path, create: bool) -> sqlite3.Connection:
@@ -637,30 +740,3 @@ def _connect(path: Path, create: bool) -> sqlite3.Connection:
 
 def _task_row(t: NewTask) -> tuple[str, str, str, int, str | None]:
     return (t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.schedule)
-
-
-def _task(r: Sequence[Any], status: str, epoch: int | None) -> Task:
-    return Task(
-        id=r[0],
-        idempotency_key=r[1],
-        handler=r[2],
-        payload=r[3],
-        trigger_ms=r[4],
-        attempts=r[5],
-        status=status,
-        epoch=epoch,
-    )
-
-
-def _message(q: Sequence[Any], t: Sequence[Any]) -> Message:
-    """A claimed queue row ``(id, task_id, receives, attempt)`` and its task's columns."""
-    return Message(
-        id=q[0],
-        task_id=q[1],
-        idempotency_key=t[1],
-        handler=t[2],
-        payload=t[3],
-        trigger_ms=t[4],
-        receives=q[2],
-        attempt=q[3],
-    )

@@ -32,7 +32,7 @@ WHERE id IN (
   SELECT id FROM tasks WHERE status = 'PENDING' AND trigger_ms <= :now
   ORDER BY trigger_ms LIMIT :limit
 )
-RETURNING id, idempotency_key, handler, payload, trigger_ms, attempts;
+RETURNING id, idempotency_key, attempts;
 
 -- name: read_due
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
@@ -47,7 +47,9 @@ UPDATE tasks SET status = 'DISPATCHED', dispatched_ms = coalesce(dispatched_ms, 
 WHERE id = ? AND status = 'PENDING';
 
 -- name: enqueue
-INSERT INTO queue (task_id, attempt, enqueued_ms) VALUES (?, ?, ?);
+-- One envelope: task ids (a JSON array), their number, attempt, enqueued and visible at.
+INSERT INTO queue (task_ids, size, attempt, enqueued_ms, invisible_until_ms)
+VALUES (?, ?, ?, ?, ?);
 
 -- name: count_dispatched
 UPDATE counters SET value = value + :n WHERE name = 'dispatched';
@@ -55,10 +57,18 @@ UPDATE counters SET value = value + :n WHERE name = 'dispatched';
 -- name: mark_missed
 UPDATE tasks SET status = 'MISSED' WHERE status = 'PENDING' AND trigger_ms < :before;
 
+-- name: queue_visible
+SELECT id, size FROM queue WHERE invisible_until_ms <= :now;
+
+-- name: queue_split
+-- The part of a visible envelope a claim leaves: a new envelope, as visible as the old one.
+INSERT INTO queue (task_ids, size, attempt, enqueued_ms, invisible_until_ms, receives)
+SELECT :rest, :size, attempt, enqueued_ms, invisible_until_ms, receives FROM queue WHERE id = :id;
+
 -- name: queue_claim
 UPDATE queue SET invisible_until_ms = :until, receives = receives + 1, worker = :worker
-WHERE id IN (SELECT id FROM queue WHERE invisible_until_ms <= :now LIMIT :limit)
-RETURNING id, task_id, receives, attempt;
+WHERE id IN (SELECT value FROM json_each(:ids))
+RETURNING id, task_ids, receives, attempt;
 
 -- name: message_tasks
 -- What a message needs from its task (immutable columns: read outside the write lock).
@@ -68,14 +78,21 @@ WHERE id IN (SELECT value FROM json_each(:ids));
 -- name: queue_any_visible
 SELECT 1 FROM queue WHERE invisible_until_ms <= :now LIMIT 1;
 
--- name: queue_ack
-DELETE FROM queue WHERE id = ? AND receives = ?;
+-- name: queue_ack_whole
+-- Settles an envelope whose every message is settled (the common case: one statement).
+DELETE FROM queue WHERE id = ? AND receives = ? AND size = ?;
 
--- name: queue_retry
-UPDATE queue SET invisible_until_ms = ?, attempt = attempt + 1 WHERE id = ? AND receives = ?;
+-- name: queue_envelope
+SELECT task_ids FROM queue WHERE id = ? AND receives = ?;
+
+-- name: queue_delete
+DELETE FROM queue WHERE id = ?;
+
+-- name: queue_shrink
+UPDATE queue SET task_ids = ?, size = ? WHERE id = ?;
 
 -- name: queue_depth
-SELECT count(*) FROM queue;
+SELECT coalesce(sum(size), 0) FROM queue;
 
 -- name: execution_insert
 INSERT INTO executions

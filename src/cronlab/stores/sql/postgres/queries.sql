@@ -52,23 +52,30 @@ SELECT max_epoch FROM fence WHERE name = 'scheduler' FOR UPDATE;
 UPDATE fence SET max_epoch = %(epoch)s WHERE name = 'scheduler' AND max_epoch < %(epoch)s;
 
 -- name: claim_due
--- Claim, mark and enqueue in one statement; SKIP LOCKED keeps concurrent claimers apart.
-WITH due AS (
+-- SKIP LOCKED keeps concurrent claimers apart; the rows are enqueued once planned.
+UPDATE tasks t SET status = 'DISPATCHED', epoch = %(epoch)s, dispatched_ms = %(now)s
+FROM (
   SELECT id FROM tasks WHERE status = 'PENDING' AND trigger_ms <= %(now)s
   ORDER BY trigger_ms LIMIT %(limit)s FOR UPDATE SKIP LOCKED
-), claimed AS (
-  UPDATE tasks t SET status = 'DISPATCHED', epoch = %(epoch)s, dispatched_ms = %(now)s
-  FROM due WHERE t.id = due.id
-  RETURNING t.id, t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.attempts
-), queued AS (
-  INSERT INTO queue (task_id, idempotency_key, handler, payload, trigger_ms, attempt, enqueued_ms)
-  SELECT id, idempotency_key, handler, payload, trigger_ms, attempts + 1, %(now)s FROM claimed
-  RETURNING 1
-), counted AS (
-  UPDATE counters SET value = value + (SELECT count(*) FROM queued) WHERE name = 'dispatched'
+) due WHERE t.id = due.id
+RETURNING t.id, t.idempotency_key, t.attempts, t.trigger_ms;
+
+-- name: enqueue
+-- Tasks (ids, attempts so far) → envelopes of %(envelope)s at most, one attempt number each.
+WITH given AS (
+  SELECT id, attempts + 1 AS attempt, n
+  FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) WITH ORDINALITY AS g(id, attempts, n)
+), chunked AS (
+  SELECT id, attempt, n,
+    (row_number() OVER (PARTITION BY attempt ORDER BY n) - 1) / %(envelope)s AS chunk
+  FROM given
 )
-SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM claimed
-ORDER BY trigger_ms, id;
+INSERT INTO queue (task_ids, size, attempt, enqueued_ms, invisible_until_ms)
+SELECT array_agg(id ORDER BY n), count(*), attempt, %(now)s, %(visible)s
+FROM chunked GROUP BY attempt, chunk ORDER BY attempt, chunk;
+
+-- name: count_dispatched
+UPDATE counters SET value = value + %(n)s WHERE name = 'dispatched';
 
 -- name: read_due
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
@@ -78,48 +85,63 @@ WHERE status = 'PENDING' AND trigger_ms <= %(now)s ORDER BY trigger_ms LIMIT %(l
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
 WHERE epoch IS NULL AND dispatched_ms >= %(since)s AND trigger_ms <= %(now)s;
 
--- name: enqueue_copies
-WITH given AS (
-  SELECT * FROM unnest(%(ids)s::bigint[]) AS g(id)
-), marked AS (
-  UPDATE tasks t SET status = 'DISPATCHED', dispatched_ms = coalesce(dispatched_ms, %(now)s)
-  FROM given WHERE t.id = given.id AND t.status = 'PENDING'
-), queued AS (
-  INSERT INTO queue (task_id, idempotency_key, handler, payload, trigger_ms, attempt, enqueued_ms)
-  SELECT t.id, t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.attempts + 1, %(now)s
-  FROM tasks t JOIN given ON t.id = given.id
-  RETURNING 1
-)
-UPDATE counters SET value = value + (SELECT count(*) FROM queued) WHERE name = 'dispatched';
+-- name: mark_copied
+UPDATE tasks SET status = 'DISPATCHED', dispatched_ms = coalesce(dispatched_ms, %(now)s)
+WHERE id = ANY(%(ids)s::bigint[]) AND status = 'PENDING';
 
 -- name: mark_missed
 UPDATE tasks SET status = 'MISSED' WHERE status = 'PENDING' AND trigger_ms < %(before)s;
 
+-- name: queue_visible
+-- A page of visible envelopes, locked; a claim takes whole ones until its limit is reached.
+SELECT id, size FROM queue WHERE invisible_until_ms <= %(now)s AND id > %(after)s
+ORDER BY id LIMIT %(page)s FOR UPDATE SKIP LOCKED;
+
+-- name: queue_split
+-- The part of a visible envelope a claim leaves: a new envelope, as visible as the old one.
+INSERT INTO queue (task_ids, size, attempt, enqueued_ms, invisible_until_ms, receives)
+SELECT task_ids[%(keep)s + 1:], size - %(keep)s, attempt, enqueued_ms, invisible_until_ms,
+  receives
+FROM queue WHERE id = %(id)s;
+
+-- name: queue_keep
+UPDATE queue SET task_ids = task_ids[:%(keep)s], size = %(keep)s WHERE id = %(id)s;
+
 -- name: queue_claim
-UPDATE queue q SET invisible_until_ms = %(until)s, receives = q.receives + 1, worker = %(worker)s
-FROM (
-  SELECT id FROM queue WHERE invisible_until_ms <= %(now)s ORDER BY id
-  LIMIT %(limit)s FOR UPDATE SKIP LOCKED
-) v WHERE q.id = v.id
-RETURNING q.id, q.task_id, q.idempotency_key, q.handler, q.payload, q.trigger_ms, q.receives,
-  q.attempt;
+UPDATE queue SET invisible_until_ms = %(until)s, receives = receives + 1, worker = %(worker)s
+WHERE id = ANY(%(ids)s::bigint[])
+RETURNING id, task_ids, receives, attempt;
 
--- name: queue_ack
-DELETE FROM queue q USING unnest(%(ids)s::bigint[], %(receives)s::int[]) AS a(id, receives)
-WHERE q.id = a.id AND q.receives = a.receives;
+-- name: message_tasks
+SELECT id, idempotency_key, handler, payload, trigger_ms FROM tasks
+WHERE id = ANY(%(ids)s::bigint[]);
 
--- name: queue_retry
-UPDATE queue SET invisible_until_ms = %s, attempt = attempt + 1 WHERE id = %s AND receives = %s;
+-- name: queue_ack_whole
+-- Settles envelopes whose every message is settled (the common case: one statement).
+DELETE FROM queue q
+USING unnest(%(ids)s::bigint[], %(receives)s::int[], %(sizes)s::int[]) AS a(id, receives, size)
+WHERE q.id = a.id AND q.receives = a.receives AND q.size = a.size
+RETURNING q.id, q.receives;
+
+-- name: queue_envelope
+SELECT task_ids FROM queue WHERE id = %s AND receives = %s FOR UPDATE;
+
+-- name: queue_delete
+DELETE FROM queue WHERE id = %s;
+
+-- name: queue_shrink
+UPDATE queue SET task_ids = %s, size = %s WHERE id = %s;
 
 -- name: outbox_take
--- With a Redis queue the queue table is the outbox: take rows to publish in one statement.
+-- With a Redis queue the queue table is the outbox: take visible envelopes to publish.
 DELETE FROM queue WHERE id IN (
-  SELECT id FROM queue ORDER BY id LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+  SELECT id FROM queue WHERE invisible_until_ms <= %(now)s ORDER BY id LIMIT %(limit)s
+  FOR UPDATE SKIP LOCKED
 )
-RETURNING id, task_id, idempotency_key, handler, payload, trigger_ms, receives, attempt;
+RETURNING id, task_ids, receives, attempt;
 
 -- name: queue_depth
-SELECT count(*) FROM queue;
+SELECT coalesce(sum(size), 0) FROM queue;
 
 -- name: execution_insert
 INSERT INTO executions
@@ -248,10 +270,4 @@ SELECT status FROM tasks WHERE schedule = %(name)s AND status != 'PENDING'
 ORDER BY trigger_ms DESC, id DESC LIMIT 1;
 
 -- name: task_skip
--- claim_due enqueued and counted every claimed task: take a skipped one back out.
-WITH skipped AS (
-  UPDATE tasks SET status = 'SKIPPED', last_error = %(reason)s WHERE id = %(id)s RETURNING id
-), unqueued AS (
-  DELETE FROM queue WHERE task_id IN (SELECT id FROM skipped) RETURNING 1
-)
-UPDATE counters SET value = value - (SELECT count(*) FROM unqueued) WHERE name = 'dispatched';
+UPDATE tasks SET status = 'SKIPPED', last_error = %(reason)s WHERE id = %(id)s;
