@@ -29,6 +29,9 @@ Handler = Callable[["Context", dict[str, Any]], "bool | None"]
 Item = tuple["Context", dict[str, Any]]
 BatchHandler = Callable[[Sequence[Item], Tx], list[bool]]
 BatchStep = Callable[[Tx], list[bool]]
+# A batch form's work that needs no transaction, done before the store takes its write lock:
+# ``prepare(items, dialect) -> step(tx)``; ``dialect`` is the store's SQL flavour, if known.
+BatchPrepare = Callable[[Sequence[Item], "str | None"], BatchStep]
 
 # Kept with the handler it belongs to; parameters bound. ON CONFLICT DO NOTHING turns a second
 # execution into a no-op while the unique key exists (idempotency on).
@@ -105,6 +108,7 @@ class Registry:
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
         self._batch: dict[str, BatchHandler] = {}
+        self._prepare: dict[str, BatchPrepare] = {}
 
     def handler(self, name: str) -> Callable[[Handler], Handler]:
         """Decorator: ``@registry.handler("invoice")``."""
@@ -117,14 +121,20 @@ class Registry:
 
         return register
 
-    def batch_handler(self, name: str) -> Callable[[BatchHandler], BatchHandler]:
-        """Decorator: the batch form of the already registered handler ``name``."""
+    def batch_handler(
+        self, name: str, *, prepare: BatchPrepare | None = None
+    ) -> Callable[[BatchHandler], BatchHandler]:
+        """Decorator: the batch form of the already registered handler ``name``. With
+        ``prepare``, a worker runs that part before its store takes the write lock; it must
+        do what the batch form does (the form stays the reference)."""
 
         def register(fn: BatchHandler) -> BatchHandler:
             self.get(name)  # the single form is the fallback: it must exist
             if name in self._batch:
                 raise ConfigError(f"batch handler {name!r} is already registered")
             self._batch[name] = fn
+            if prepare is not None:
+                self._prepare[name] = prepare
             return fn
 
         return register
@@ -132,6 +142,14 @@ class Registry:
     def get_batch(self, name: str) -> BatchHandler | None:
         """The batch form of ``name``, or None when it has none."""
         return self._batch.get(name)
+
+    def batch_step(self, name: str, items: Sequence[Item], dialect: str | None) -> BatchStep:
+        """The step running ``name``'s batch form on ``items``, prepared when it can be."""
+        prepare = self._prepare.get(name)
+        if prepare is not None:
+            return prepare(items, dialect)
+        fn = self._batch[name]
+        return lambda tx: fn(items, tx)
 
     def get(self, name: str) -> Handler:
         try:
@@ -181,10 +199,11 @@ class Runner:
 
         return step
 
-    def prepare_batch(self, messages: Sequence[Message]) -> BatchStep:
+    def prepare_batch(self, messages: Sequence[Message], dialect: str | None = None) -> BatchStep:
         """One step for the whole batch: a handler with a batch form runs once for all its
         messages, the others one by one. Answers are in ``messages`` order; any error (in
-        decoding too) raises when the step runs, so the store redoes the batch per message."""
+        decoding too) raises when the step runs, so the store redoes the batch per message.
+        ``dialect``: the calling store's SQL flavour, for batch forms that prepare SQL."""
         singles: list[tuple[int, Callable[[Tx], bool]]] = []
         groups: dict[str, tuple[list[int], list[Item]]] = {}
         now = self._now()  # one instant for the batch: a clock read per message adds up
@@ -196,26 +215,28 @@ class Runner:
                     indexes, items = groups.setdefault(m.handler, ([], []))
                     indexes.append(i)
                     items.append(self._item(m, now))
+            steps = [
+                (indexes, items, self._registry.batch_step(name, items, dialect))
+                for name, (indexes, items) in groups.items()
+            ]
         except Exception as exc:
             return _raise_batch(exc)
-        return partial(self._run_batch, len(messages), singles, groups)
+        return partial(self._run_batch, len(messages), singles, steps)
 
+    @staticmethod
     def _run_batch(
-        self,
         n: int,
         singles: list[tuple[int, Callable[[Tx], bool]]],
-        groups: dict[str, tuple[list[int], list[Item]]],
+        steps: list[tuple[list[int], list[Item], BatchStep]],
         tx: Tx,
     ) -> list[bool]:
         out = [False] * n
         for i, step in singles:
             out[i] = step(tx)
-        for name, (indexes, items) in groups.items():
+        for indexes, items, batch in steps:
             for ctx, _ in items:
                 ctx.tx, ctx._follow_ups = tx, 0  # a retried transaction numbers them again
-            fn = self._registry.get_batch(name)
-            assert fn is not None  # grouped only when it has one
-            for i, applied in zip(indexes, fn(items, tx), strict=True):
+            for i, applied in zip(indexes, batch(tx), strict=True):
                 out[i] = applied
         return out
 
@@ -274,27 +295,41 @@ def invoice(ctx: Context, payload: dict[str, Any]) -> bool:
     return ctx.tx.execute(INVOICE_SQL, row) > 0
 
 
-@registry.batch_handler("invoice")
+def prepare_invoices(items: Sequence[Item], dialect: str | None) -> BatchStep:
+    """``invoice_batch`` with the rows and the statement's parameters built up front."""
+    work_ms = sum(int(p.get("work_ms", 0)) for _, p in items if "work_ms" in p)
+    rows = [(str(p["customer"]), str(p["period"]), ctx.task_id) for ctx, p in items]
+    params = _invoice_params(dialect, rows) if dialect in INVOICE_BATCH_SQL else ()
+
+    def step(tx: Tx) -> list[bool]:
+        if work_ms:
+            time.sleep(work_ms / 1000)
+        found = getattr(tx, "dialect", None)
+        if found not in INVOICE_BATCH_SQL:  # a transaction that cannot return rows
+            return [tx.execute(INVOICE_SQL, row) > 0 for row in rows]
+        args = params if found == dialect else _invoice_params(found, rows)
+        returned = cast(RowsTx, tx).rows(INVOICE_BATCH_SQL[found], args)
+        if len(returned) == len(rows):
+            return [True] * len(rows)  # every row went in
+        inserted = Counter(task_id for (task_id,) in returned)
+        out = []
+        for *_, task_id in rows:
+            out.append(inserted[task_id] > 0)
+            inserted[task_id] -= 1
+        return out
+
+    return step
+
+
+@registry.batch_handler("invoice", prepare=prepare_invoices)
 def invoice_batch(items: Sequence[Item], tx: Tx) -> list[bool]:
     """The batch form of ``invoice``: one INSERT for all items; an item is applied when the
     statement returned its task id — once per returned row, first item first (a task can
     come twice in one batch: copies made by ``--election off``)."""
-    if work_ms := sum(int(p.get("work_ms", 0)) for _, p in items):
-        time.sleep(work_ms / 1000)
-    rows = [(str(p["customer"]), str(p["period"]), ctx.task_id) for ctx, p in items]
-    dialect = getattr(tx, "dialect", None)
-    if dialect not in INVOICE_BATCH_SQL:  # a transaction that cannot return rows
-        return [tx.execute(INVOICE_SQL, row) > 0 for row in rows]
-    sql, params = INVOICE_BATCH_SQL[dialect], _invoice_params(dialect, rows)
-    inserted = Counter(task_id for (task_id,) in cast(RowsTx, tx).rows(sql, params))
-    out = []
-    for *_, task_id in rows:
-        out.append(inserted[task_id] > 0)
-        inserted[task_id] -= 1
-    return out
+    return prepare_invoices(items, getattr(tx, "dialect", None))(tx)
 
 
-def _invoice_params(dialect: str, rows: list[tuple[str, str, int]]) -> tuple[Any, ...]:
+def _invoice_params(dialect: str | None, rows: list[tuple[str, str, int]]) -> tuple[Any, ...]:
     if dialect == "sqlite":
         return (json.dumps(rows),)
     return tuple(list(column) for column in zip(*rows, strict=True))

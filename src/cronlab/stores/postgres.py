@@ -247,7 +247,7 @@ class PostgresStore:
                 messages, run, isolate
             )
 
-        batched = sqlite.prepare_batch(run, messages)
+        batched = sqlite.prepare_batch(run, messages, PostgresTx.dialect)
         try:
             if batched is not None:
                 return self._run(

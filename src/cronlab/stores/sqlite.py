@@ -9,13 +9,17 @@ numbered migrations and named queries in ``stores/sql/``.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
+import os
 import sqlite3
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 from importlib import resources
 from itertools import islice
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Literal
 
@@ -50,6 +54,8 @@ HAS_SCHEMA = "SELECT 1 FROM sqlite_master WHERE name = 'schema_version'"
 CHUNK = 50_000
 # Tasks per queue envelope: a claim, an ack or a retry writes one row per envelope.
 ENVELOPE = 500
+# A message's delivery: its envelope and the envelope's receive count.
+DELIVERY = itemgetter(0, 6)
 
 
 def _sql_files() -> dict[str, str]:
@@ -117,26 +123,29 @@ class SqliteStore:
         self.path = Path(path)
         self.fencing = fencing
         self._conn = _connect(self.path, create)
+        self._writer = _WriterLock(self.path)
         self._migrate()
 
     # -- plumbing ---------------------------------------------------------------------------
 
     def close(self) -> None:
         self._conn.close()
+        self._writer.close()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """A write transaction holding the write lock from its first statement."""
-        try:
-            self._conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise BackendUnavailable(f"sqlite {self.path}: {exc}") from exc
-        try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
+        with self._writer:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise BackendUnavailable(f"sqlite {self.path}: {exc}") from exc
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
 
     def _migrate(self) -> None:
         if not self._conn.execute(HAS_SCHEMA).fetchone():
@@ -250,7 +259,7 @@ class SqliteStore:
         is how ``report`` counts the abandoned runs. ``relayed``: see ``redis.OutboxStore``.
         """
         start = now()
-        batched = prepare_batch(run, messages)
+        batched = prepare_batch(run, messages, SqliteTx.dialect)
         steps = [] if batched else _prepare(run, messages)
         try:
             with self._tx() as c:
@@ -521,11 +530,13 @@ def _prepare(run: Run, messages: Sequence[Message]) -> list[tuple[Message, Step]
     return [(m, partial(run, m)) for m in messages]
 
 
-def prepare_batch(run: Run, messages: Sequence[Message]) -> BatchStep | None:
+def prepare_batch(run: Run, messages: Sequence[Message], dialect: str) -> BatchStep | None:
     """The whole batch as one step (``handlers.Runner.prepare_batch``), if the run offers it:
     handlers with a batch form then write every message's effect in one statement."""
-    prepare: Callable[[Sequence[Message]], BatchStep] | None = getattr(run, "prepare_batch", None)
-    return prepare(messages) if prepare is not None else None
+    prepare: Callable[[Sequence[Message], str], BatchStep] | None = getattr(
+        run, "prepare_batch", None
+    )
+    return prepare(messages, dialect) if prepare is not None else None
 
 
 class _HandlerFailed(Exception):
@@ -692,33 +703,66 @@ def _settle(
     """Take acked and retried messages out of their envelopes, if the delivery given is still
     the envelope's latest (a stale one settles nothing); a retry goes into an envelope of its
     own, visible at the time given. Returns the messages acked."""
-    groups: dict[tuple[int, int], tuple[list[int], list[tuple[Message, int]]]] = {}
-    for m in acks:
-        groups.setdefault((m.id, m.receives), ([], []))[0].append(m.task_id)
-    for m, at in retries:
-        groups.setdefault((m.id, m.receives), ([], []))[1].append((m, at))
+    acked_per = Counter(map(DELIVERY, acks))  # per envelope delivery, without a Python loop
+    again = [(DELIVERY(m), m, at) for m, at in retries]
+    removed = acked_per + Counter(key for key, _, _ in again)
     acked = 0
-    for (env, receives), (done, again) in groups.items():
-        removed = len(done) + len(again)
-        if not c.execute(Q["queue_ack_whole"], (env, receives, removed)).rowcount:
-            row = c.execute(Q["queue_envelope"], (env, receives)).fetchone()
-            if row is None:
-                continue  # stale: the envelope was delivered again meanwhile
-            gone = set(done) | {m.task_id for m, _ in again}
-            left = [t for t in json.loads(row[0]) if t not in gone]
-            if left:
-                c.execute(Q["queue_shrink"], (json.dumps(left), len(left), env))
-            else:
-                c.execute(Q["queue_delete"], (env,))
-        acked += len(done)
-        for m, at in again:
+    for key, n in removed.items():
+        if not c.execute(Q["queue_ack_whole"], (*key, n)).rowcount and not _shrink(
+            c, key, [m.task_id for m in acks if DELIVERY(m) == key], again
+        ):
+            continue  # stale: the envelope was delivered again meanwhile
+        acked += acked_per[key]
+        for m, at in (r[1:] for r in again if r[0] == key):
             _enqueue_retry(c, m, at, now_ms)
     return acked
+
+
+def _shrink(
+    c: sqlite3.Connection,
+    key: tuple[int, int],
+    done: list[int],
+    again: list[tuple[tuple[int, int], Message, int]],
+) -> bool:
+    """Remove some messages from a current envelope; False when it is not current."""
+    row = c.execute(Q["queue_envelope"], key).fetchone()
+    if row is None:
+        return False
+    gone = set(done) | {m.task_id for k, m, _ in again if k == key}
+    left = [t for t in json.loads(row[0]) if t not in gone]
+    if left:
+        c.execute(Q["queue_shrink"], (json.dumps(left), len(left), key[0]))
+    else:
+        c.execute(Q["queue_delete"], (key[0],))
+    return True
 
 
 def _enqueue_retry(c: sqlite3.Connection, m: Message, at_ms: int, now_ms: int) -> None:
     """The message's next attempt, in an envelope of its own, visible at ``at_ms``."""
     c.execute(Q["enqueue"], (json.dumps([m.task_id]), 1, m.attempt + 1, now_ms, at_ms))
+
+
+class _WriterLock:
+    """Writers queue on an OS file lock (``PATH.writer``) before ``BEGIN IMMEDIATE``.
+
+    SQLite's busy handler polls: a writer that finds the lock taken sleeps 1, 2, 5 … up to
+    100 ms between tries, so with several processes the lock often sits free while they all
+    sleep. ``flock`` blocks in the kernel and wakes a waiter the moment the holder lets go.
+    The kernel drops the lock of a process that dies, so a SIGKILLed writer never wedges the
+    store. SQLite's own lock stays the guarantee; this only orders the writers.
+    """
+
+    def __init__(self, db: Path) -> None:
+        self._fd = os.open(f"{db}.writer", os.O_RDWR | os.O_CREAT, 0o600)
+
+    def __enter__(self) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        os.close(self._fd)
 
 
 def _connect(path: Path, create: bool) -> sqlite3.Connection:
