@@ -133,7 +133,7 @@ def main() -> None:
     ap.add_argument("--replicas", type=int, default=3)
     ap.add_argument("--workers", type=int, default=5)
     ap.add_argument("--scan-batch", type=int, default=10_000)
-    ap.add_argument("--worker-batch", type=int, default=2_000)
+    ap.add_argument("--worker-batch", type=int, default=10_000)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "midnight.db"

@@ -159,9 +159,9 @@ class _Stop:
 @click.option(
     "--worker-batch",
     type=click.IntRange(min=1),
-    default=2_000,
+    default=10_000,
     show_default=True,
-    help="Messages a worker claims per transaction.",
+    help="Most messages a worker claims per transaction (sizes adapt to the handlers' speed).",
 )
 def cluster_cmd(
     store_url: str,
@@ -275,7 +275,13 @@ def scheduler_cmd(
 @STORE
 @click.option("--index", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--rate", type=click.FloatRange(min=0.001), default=None, help="Tasks/s cap.")
-@click.option("--batch", type=click.IntRange(min=1), default=2_000, show_default=True)
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="Largest batch (sizes adapt to the handlers' speed).",
+)
 @click.option("--visibility", type=click.FloatRange(min=0.1), default=30.0, help="Seconds.")
 @click.option("--max-attempts", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--retry-base", type=click.FloatRange(min=0), default=0.5, help="Seconds.")

@@ -48,7 +48,7 @@ class ClusterConfig:
     scan_interval_s: float = 1.0
     visibility_s: float = 30.0
     scan_batch: int = 10_000
-    worker_batch: int = 2_000
+    worker_batch: int = 10_000
 
 
 def owner_name(role: str, index: int, pid: int) -> str:

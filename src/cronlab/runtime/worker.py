@@ -3,6 +3,12 @@
 The handlers' writes, the execution records and the acks commit in one transaction
 (``Store.execute``). A worker killed mid-batch leaves its deliveries invisible until the
 timeout; then another worker receives them again. ``rate`` caps tasks/s with a token bucket.
+
+Batch size adapts (slow start, as TCP's window does): the first claim takes ``FIRST_BATCH``;
+a full batch done in under half of ``TARGET_BATCH_MS`` doubles the next one, up to ``batch``;
+a slower one shrinks it to what fits in the target. Fast handlers (a midnight run of invoices)
+get large batches, so a store pays its per-transaction costs rarely; slow ones get small
+batches, so one worker does not hoard the queue or outlive its visibility timeout.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from cronlab.handlers import Registry
 from cronlab.ports import Clock, Queue, Retry, Store
 
 IDLE_MS = 100
+FIRST_BATCH = 10
+TARGET_BATCH_MS = 1_000
 YIELD_MAX_MS = 100
 LONG_BATCH_MS = 250
 
@@ -23,7 +31,7 @@ class WorkerConfig:
     """A worker's knobs; ``rate`` None means uncapped."""
 
     index: int
-    batch: int = 2_000
+    batch: int = 10_000
     visibility_ms: int = 30_000
     rate: float | None = None
     retry: Retry = field(default_factory=Retry)
@@ -65,6 +73,7 @@ class Worker:
         self.run_message = registry.runner(clock.now_ms)
         self.bucket = TokenBucket(cfg.rate, clock.now_ms()) if cfg.rate else None
         self.totals = {"ok": 0, "noop": 0, "error": 0, "failed": 0}
+        self.limit = min(cfg.batch, FIRST_BATCH)
 
     def run(self, stopping: Callable[[], bool]) -> None:
         while not stopping():
@@ -72,7 +81,7 @@ class Worker:
 
     def step(self) -> int:
         """Claim and run one batch; returns milliseconds to sleep before the next."""
-        limit = self.cfg.batch
+        limit = self.limit
         if self.bucket is not None:
             limit = min(limit, self.bucket.available(self.clock.now_ms()))
             if limit < 1:
@@ -92,4 +101,14 @@ class Worker:
         # (SQLite) would otherwise let this worker take the lock again before any waiting
         # process wakes. After a short batch, going on at once keeps the lock busy.
         took = self.clock.now_ms() - started
+        self._size_next(len(messages), limit, took)
         return 0 if took < LONG_BATCH_MS else min(YIELD_MAX_MS, took // 10)
+
+    def _size_next(self, n: int, asked: int, took_ms: int) -> None:
+        """The next batch's size from how long this one took (only a full batch tells)."""
+        if n < asked or asked < self.limit:
+            return  # the queue ran dry, or the rate cap asked for less
+        if took_ms * 2 < TARGET_BATCH_MS:
+            self.limit = min(self.cfg.batch, self.limit * 2)
+        elif took_ms > TARGET_BATCH_MS:
+            self.limit = max(1, n * TARGET_BATCH_MS // took_ms)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import resources
 from itertools import islice
@@ -607,25 +608,23 @@ def _settle(
 ) -> int:
     """Take acked and retried messages out of their envelopes (see the SQLite store's
     ``_settle``); a retry goes into an envelope of its own. Returns the messages acked."""
-    groups: dict[tuple[int, int], tuple[list[int], list[tuple[Message, int]]]] = {}
-    for m in acks:
-        groups.setdefault((m.id, m.receives), ([], []))[0].append(m.task_id)
-    for m, at in retries:
-        groups.setdefault((m.id, m.receives), ([], []))[1].append((m, at))
-    keys = list(groups)
+    acked_per = Counter(map(sqlite.DELIVERY, acks))
+    again = [(sqlite.DELIVERY(m), m, at) for m, at in retries]
+    removed = acked_per + Counter(key for key, _, _ in again)
+    keys = list(removed)
     whole = {
         "ids": [k[0] for k in keys],
         "receives": [k[1] for k in keys],
-        "sizes": [len(groups[k][0]) + len(groups[k][1]) for k in keys],
+        "sizes": [removed[k] for k in keys],
     }
     settled = {(r[0], r[1]) for r in c.execute(Q["queue_ack_whole"], whole).fetchall()}
     acked = 0
     for key in keys:
-        done, again = groups[key]
+        done = [] if key in settled else [m.task_id for m in acks if sqlite.DELIVERY(m) == key]
         if key not in settled and not _shrink(c, key, done, again):
             continue  # stale: the envelope was delivered again meanwhile
-        acked += len(done)
-        for m, at in again:
+        acked += acked_per[key]
+        for m, at in (r[1:] for r in again if r[0] == key):
             _enqueue(c, [(m.task_id, m.attempt)], now_ms, at)
     return acked
 
@@ -634,13 +633,13 @@ def _shrink(
     c: psycopg.Connection[Any],
     key: tuple[int, int],
     done: list[int],
-    again: list[tuple[Message, int]],
+    again: list[tuple[tuple[int, int], Message, int]],
 ) -> bool:
     """Remove some messages from a current envelope; False when it is not current."""
     row = c.execute(Q["queue_envelope"], key).fetchone()
     if row is None:
         return False
-    gone = set(done) | {m.task_id for m, _ in again}
+    gone = set(done) | {m.task_id for k, m, _ in again if k == key}
     left = [t for t in row[0] if t not in gone]
     if left:
         c.execute(Q["queue_shrink"], (left, len(left), key[0]))
