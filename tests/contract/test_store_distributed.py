@@ -104,7 +104,7 @@ def test_migrations_are_applied_once_by_replicas_starting_together(url: str) -> 
     for t in threads:
         t.join(60)
     assert len(stores) == 3
-    assert stores[0].schema_versions() == [1, 2, 3, 4, 5]
+    assert stores[0].schema_versions() == [1, 2, 3, 4, 5, 6]
     for s in stores:
         s.close()
 
@@ -115,11 +115,25 @@ def test_the_due_scan_uses_the_partial_index(store: PostgresStore) -> None:
     plan = "\n".join(
         r[0]
         for r in store.query(
-            "EXPLAIN SELECT id FROM tasks WHERE status = 'PENDING' "
-            "AND trigger_ms <= 5 ORDER BY trigger_ms LIMIT 10"
+            "EXPLAIN SELECT id FROM tasks WHERE status = 'PENDING' AND trigger_ms <= 5 "
+            "AND (trigger_ms, id) > (1, 2) ORDER BY trigger_ms, id LIMIT 10"
         )
     )
-    assert "tasks_pending_due" in plan
+    assert "tasks_pending_due" in plan and "Sort" not in plan
+
+
+def test_a_row_added_behind_a_resumed_due_scan_waits_one_round_at_most(
+    store: PostgresStore,
+) -> None:
+    now = store.server_ms()
+    store.add_tasks(invoices(10, now - 1))
+    lease = StoreElector(store, SystemClock()).acquire_or_renew("a", 60_000)
+    assert lease is not None
+    assert store.dispatch_due(now, 5, lease.epoch) == 5  # full: the next scan resumes
+    store.add_tasks(invoices(1, now - 60_000, prefix="late"))  # behind the resume point
+    assert store.dispatch_due(now, 5, lease.epoch) == 5  # the rest of the first ten
+    assert store.dispatch_due(now, 5, lease.epoch) == 1  # short: from the start, the late one
+    assert store.counts()["PENDING"] == 0 and store.queue_depth() == 11
 
 
 def test_the_engine_report_runs_on_postgres(store: PostgresStore) -> None:

@@ -59,6 +59,7 @@ TimeSource = Literal["server", "caller"]
 T = TypeVar("T")
 CHUNK = 50_000
 SCHEMES = ("postgresql", "postgres")
+START = (-(1 << 62), -(1 << 62))  # a (trigger_ms, id) before every row
 
 
 def _sql_files() -> dict[str, str]:
@@ -115,6 +116,7 @@ class PostgresStore:
         retry_s: float = 60.0,
     ) -> None:
         self.url, self.fencing, self.time_source, self.retry_s = url, fencing, time_source, retry_s
+        self._resume: tuple[int, int] | None = None  # (trigger_ms, id) the due scan resumes after
         self._pool = _open_pool(url, pool_size, connect_timeout_s)
         if not create and not self._run(_has_schema):
             self.close()
@@ -180,9 +182,20 @@ class PostgresStore:
         return self._run(lambda c: self._dispatch(c, now_ms, limit, epoch))
 
     def _dispatch(self, c: psycopg.Connection[Any], now_ms: int, limit: int, epoch: int) -> int:
+        """A full batch leaves the next scan a place to resume from. A resumed scan that comes
+        back short looks once more from the beginning, for rows added behind the place."""
         self._fence(c, epoch, now_ms)
         args = {"epoch": epoch, "now": now_ms, "limit": limit}
-        rows = _plan_schedules(c, _claim_due(c, args), args)
+        first = {**args, "after_ms": START[0], "after_id": START[1]}
+        if self._resume is None:
+            claimed = _claim_due(c, first)
+        else:
+            resumed = {**args, "after_ms": self._resume[0], "after_id": self._resume[1]}
+            claimed = _claim_due(c, resumed)
+            if len(claimed) < limit:
+                claimed += _claim_due(c, {**first, "limit": limit - len(claimed)})
+        self._resume = (claimed[-1][3], claimed[-1][0]) if len(claimed) >= limit else None
+        rows = _plan_schedules(c, claimed, first)
         _enqueue(c, [(r[0], r[2]) for r in rows], now_ms)
         return len(rows)
 

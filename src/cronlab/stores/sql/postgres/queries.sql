@@ -52,11 +52,13 @@ SELECT max_epoch FROM fence WHERE name = 'scheduler' FOR UPDATE;
 UPDATE fence SET max_epoch = %(epoch)s WHERE name = 'scheduler' AND max_epoch < %(epoch)s;
 
 -- name: claim_due
--- SKIP LOCKED keeps concurrent claimers apart; the rows are enqueued once planned.
+-- SKIP LOCKED keeps concurrent claimers apart; the rows are enqueued once planned. The scan
+-- starts after (after_ms, after_id): see migration 006.
 UPDATE tasks t SET status = 'DISPATCHED', epoch = %(epoch)s, dispatched_ms = %(now)s
 FROM (
   SELECT id FROM tasks WHERE status = 'PENDING' AND trigger_ms <= %(now)s
-  ORDER BY trigger_ms LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+    AND (trigger_ms, id) > (%(after_ms)s, %(after_id)s)
+  ORDER BY trigger_ms, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ) due WHERE t.id = due.id
 RETURNING t.id, t.idempotency_key, t.attempts, t.trigger_ms;
 
