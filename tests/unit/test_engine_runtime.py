@@ -172,3 +172,41 @@ def test_token_bucket_never_saves_more_than_a_second() -> None:
     bucket.take(10)
     assert bucket.available(60_000) == 0
     assert bucket.wait_ms() > 0
+
+
+def batch_sizes(per_task_ms: int, n: int, max_batch: int) -> list[int]:
+    """The sizes of a worker's batches over ``n`` tasks whose handler takes ``per_task_ms``."""
+    clock, store = FakeClock(T0), MemoryStore()
+    seed(store, n, T0)
+    replica(store, clock, 0, batch=n).step()
+    r = Registry()
+
+    @r.handler("ok")
+    def ok(ctx: Context, payload: dict[str, Any]) -> None:
+        clock.advance(per_task_ms)
+
+    w = Worker(
+        WorkerConfig(index=0, batch=max_batch),
+        store=store,
+        queue=StoreQueue(store, clock),
+        registry=r,
+        clock=clock,
+        name="w0",
+    )
+    sizes = []
+    while store.counts()["DONE"] < n:
+        before = store.counts()["DONE"]
+        clock.sleep(w.step() / 1000)
+        sizes.append(store.counts()["DONE"] - before)
+    return sizes
+
+
+def test_fast_handlers_grow_the_batch_to_its_cap() -> None:
+    sizes = batch_sizes(0, 3_000, max_batch=1_000)
+    assert sizes[:4] == [10, 20, 40, 80]  # slow start: doubles while batches are quick
+    assert max(sizes) == 1_000 and sum(sizes) == 3_000
+
+
+def test_slow_handlers_shrink_the_batch_to_what_fits_in_the_target() -> None:
+    sizes = batch_sizes(400, 40, max_batch=1_000)  # 0.4 s a task: 2 fit in one second
+    assert sizes[0] == 10 and sizes[1:4] == [2, 2, 2]
