@@ -3,7 +3,7 @@
 Two SQLite stores hold the same 10,000 due PENDING rows; the second also holds FUTURE rows
 due in the far future (built in SQL with one INSERT … SELECT from a recursive CTE). The figure
 is the median time of the leader's claim (``claim_due``, in a transaction rolled back after
-each run) and the ratio big / empty (goal ≤ 1.3).
+each run; the two stores' runs interleaved) and the ratio big / empty (goal ≤ 1.3).
 
     .venv/bin/python bench/engine_scan.py [--future 10000000] [--due 10000] [--runs 15]
 """
@@ -44,17 +44,26 @@ def build(path: Path, due: int, future: int) -> SqliteStore:
     return store
 
 
-def claim_ms(store: SqliteStore, due: int, runs: int) -> float:
-    """Median milliseconds of one claim of every due row (rolled back each time)."""
-    conn, times = store._conn, []
+def claim_once_ms(store: SqliteStore, due: int) -> float:
+    """Milliseconds of one claim of every due row (rolled back)."""
+    conn = store._conn
+    conn.execute("BEGIN IMMEDIATE")
+    t = time.perf_counter()
+    got = conn.execute(Q["claim_due"], {"epoch": 1, "now": NOW, "limit": due}).fetchall()
+    took = (time.perf_counter() - t) * 1000
+    conn.execute("ROLLBACK")
+    assert len(got) == due, f"claimed {len(got)} of {due}"
+    return took
+
+
+def claim_ms(stores: list[SqliteStore], due: int, runs: int) -> list[float]:
+    """Median claim time per store, the stores' runs interleaved so that a machine that
+    speeds up or slows down meanwhile weighs on both alike."""
+    times: list[list[float]] = [[] for _ in stores]
     for _ in range(runs):
-        conn.execute("BEGIN IMMEDIATE")
-        t = time.perf_counter()
-        got = conn.execute(Q["claim_due"], {"epoch": 1, "now": NOW, "limit": due}).fetchall()
-        times.append((time.perf_counter() - t) * 1000)
-        conn.execute("ROLLBACK")
-        assert len(got) == due, f"claimed {len(got)} of {due}"
-    return statistics.median(times)
+        for store, out in zip(stores, times, strict=True):
+            out.append(claim_once_ms(store, due))
+    return [statistics.median(t) for t in times]
 
 
 def main() -> None:
@@ -68,8 +77,7 @@ def main() -> None:
         empty = build(Path(tmp) / "empty.db", args.due, 0)
         big = build(Path(tmp) / "big.db", args.due, args.future)
         print(f"built {args.future:,} future rows in {time.perf_counter() - t:.1f} s")
-        base = claim_ms(empty, args.due, args.runs)
-        loaded = claim_ms(big, args.due, args.runs)
+        base, loaded = claim_ms([empty, big], args.due, args.runs)
     ratio = loaded / base
     print(f"due scan+claim of {args.due:,} rows, median of {args.runs}:")
     print(f"  0 future rows:            {base:8.2f} ms (baseline)")
