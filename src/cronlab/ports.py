@@ -22,9 +22,11 @@ STATUSES = ("PENDING", "DISPATCHED", "DONE", "FAILED", "MISSED", "SKIPPED")
 RUN_OUTCOMES = ("ok", "noop")  # a run that completed: effect applied, or a no-op duplicate
 
 
-@dataclass(frozen=True, kw_only=True)
-class NewTask:
-    """A task to add; a second task with the same ``idempotency_key`` is ignored."""
+class NewTask(NamedTuple):
+    """A task to add; a second task with the same ``idempotency_key`` is ignored.
+
+    Immutable like the other port values, and a tuple because a seed builds millions.
+    """
 
     idempotency_key: str
     handler: str
