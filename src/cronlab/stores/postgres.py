@@ -52,7 +52,7 @@ from cronlab.ports import (
     Task,
 )
 from cronlab.stores import schedules, sqlite
-from cronlab.stores.rows import task
+from cronlab.stores.rows import Retried, remaining, task
 
 Fencing = Literal["lease", "epoch"]
 TimeSource = Literal["server", "caller"]
@@ -646,14 +646,13 @@ def _shrink(
     c: psycopg.Connection[Any],
     key: tuple[int, int],
     done: list[int],
-    again: list[tuple[tuple[int, int], Message, int]],
+    again: list[Retried],
 ) -> bool:
     """Remove some messages from a current envelope; False when it is not current."""
     row = c.execute(Q["queue_envelope"], key).fetchone()
     if row is None:
         return False
-    gone = set(done) | {m.task_id for k, m, _ in again if k == key}
-    left = [t for t in row[0] if t not in gone]
+    left = remaining(row[0], done, again, key)
     if left:
         c.execute(Q["queue_shrink"], (left, len(left), key[0]))
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cronlab.ports import Task
+from cronlab.ports import Message, Task
 
 TaskRow = Sequence[Any]  # (id, idempotency_key, handler, payload, trigger_ms, attempts)
 
@@ -22,3 +22,14 @@ def task(r: TaskRow, status: str, epoch: int | None) -> Task:
         status=status,
         epoch=epoch,
     )
+
+
+Retried = tuple[tuple[int, int], Message, int]  # (envelope delivery, message, visible at ms)
+
+
+def remaining(
+    task_ids: Sequence[int], done: Sequence[int], again: Sequence[Retried], key: tuple[int, int]
+) -> list[int]:
+    """An envelope's task ids once its acked ones (``done``) and its retries are out."""
+    gone = set(done) | {m.task_id for k, m, _ in again if k == key}
+    return [t for t in task_ids if t not in gone]

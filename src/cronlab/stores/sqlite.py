@@ -46,7 +46,7 @@ from cronlab.ports import (
     Tx,
 )
 from cronlab.stores import schedules
-from cronlab.stores.rows import task
+from cronlab.stores.rows import Retried, remaining, task
 
 Fencing = Literal["lease", "epoch"]
 BUSY_TIMEOUT_MS = 60_000
@@ -722,14 +722,13 @@ def _shrink(
     c: sqlite3.Connection,
     key: tuple[int, int],
     done: list[int],
-    again: list[tuple[tuple[int, int], Message, int]],
+    again: list[Retried],
 ) -> bool:
     """Remove some messages from a current envelope; False when it is not current."""
     row = c.execute(Q["queue_envelope"], key).fetchone()
     if row is None:
         return False
-    gone = set(done) | {m.task_id for k, m, _ in again if k == key}
-    left = [t for t in json.loads(row[0]) if t not in gone]
+    left = remaining(json.loads(row[0]), done, again, key)
     if left:
         c.execute(Q["queue_shrink"], (json.dumps(left), len(left), key[0]))
     else:
