@@ -5,6 +5,7 @@ the engine's report runs on it, and an unreachable server is a one-line error.""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import psycopg
@@ -104,22 +105,48 @@ def test_migrations_are_applied_once_by_replicas_starting_together(url: str) -> 
     for t in threads:
         t.join(60)
     assert len(stores) == 3
-    assert stores[0].schema_versions() == [1, 2, 3, 4, 5, 6]
+    assert stores[0].schema_versions() == [1, 2, 3, 4, 5, 6, 7]
     for s in stores:
         s.close()
 
 
-def test_the_due_scan_uses_the_partial_index(store: PostgresStore) -> None:
+def test_the_due_scan_reads_the_pending_list_by_its_key(store: PostgresStore) -> None:
     store.add_tasks(invoices(2_000, 10**13))
-    store.query("ANALYZE tasks")
+    store.query("ANALYZE pending")
     plan = "\n".join(
         r[0]
         for r in store.query(
-            "EXPLAIN SELECT id FROM tasks WHERE status = 'PENDING' AND trigger_ms <= 5 "
-            "AND (trigger_ms, id) > (1, 2) ORDER BY trigger_ms, id LIMIT 10"
+            "EXPLAIN SELECT trigger_ms, task_id FROM pending WHERE trigger_ms <= 5 "
+            "AND (trigger_ms, task_id) > (1, 2) ORDER BY trigger_ms, task_id LIMIT 10"
         )
     )
-    assert "tasks_pending_due" in plan and "Sort" not in plan
+    assert "pending_pkey" in plan and "Sort" not in plan
+
+
+def test_every_insert_lists_its_task_as_pending_and_a_dispatch_takes_it_off(
+    store: PostgresStore,
+) -> None:
+    now = store.server_ms()
+    store.add_tasks(invoices(5, now - 1))
+    assert store.query("SELECT count(*) FROM pending")[0][0] == 5
+    lease = StoreElector(store, SystemClock()).acquire_or_renew("a", 60_000)
+    assert lease is not None
+    assert store.dispatch_due(now, 3, lease.epoch) == 3
+    assert store.query("SELECT count(*) FROM pending")[0][0] == 2
+    assert tasks_updates(store) == (3, 3)  # all three updates were HOT
+
+
+def tasks_updates(store: PostgresStore, deadline_s: float = 10.0) -> tuple[int, int]:
+    """(HOT updates, updates) of ``tasks`` once the server's statistics show any update
+    (backends report them within about a second of their transaction)."""
+    sql = "SELECT n_tup_hot_upd, n_tup_upd FROM pg_stat_user_tables WHERE relname = 'tasks'"
+    end = time.monotonic() + deadline_s
+    while True:
+        store.query("SELECT pg_stat_clear_snapshot()")
+        hot, updates = store.query(sql)[0]
+        if updates or time.monotonic() > end:
+            return int(hot), int(updates)
+        time.sleep(0.2)
 
 
 def test_a_row_added_behind_a_resumed_due_scan_waits_one_round_at_most(

@@ -54,12 +54,15 @@ UPDATE fence SET max_epoch = %(epoch)s WHERE name = 'scheduler' AND max_epoch < 
 -- name: claim_due
 -- SKIP LOCKED keeps concurrent claimers apart; the rows are enqueued once planned. The scan
 -- starts after (after_ms, after_id): see migration 006.
+WITH due AS (
+  DELETE FROM pending WHERE (trigger_ms, task_id) IN (
+    SELECT trigger_ms, task_id FROM pending WHERE trigger_ms <= %(now)s
+      AND (trigger_ms, task_id) > (%(after_ms)s, %(after_id)s)
+    ORDER BY trigger_ms, task_id LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+  ) RETURNING task_id
+)
 UPDATE tasks t SET status = 'DISPATCHED', epoch = %(epoch)s, dispatched_ms = %(now)s
-FROM (
-  SELECT id FROM tasks WHERE status = 'PENDING' AND trigger_ms <= %(now)s
-    AND (trigger_ms, id) > (%(after_ms)s, %(after_id)s)
-  ORDER BY trigger_ms, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED
-) due WHERE t.id = due.id
+WHERE t.id = ANY(ARRAY(SELECT task_id FROM due))  -- by the key: no estimate for the CTE
 RETURNING t.id, t.idempotency_key, t.attempts, t.trigger_ms;
 
 -- name: enqueue
@@ -80,19 +83,31 @@ FROM chunked GROUP BY attempt, chunk ORDER BY attempt, chunk;
 UPDATE counters SET value = value + %(n)s WHERE name = 'dispatched';
 
 -- name: read_due
-SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
-WHERE status = 'PENDING' AND trigger_ms <= %(now)s ORDER BY trigger_ms LIMIT %(limit)s;
+SELECT t.id, t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.attempts
+FROM pending p JOIN tasks t ON t.id = p.task_id
+WHERE p.trigger_ms <= %(now)s ORDER BY p.trigger_ms, p.task_id LIMIT %(limit)s;
 
 -- name: read_copied
-SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
-WHERE epoch IS NULL AND dispatched_ms >= %(since)s AND trigger_ms <= %(now)s;
+SELECT t.id, t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.attempts
+FROM copied c JOIN tasks t ON t.id = c.task_id
+WHERE c.dispatched_ms >= %(since)s AND t.trigger_ms <= %(now)s;
 
 -- name: mark_copied
-UPDATE tasks SET status = 'DISPATCHED', dispatched_ms = coalesce(dispatched_ms, %(now)s)
-WHERE id = ANY(%(ids)s::bigint[]) AND status = 'PENDING';
+-- The first copy takes a task off the pending list and notes when it was copied.
+WITH gone AS (
+  DELETE FROM pending p USING tasks t
+  WHERE t.id = ANY(%(ids)s::bigint[]) AND p.trigger_ms = t.trigger_ms AND p.task_id = t.id
+  RETURNING p.task_id
+), marked AS (
+  UPDATE tasks SET status = 'DISPATCHED', dispatched_ms = coalesce(dispatched_ms, %(now)s)
+  WHERE id = ANY(ARRAY(SELECT task_id FROM gone)) RETURNING id
+)
+INSERT INTO copied (dispatched_ms, task_id) SELECT %(now)s, id FROM marked
+ON CONFLICT DO NOTHING;
 
 -- name: mark_missed
-UPDATE tasks SET status = 'MISSED' WHERE status = 'PENDING' AND trigger_ms < %(before)s;
+WITH gone AS (DELETE FROM pending WHERE trigger_ms < %(before)s RETURNING task_id)
+UPDATE tasks SET status = 'MISSED' WHERE id = ANY(ARRAY(SELECT task_id FROM gone));
 
 -- name: queue_visible
 -- A page of visible envelopes, locked; a claim takes whole ones until its limit is reached.
@@ -254,8 +269,12 @@ UPDATE schedules SET paused = %(paused)s WHERE name = %(name)s AND paused != %(p
 DELETE FROM schedules WHERE name = %(name)s;
 
 -- name: schedule_drop_pending
-DELETE FROM tasks WHERE schedule = %(name)s AND status = 'PENDING'
-  AND idempotency_key LIKE 'schedule:%%';
+WITH dropped AS (
+  DELETE FROM tasks WHERE schedule = %(name)s AND status = 'PENDING'
+    AND idempotency_key LIKE 'schedule:%%'
+  RETURNING id, trigger_ms
+)
+DELETE FROM pending p USING dropped d WHERE p.trigger_ms = d.trigger_ms AND p.task_id = d.id;
 
 -- name: schedule_fired
 UPDATE schedules
