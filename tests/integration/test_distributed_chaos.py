@@ -57,7 +57,7 @@ def dist() -> Iterator[Dist]:
     need(lambda: connect(parse_redis(redis_url)).close(), START_REDIS)
     with pg_database() as url:
         yield Dist(url, etcd_url, redis_url)
-    connect(parse_redis(redis_url)).delete(f"cronlab-it-{tag}:tasks", f"cronlab-it-{tag}:errors")
+    connect(parse_redis(redis_url)).delete(f"cronlab-it-{tag}:tasks")
 
 
 def cronlab(*args: str) -> subprocess.CompletedProcess[str]:
@@ -211,4 +211,4 @@ def test_an_etcd_restart_mid_run_loses_nothing(tmp_path: Path) -> None:
     finally:
         subprocess.run(["bash", script, "stop"], env=env, timeout=30)
         prefix = parse_redis(redis_url).prefix
-        connect(parse_redis(redis_url)).delete(f"{prefix}:tasks", f"{prefix}:errors")
+        connect(parse_redis(redis_url)).delete(f"{prefix}:tasks")

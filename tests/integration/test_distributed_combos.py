@@ -49,9 +49,7 @@ def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, 
         )
         yield store_url, election_url, queue_url
     if queue_url:
-        connect(parse_redis(queue_url)).delete(
-            f"cronlab-it-{tag}:tasks", f"cronlab-it-{tag}:errors"
-        )
+        connect(parse_redis(queue_url)).delete(f"cronlab-it-{tag}:tasks")
 
 
 def open_reader(url: str) -> Any:

@@ -121,7 +121,7 @@ def test_a_postgres_restart_mid_run_loses_nothing(own_pg: OwnPostgres) -> None:
         wait_until(lambda: done(store, 6000), 60, "every invoice after the restart")
     assert_every_invoice_once(store, 6000)
     store.close()
-    connect(parse_redis(redis_url)).delete(f"cronlab-it-{tag}:tasks", f"cronlab-it-{tag}:errors")
+    connect(parse_redis(redis_url)).delete(f"cronlab-it-{tag}:tasks")
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import resources
 from itertools import islice
@@ -52,7 +51,7 @@ from cronlab.ports import (
     Task,
 )
 from cronlab.stores import schedules, sqlite
-from cronlab.stores.rows import Retried, remaining, task
+from cronlab.stores.rows import ENVELOPE, Delivery, Settlement, task
 
 Fencing = Literal["lease", "epoch"]
 TimeSource = Literal["server", "caller"]
@@ -579,7 +578,7 @@ def _enqueue(
     args = {
         "ids": [t[0] for t in tasks],
         "attempts": [t[1] for t in tasks],
-        "envelope": sqlite.ENVELOPE,
+        "envelope": ENVELOPE,
         "now": now_ms,
         "visible": visible_ms,
     }
@@ -621,38 +620,30 @@ def _settle(
 ) -> int:
     """Take acked and retried messages out of their envelopes (see the SQLite store's
     ``_settle``); a retry goes into an envelope of its own. Returns the messages acked."""
-    acked_per = Counter(map(sqlite.DELIVERY, acks))
-    again = [(sqlite.DELIVERY(m), m, at) for m, at in retries]
-    removed = acked_per + Counter(key for key, _, _ in again)
-    keys = list(removed)
+    plan = Settlement.of(acks, retries)
+    keys = list(plan.removed)
     whole = {
         "ids": [k[0] for k in keys],
         "receives": [k[1] for k in keys],
-        "sizes": [removed[k] for k in keys],
+        "sizes": [plan.removed[k] for k in keys],
     }
     settled = {(r[0], r[1]) for r in c.execute(Q["queue_ack_whole"], whole).fetchall()}
     acked = 0
     for key in keys:
-        done = [] if key in settled else [m.task_id for m in acks if sqlite.DELIVERY(m) == key]
-        if key not in settled and not _shrink(c, key, done, again):
+        if key not in settled and not _shrink(c, key, plan):
             continue  # stale: the envelope was delivered again meanwhile
-        acked += acked_per[key]
-        for m, at in (r[1:] for r in again if r[0] == key):
+        acked += plan.acked[key]
+        for m, at in plan.retried(key):
             _enqueue(c, [(m.task_id, m.attempt)], now_ms, at)
     return acked
 
 
-def _shrink(
-    c: psycopg.Connection[Any],
-    key: tuple[int, int],
-    done: list[int],
-    again: list[Retried],
-) -> bool:
-    """Remove some messages from a current envelope; False when it is not current."""
+def _shrink(c: psycopg.Connection[Any], key: Delivery, plan: Settlement) -> bool:
+    """Take some messages out of a current envelope; False when it is not current."""
     row = c.execute(Q["queue_envelope"], key).fetchone()
     if row is None:
         return False
-    left = remaining(row[0], done, again, key)
+    left = plan.left(key, row[0])
     if left:
         c.execute(Q["queue_shrink"], (left, len(left), key[0]))
     else:

@@ -13,13 +13,11 @@ import fcntl
 import json
 import os
 import sqlite3
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 from importlib import resources
 from itertools import islice
-from operator import itemgetter
 from pathlib import Path
 from typing import Any, Literal
 
@@ -46,16 +44,12 @@ from cronlab.ports import (
     Tx,
 )
 from cronlab.stores import schedules
-from cronlab.stores.rows import Retried, remaining, task
+from cronlab.stores.rows import ENVELOPE, Delivery, Settlement, task
 
 Fencing = Literal["lease", "epoch"]
 BUSY_TIMEOUT_MS = 60_000
 HAS_SCHEMA = "SELECT 1 FROM sqlite_master WHERE name = 'schema_version'"
 CHUNK = 50_000
-# Tasks per queue envelope: a claim, an ack or a retry writes one row per envelope.
-ENVELOPE = 500
-# A message's delivery: its envelope and the envelope's receive count.
-DELIVERY = itemgetter(0, 6)
 
 
 def _sql_files() -> dict[str, str]:
@@ -660,14 +654,14 @@ class _Batch:
             _settle(self.c, self.acks, self.retries, self.now())
 
 
-def envelopes(tasks: Sequence[tuple[int, int]], now_ms: int, visible_ms: int = 0) -> list[Any]:
+def envelopes(tasks: Sequence[tuple[int, int]], now_ms: int) -> list[Any]:
     """``(task id, attempts so far)`` pairs → ``enqueue`` rows, ``ENVELOPE`` tasks at most each,
     one attempt number per envelope."""
     by_attempt: dict[int, list[int]] = {}
     for task_id, attempts in tasks:
         by_attempt.setdefault(attempts + 1, []).append(task_id)
     return [
-        (json.dumps(ids[i : i + ENVELOPE]), len(ids[i : i + ENVELOPE]), attempt, now_ms, visible_ms)
+        (json.dumps(ids[i : i + ENVELOPE]), len(ids[i : i + ENVELOPE]), attempt, now_ms, 0)
         for attempt, ids in by_attempt.items()
         for i in range(0, len(ids), ENVELOPE)
     ]
@@ -686,7 +680,7 @@ def _pick_envelopes(c: sqlite3.Connection, limit: int, now_ms: int) -> list[int]
             break
     if split is not None:
         env, keep = split
-        (text,) = c.execute("SELECT task_ids FROM queue WHERE id = ?", (env,)).fetchone()
+        (text,) = c.execute(Q["queue_task_ids"], (env,)).fetchone()
         ids = json.loads(text)
         rest = {"id": env, "rest": json.dumps(ids[keep:]), "size": len(ids) - keep}
         c.execute(Q["queue_split"], rest)
@@ -703,32 +697,24 @@ def _settle(
     """Take acked and retried messages out of their envelopes, if the delivery given is still
     the envelope's latest (a stale one settles nothing); a retry goes into an envelope of its
     own, visible at the time given. Returns the messages acked."""
-    acked_per = Counter(map(DELIVERY, acks))  # per envelope delivery, without a Python loop
-    again = [(DELIVERY(m), m, at) for m, at in retries]
-    removed = acked_per + Counter(key for key, _, _ in again)
+    plan = Settlement.of(acks, retries)
     acked = 0
-    for key, n in removed.items():
-        if not c.execute(Q["queue_ack_whole"], (*key, n)).rowcount and not _shrink(
-            c, key, [m.task_id for m in acks if DELIVERY(m) == key], again
-        ):
+    for key, n in plan.removed.items():
+        whole = c.execute(Q["queue_ack_whole"], (*key, n)).rowcount
+        if not whole and not _shrink(c, key, plan):
             continue  # stale: the envelope was delivered again meanwhile
-        acked += acked_per[key]
-        for m, at in (r[1:] for r in again if r[0] == key):
+        acked += plan.acked[key]
+        for m, at in plan.retried(key):
             _enqueue_retry(c, m, at, now_ms)
     return acked
 
 
-def _shrink(
-    c: sqlite3.Connection,
-    key: tuple[int, int],
-    done: list[int],
-    again: list[Retried],
-) -> bool:
-    """Remove some messages from a current envelope; False when it is not current."""
+def _shrink(c: sqlite3.Connection, key: Delivery, plan: Settlement) -> bool:
+    """Take some messages out of a current envelope; False when it is not current."""
     row = c.execute(Q["queue_envelope"], key).fetchone()
     if row is None:
         return False
-    left = remaining(json.loads(row[0]), done, again, key)
+    left = plan.left(key, json.loads(row[0]))
     if left:
         c.execute(Q["queue_shrink"], (json.dumps(left), len(left), key[0]))
     else:

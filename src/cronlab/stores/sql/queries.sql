@@ -65,6 +65,9 @@ SELECT id, size FROM queue WHERE invisible_until_ms <= :now;
 INSERT INTO queue (task_ids, size, attempt, enqueued_ms, invisible_until_ms, receives)
 SELECT :rest, :size, attempt, enqueued_ms, invisible_until_ms, receives FROM queue WHERE id = :id;
 
+-- name: queue_task_ids
+SELECT task_ids FROM queue WHERE id = ?;
+
 -- name: queue_claim
 UPDATE queue SET invisible_until_ms = :until, receives = receives + 1, worker = :worker
 WHERE id IN (SELECT value FROM json_each(:ids))
