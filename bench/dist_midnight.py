@@ -21,7 +21,7 @@ from contextlib import contextmanager
 import psycopg
 
 from cronlab.cli.engine import invoice_tasks
-from cronlab.queues.redis import connect, parse_url
+from cronlab.queues.redis import connect, parse_url, stream_keys
 from cronlab.runtime import report
 from cronlab.stores.postgres import PostgresStore, with_database
 
@@ -109,7 +109,7 @@ def main() -> None:
             f"{got['tasks_per_s']:,.0f} tasks/s ({got['tasks_per_s'] / base:.2f}× baseline, "
             f"goal 20,000/s) · duplicate executions {got['duplicates']:.0f}"
         )
-    connect(parse_url(f"{args.redis}?prefix={prefix}")).delete(f"{prefix}:tasks")
+    connect(parse_url(f"{args.redis}?prefix={prefix}")).delete(*stream_keys(prefix))
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
             relay.relay()
 
         yield Setup(store, queue, publish)
-        relay._redis.delete(relay.stream)
+        relay.drop()
         for q in made:
             q.close()
     store.close()
@@ -108,6 +108,39 @@ def test_a_stale_delivery_cannot_ack(setup: Setup) -> None:
     assert q2.depth() == 0
 
 
+def test_an_ack_settles_only_the_messages_given(setup: Setup) -> None:
+    fill(setup, 3)
+    q1, q2 = setup.queue(), setup.queue()
+    claimed = q1.claim("w1", 10, VIS)
+    assert q1.ack(claimed[:1]) == 1 and q1.depth() == 2
+    again = poll(lambda: q2.claim("w2", 10, VIS))
+    assert sorted(m.task_id for m in again) == sorted(m.task_id for m in claimed[1:])
+    assert all(m.receives == 2 for m in again)
+    assert q1.ack(claimed[1:]) == 0  # stale deliveries settle nothing
+    assert q2.ack(again) == 2 and q2.depth() == 0
+
+
+def test_claims_take_exactly_their_limit_across_a_large_dispatch(setup: Setup) -> None:
+    fill(setup, 1_234)
+    q = setup.queue()
+    sizes = [len(q.claim("w", n, 60_000)) for n in (700, 1, 333, 1_000)]
+    assert sizes == [700, 1, 333, 200]
+    assert q.claim("w", 10, 60_000) == [] and q.depth() == 1_234
+
+
+def test_every_task_is_delivered_once_and_a_split_tail_keeps_its_receives(setup: Setup) -> None:
+    fill(setup, 1_001)
+    q1, q2 = setup.queue(), setup.queue()
+    first = q1.claim("w1", 499, VIS)  # part of the first envelope; its tail stays visible
+    got = [*q2.claim("w2", 2, VIS), *q2.claim("w2", 1_000, VIS)]
+    assert all(m.receives == 1 for m in got) and q2.ack(got) == 502
+    again = poll(lambda: q2.claim("w2", 1_000, VIS))  # w1 never acked: its part comes back
+    assert sorted(m.task_id for m in again) == sorted(m.task_id for m in first)
+    assert all(m.receives == 2 for m in again)
+    assert len({m.task_id for m in [*got, *again]}) == 1_001 == len(got) + len(again)
+    assert q2.ack(again) == 499 and q2.depth() == 0
+
+
 def registry() -> Registry:
     r = Registry()
 
@@ -149,7 +182,7 @@ def _redis_queues(store: Any) -> Iterator[tuple[Any, Callable[[], RedisQueue]]]:
 
     yield store, queue
     if made:
-        made[0]._redis.delete(made[0].stream)
+        made[0].drop()
     for q in made:
         q.close()
     store.close()

@@ -22,7 +22,7 @@ from contract.dist_servers import ETCD, REDIS, START_ETCD, START_REDIS, need, pg
 from cronlab import distributed
 from cronlab.election.etcd import EtcdElector, parse_url, ping
 from cronlab.ports import Event, Lease
-from cronlab.queues.redis import connect
+from cronlab.queues.redis import connect, stream_keys
 from cronlab.queues.redis import parse_url as parse_redis
 from cronlab.runtime import chaos, report
 from cronlab.runtime.clock import SystemClock
@@ -57,7 +57,7 @@ def dist() -> Iterator[Dist]:
     need(lambda: connect(parse_redis(redis_url)).close(), START_REDIS)
     with pg_database() as url:
         yield Dist(url, etcd_url, redis_url)
-    connect(parse_redis(redis_url)).delete(f"cronlab-it-{tag}:tasks")
+    connect(parse_redis(redis_url)).delete(*stream_keys(f"cronlab-it-{tag}"))
 
 
 def cronlab(*args: str) -> subprocess.CompletedProcess[str]:
@@ -211,4 +211,4 @@ def test_an_etcd_restart_mid_run_loses_nothing(tmp_path: Path) -> None:
     finally:
         subprocess.run(["bash", script, "stop"], env=env, timeout=30)
         prefix = parse_redis(redis_url).prefix
-        connect(parse_redis(redis_url)).delete(f"{prefix}:tasks")
+        connect(parse_redis(redis_url)).delete(*stream_keys(prefix))

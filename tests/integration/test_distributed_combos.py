@@ -14,7 +14,7 @@ import pytest
 from contract.dist_servers import ETCD, REDIS, START_ETCD, START_REDIS, need, pg_database
 from cronlab import distributed
 from cronlab.election.etcd import parse_url, ping
-from cronlab.queues.redis import connect
+from cronlab.queues.redis import connect, stream_keys
 from cronlab.queues.redis import parse_url as parse_redis
 from cronlab.runtime import report
 from cronlab.runtime.clock import SystemClock
@@ -49,7 +49,7 @@ def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, 
         )
         yield store_url, election_url, queue_url
     if queue_url:
-        connect(parse_redis(queue_url)).delete(f"cronlab-it-{tag}:tasks")
+        connect(parse_redis(queue_url)).delete(*stream_keys(f"cronlab-it-{tag}"))
 
 
 def open_reader(url: str) -> Any:

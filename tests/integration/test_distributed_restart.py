@@ -18,7 +18,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -28,7 +27,7 @@ from contract.dist_servers import ETCD, REDIS, START_ETCD, START_REDIS, need
 from cronlab.election.etcd import parse_url, ping
 from cronlab.election.store import StoreElector
 from cronlab.ports import NewTask
-from cronlab.queues.redis import RedisQueue, RelayStore, connect
+from cronlab.queues.redis import RedisQueue, RelayStore, connect, stream_keys
 from cronlab.queues.redis import parse_url as parse_redis
 from cronlab.runtime.clock import SystemClock
 from cronlab.stores.sqlite import SqliteStore
@@ -121,7 +120,7 @@ def test_a_postgres_restart_mid_run_loses_nothing(own_pg: OwnPostgres) -> None:
         wait_until(lambda: done(store, 6000), 60, "every invoice after the restart")
     assert_every_invoice_once(store, 6000)
     store.close()
-    connect(parse_redis(redis_url)).delete(f"cronlab-it-{tag}:tasks")
+    connect(parse_redis(redis_url)).delete(*stream_keys(f"cronlab-it-{tag}"))
 
 
 @pytest.fixture
@@ -170,13 +169,12 @@ def test_a_redis_restart_mid_claim_is_retried_and_loses_nothing(
     RelayStore(store, queue).dispatch_due(now, 100, lease.epoch)
     server.terminate()  # Redis writes its append-only file and exits
     server.wait(10)
-    got: list[Any] = []
-    claim = threading.Thread(target=lambda: got.extend(queue.claim("w", 100, 30_000)))
-    claim.start()
-    time.sleep(1.5)
-    assert claim.is_alive()  # still retrying while Redis is down
-    own_redis()
-    claim.join(30)
+    restarting = threading.Event()  # the store is this thread's: Redis restarts in another
+    restart = threading.Timer(1.5, lambda: (restarting.set(), own_redis()))
+    restart.start()
+    got = queue.claim("w", 100, 30_000)  # retried while Redis is down
+    assert restarting.is_set()
+    restart.join()
     assert sorted(m.idempotency_key for m in got) == sorted(f"k{i}" for i in range(20))
     assert queue.ack(got) == 20 and queue.depth() == 0
     queue.close()

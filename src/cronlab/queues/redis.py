@@ -1,15 +1,24 @@
 """The queue on Redis Streams (``--queue redis://host:6379[/db][?prefix=NAME]``).
 
-* One stream ``<prefix>:tasks`` and one consumer group ``workers``; a worker reads new entries
-  with XREADGROUP and first takes over entries another consumer left pending longer than the
-  visibility timeout with XAUTOCLAIM (a dead worker's messages come back: at-least-once).
-* Transactional outbox: a dispatch still writes DISPATCHED and one queue row per task in the
-  store's ONE transaction (fenced as before); ``relay()`` then publishes those rows to the
-  stream and deletes them. A leader that dies between the two leaves rows that the next
-  leader's relay publishes; a row published twice runs twice and the idempotency key keeps
-  the effect single.
-* An ack is XACK + XDEL of the exact delivery that was claimed last (a Lua script checks
-  the consumer and delivery count), so a stale delivery cannot ack a reclaimed message.
+* One stream ``<prefix>:tasks`` and one consumer group ``workers``. A stream entry is an
+  outbox envelope: up to ``rows.ENVELOPE`` task ids with their attempt, so Redis does one
+  append, one read and one ack per envelope, not per task. A worker reads the tasks' columns
+  from the store (they never change once written).
+* Claims (one Lua script, so atomic) first take over entries another consumer left pending
+  longer than the visibility timeout (XAUTOCLAIM: a dead worker's messages come back, at
+  least once), then read new ones (XREADGROUP), an entry at a time until the limit. An entry
+  larger than what is left of the limit is split, as the store queue splits an envelope:
+  its tail goes back on the stream as a new entry; the hash ``<prefix>:tasks:left`` notes
+  what the claimed entry still holds, for whoever receives it again.
+* Transactional outbox: a dispatch still writes DISPATCHED and the envelopes in the store's
+  ONE transaction (fenced as before); ``relay()`` then publishes those rows to the stream
+  and deletes them. A leader that dies between the two leaves rows that the next leader's
+  relay publishes; a row published twice runs twice and the idempotency key keeps the
+  effect single.
+* An ack settles the exact delivery that was claimed last (a Lua script checks consumer and
+  delivery count, so a stale delivery cannot ack a reclaimed message): an entry with nothing
+  left is XACKed and XDELed; a partial ack notes what is left, which comes back after the
+  visibility timeout. ``<prefix>:tasks:depth`` counts the messages on the stream.
 
 ``RelayStore`` wraps a store for the processes: the scheduler's dispatch relays, and the
 worker's batch is acked on the stream after the store committed it.
@@ -17,7 +26,6 @@ worker's batch is acked on the stream after the store committed it.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -33,42 +41,99 @@ from cronlab.ports import (
     Message,
     NewTask,
     ProcessInfo,
-    QueueTable,
     Retry,
     Run,
     Store,
     Task,
 )
+from cronlab.stores.rows import Envelope
 
 GROUP = "workers"
-RELAY = "relay"
 RELAY_BATCH = 10_000
-RELAY_VISIBILITY_MS = 10_000
-# One field per entry: a JSON array [row, task_id, key, handler, payload, trigger_ms, attempt].
-FIELD = "m"
 
-# KEYS[1] stream; ARGV: group, then (entry id, consumer, deliveries).
-ACK_SCRIPT = """
-local n = 0
-for i = 2, #ARGV, 3 do
-  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
-  if p[1] and p[1][2] == ARGV[i + 1] and tostring(p[1][4]) == ARGV[i + 2] then
-    n = n + redis.call('XACK', KEYS[1], ARGV[1], ARGV[i])
-    redis.call('XDEL', KEYS[1], ARGV[i])
+# KEYS: stream, left hash. ARGV: group, consumer, limit, visibility ms. Returns, per entry
+# claimed: entry id, deliveries, envelope id, attempt, deliveries before the entry existed
+# (a split keeps its envelope's count), task ids ("1,2,3"). Entries are flat field lists.
+CLAIM_SCRIPT = """
+local stream, left = KEYS[1], KEYS[2]
+local group, consumer, room = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local out = {}
+local function field(e, name)
+  for i = 1, #e, 2 do if e[i] == name then return e[i + 1] end end
+end
+local function take(id, e, deliveries)
+  local ids = redis.call('HGET', left, id) or field(e, 'ids')
+  local size = select(2, string.gsub(ids, ',', '')) + 1
+  if size > room then
+    local cut = 0
+    for _ = 1, room do cut = string.find(ids, ',', cut + 1, true) end
+    local before = tonumber(field(e, 'prior')) + deliveries - 1  -- the tail was not received
+    redis.call('XADD', stream, '*', 'env', field(e, 'env'), 'attempt', field(e, 'attempt'),
+      'prior', before, 'ids', string.sub(ids, cut + 1))
+    ids = string.sub(ids, 1, cut - 1)
+    redis.call('HSET', left, id, ids)
+    size = room
+  end
+  room = room - size
+  for _, v in ipairs({id, deliveries, field(e, 'env'), field(e, 'attempt'), field(e, 'prior'),
+      ids}) do
+    out[#out + 1] = v
   end
 end
+local cursor = '0-0'
+repeat
+  local got = redis.call('XAUTOCLAIM', stream, group, consumer, ARGV[4], cursor, 'COUNT', 1)
+  cursor = got[1]
+  for _, entry in ipairs(got[2]) do
+    if entry and entry[2] then  -- an entry deleted meanwhile comes back empty (Redis 6.2)
+      local p = redis.call('XPENDING', stream, group, entry[1], entry[1], 1)
+      take(entry[1], entry[2], p[1][4])
+    end
+  end
+until cursor == '0-0' or room <= 0
+while room > 0 do
+  local got = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', 1, 'STREAMS', stream, '>')
+  if not got then break end
+  local entry = got[1][2][1]
+  take(entry[1], entry[2], 1)
+end
+return out
+"""
+
+# KEYS: stream, left hash, depth counter. ARGV: group, consumer, then per delivery: entry id,
+# deliveries, messages acked, task ids left ("" when none). Returns the messages acked.
+ACK_SCRIPT = """
+local stream, left, depth = KEYS[1], KEYS[2], KEYS[3]
+local n = 0
+for i = 3, #ARGV, 4 do
+  local id = ARGV[i]
+  local p = redis.call('XPENDING', stream, ARGV[1], id, id, 1)
+  if p[1] and p[1][2] == ARGV[2] and tostring(p[1][4]) == ARGV[i + 1] then
+    if ARGV[i + 3] == '' then
+      redis.call('XACK', stream, ARGV[1], id)
+      redis.call('XDEL', stream, id)
+      redis.call('HDEL', left, id)
+    else
+      redis.call('HSET', left, id, ARGV[i + 3])
+    end
+    n = n + tonumber(ARGV[i + 2])
+  end
+end
+if n > 0 then redis.call('DECRBY', depth, n) end
 return n
 """
 
-# KEYS[1] stream; ARGV: entries' field values. One call appends a whole relay batch: far
-# cheaper for the relaying leader than one XADD command per message.
+# KEYS: stream, depth counter. ARGV: (envelope id, attempt, task ids "1,2,3", size)...
 PUBLISH_SCRIPT = """
-for i = 1, #ARGV do
-  redis.call('XADD', KEYS[1], '*', 'm', ARGV[i])
+local n = 0
+for i = 1, #ARGV, 4 do
+  redis.call('XADD', KEYS[1], '*', 'env', ARGV[i], 'attempt', ARGV[i + 1], 'prior', 0,
+    'ids', ARGV[i + 2])
+  n = n + tonumber(ARGV[i + 3])
 end
-return #ARGV
+redis.call('INCRBY', KEYS[2], n)
+return n
 """
-PUBLISH_CHUNK = 5_000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,18 +169,55 @@ def connect(url: RedisUrl, timeout_s: float = 5.0) -> redis.Redis:
     return client
 
 
-class RedisQueue:
-    """``ports.Queue`` on a Redis stream, fed from the store's outbox (``QueueTable``)."""
+def stream_keys(prefix: str) -> tuple[str, str, str]:
+    """The keys a queue with ``prefix`` keeps: the stream, what split or partly acked entries
+    have left, and the count of messages on the stream."""
+    return (f"{prefix}:tasks", f"{prefix}:tasks:left", f"{prefix}:tasks:depth")
 
-    def __init__(
-        self, url: RedisUrl, outbox: QueueTable, clock: Clock, retry_s: float = 60.0
-    ) -> None:
+
+class Outbox(Protocol):
+    """A store's queue table as the relay's outbox, and where claimed envelopes' task
+    columns are read (the SQL stores)."""
+
+    def outbox_take(
+        self, limit: int, now_ms: int, publish: Callable[[list[Envelope]], None]
+    ) -> int:
+        """Delete up to ``limit`` visible envelopes, calling ``publish`` with them BEFORE the
+        delete commits (a failed publish deletes nothing). Returns the messages taken."""
+        ...
+
+    def queue_messages(
+        self, envelopes: Sequence[tuple[int, Sequence[int], int, int]]
+    ) -> list[Message]:
+        """``(envelope id, task ids, receives, attempt)`` deliveries → their messages."""
+        ...
+
+    def queue_depth(self) -> int:
+        """Messages in the outbox."""
+        ...
+
+
+@dataclass
+class _Held:
+    """A delivery this process holds: stream entry, consumer, deliveries, task ids left."""
+
+    entry: bytes
+    consumer: str
+    deliveries: int
+    left: list[int]
+
+
+class RedisQueue:
+    """``ports.Queue`` on a Redis stream, fed from the store's outbox."""
+
+    def __init__(self, url: RedisUrl, outbox: Outbox, clock: Clock, retry_s: float = 60.0) -> None:
         self.url, self._outbox, self._clock, self.retry_s = url, outbox, clock, retry_s
         self._redis = connect(url)
-        self.stream = f"{url.prefix}:tasks"
-        # (outbox envelope, task, receives) → (stream entry id, consumer) of each delivery
-        # this process holds
-        self._entries: dict[tuple[int, int, int], tuple[bytes, str]] = {}
+        self.keys = stream_keys(url.prefix)
+        self.stream = self.keys[0]
+        # (envelope, task, receives) of each message this process holds → its delivery
+        self._held: dict[tuple[int, int, int], _Held] = {}
+        self._claim = self._redis.register_script(CLAIM_SCRIPT)
         self._ack = self._redis.register_script(ACK_SCRIPT)
         self._append = self._redis.register_script(PUBLISH_SCRIPT)
         self._call(self._ensure_group)
@@ -123,54 +225,60 @@ class RedisQueue:
     def close(self) -> None:
         self._redis.close()
 
+    def drop(self) -> None:
+        """Delete the stream and its bookkeeping (tests and benchmarks clean up with it)."""
+        self._call(self._redis.delete, *self.keys)
+
     # -- ports.Queue ------------------------------------------------------------------------
 
     def claim(self, worker: str, limit: int, visibility_ms: int) -> list[Message]:
-        """Entries pending longer than ``visibility_ms`` first (XAUTOCLAIM), then new ones."""
-        entries = self._call(self._reclaim, worker, limit, visibility_ms)
-        if len(entries) < limit:
-            entries += self._call(self._read_new, worker, limit - len(entries))
-        return [self._message(worker, *entry) for entry in entries]
+        """Entries pending longer than ``visibility_ms`` first, then new ones; the last entry
+        split to fit ``limit``."""
+        if limit < 1:
+            return []
+        flat = self._call(self._claim, self.keys[:2], [GROUP, worker, limit, visibility_ms])
+        deliveries = []
+        for i in range(0, len(flat), 6):
+            entry, count, env, attempt, prior, ids = flat[i : i + 6]
+            tasks = [int(t) for t in ids.split(b",")]
+            receives = int(prior) + int(count)
+            held = _Held(entry, worker, int(count), tasks)
+            for t in tasks:
+                self._held[(int(env), t, receives)] = held
+            deliveries.append((int(env), tasks, receives, int(attempt)))
+        return self._outbox.queue_messages(deliveries)
 
     def ack(self, messages: Sequence[Message]) -> int:
-        """XACK + XDEL the deliveries given, only where they are still the latest."""
-        if not messages:
-            return 0
-        args: list[Any] = [GROUP]
+        """Settle the deliveries given, only where they are still the latest."""
+        acked: dict[int, tuple[_Held, set[int]]] = {}
         for m in messages:
-            entry, consumer = self._entries.pop(_delivery(m), (b"0-0", ""))
-            args += [entry, consumer, m.receives]
-        return int(self._call(self._ack, [self.stream], args))
+            held = self._held.pop(_delivery(m), None)
+            if held is not None:
+                acked.setdefault(id(held), (held, set()))[1].add(m.task_id)
+        by_consumer: dict[str, list[Any]] = {}
+        for held, tasks in acked.values():
+            held.left = [t for t in held.left if t not in tasks]
+            args = [held.entry, held.deliveries, len(tasks), ",".join(map(str, held.left))]
+            by_consumer.setdefault(held.consumer, []).extend(args)
+        return sum(
+            int(self._call(self._ack, self.keys, [GROUP, consumer, *args]))
+            for consumer, args in by_consumer.items()
+        )
 
     def depth(self) -> int:
-        """Entries not yet acked, plus outbox rows not yet published."""
-        return int(self._call(self._redis.xlen, self.stream)) + self._outbox.queue_depth()
+        """Messages on the stream not yet acked, plus those in the outbox."""
+        on_stream = int(self._call(self._redis.get, self.keys[2]) or 0)
+        return on_stream + self._outbox.queue_depth()
 
     # -- the outbox relay -------------------------------------------------------------------
 
     def relay(self) -> int:
-        """Publish every visible outbox row to the stream, then delete it. Returns published.
-
-        A store that can take rows in one statement (``outbox_take``: delete … returning, the
-        publish before its commit) does so; otherwise claim, publish, delete.
-        """
-        take = getattr(self._outbox, "outbox_take", None)
-        now = self._clock.now_ms()
-        if take is not None:
-            total = 0
-            while (n := int(take(RELAY_BATCH, now, self._publish_or_raise))) > 0:
-                total += n
-                if n < RELAY_BATCH:
-                    break
-            return total
-        total = 0
-        while rows := self._outbox.queue_claim(
-            RELAY, RELAY_BATCH, RELAY_VISIBILITY_MS, self._clock.now_ms()
-        ):
-            self._call(self._publish, rows)
-            self._outbox.queue_ack(rows)
-            total += len(rows)
-            if len(rows) < RELAY_BATCH:
+        """Publish every visible outbox envelope to the stream, deleting it from the outbox
+        once published. Returns the messages published."""
+        now, total = self._clock.now_ms(), 0
+        while n := int(self._outbox.outbox_take(RELAY_BATCH, now, self._publish)):
+            total += n
+            if n < RELAY_BATCH:
                 break
         return total
 
@@ -183,57 +291,12 @@ class RedisQueue:
             if "BUSYGROUP" not in str(exc):
                 raise
 
-    def _publish_or_raise(self, rows: Sequence[Message]) -> None:
-        self._call(self._publish, rows)
-
-    def _publish(self, rows: Sequence[Message]) -> None:
-        entries = [
-            json.dumps(
-                [m.id, m.task_id, m.idempotency_key, m.handler, m.payload, m.trigger_ms, m.attempt]
-            )
-            for m in rows
-        ]
-        for i in range(0, len(entries), PUBLISH_CHUNK):
-            self._append([self.stream], entries[i : i + PUBLISH_CHUNK])
-
-    def _reclaim(self, worker: str, limit: int, visibility_ms: int) -> list[Any]:
-        got: Any = self._redis.xautoclaim(self.stream, GROUP, worker, visibility_ms, "0-0", limit)
-        claimed = [(i, f) for i, f in got[1] if f]  # entries deleted meanwhile come back empty
-        if not claimed:
-            return []
-        counts = self._deliveries(worker, [i for i, _ in claimed])
-        return [(i, f, counts.get(i, 2)) for i, f in claimed]
-
-    def _deliveries(self, worker: str, ids: list[bytes]) -> dict[bytes, int]:
-        rows = self._redis.xpending_range(
-            self.stream,
-            GROUP,
-            min=ids[0],
-            max=ids[-1],
-            count=len(ids) + RELAY_BATCH,
-            consumername=worker,
-        )
-        return {_bytes(r["message_id"]): int(r["times_delivered"]) for r in rows}
-
-    def _read_new(self, worker: str, limit: int) -> list[Any]:
-        got: Any = self._redis.xreadgroup(GROUP, worker, {self.stream: ">"}, count=limit)
-        return [(i, f, 1) for _, entries in got for i, f in entries]
-
-    def _message(
-        self, worker: str, entry_id: bytes, fields: dict[bytes, bytes], receives: int
-    ) -> Message:
-        row, task_id, key, handler, payload, trigger_ms, attempt = json.loads(fields[b"m"])
-        self._entries[(row, task_id, receives)] = (entry_id, worker)
-        return Message(
-            id=row,
-            task_id=task_id,
-            idempotency_key=key,
-            handler=handler,
-            payload=payload,
-            trigger_ms=trigger_ms,
-            receives=receives,
-            attempt=attempt,
-        )
+    def _publish(self, envelopes: Iterable[Envelope]) -> None:
+        args: list[Any] = []
+        for env, tasks, attempt in envelopes:
+            args += [env, attempt, ",".join(map(str, tasks)), len(tasks)]
+        if args:
+            self._call(self._append, [self.stream, self.keys[2]], args)
 
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """One Redis request; a lost connection is retried with backoff (0.1 s doubling to 2 s)
@@ -254,10 +317,6 @@ class RedisQueue:
 def _delivery(m: Message) -> tuple[int, int, int]:
     """One delivery of one message: messages of an outbox envelope share its id."""
     return (m.id, m.task_id, m.receives)
-
-
-def _bytes(value: Any) -> bytes:
-    return value if isinstance(value, bytes) else str(value).encode()
 
 
 class OutboxStore(Store, Protocol):

@@ -51,7 +51,7 @@ from cronlab.ports import (
     Task,
 )
 from cronlab.stores import schedules, sqlite
-from cronlab.stores.rows import ENVELOPE, Delivery, Settlement, task
+from cronlab.stores.rows import ENVELOPE, Delivery, Envelope, Settlement, task
 
 Fencing = Literal["lease", "epoch"]
 TimeSource = Literal["server", "caller"]
@@ -222,7 +222,7 @@ class PostgresStore:
 
         def copy(c: psycopg.Connection[Any]) -> None:
             _enqueue(c, pairs, now_ms)
-            c.execute(Q["mark_copied"], {"ids": [t.id for t in tasks], "now": now_ms})
+            c.execute(Q["mark_copied"], {"ids": ints(t.id for t in tasks), "now": now_ms})
 
         self._run(copy)
         return len(tasks)
@@ -304,18 +304,18 @@ class PostgresStore:
 
         def claim(c: psycopg.Connection[Any]) -> list[Any]:
             ids = _pick_envelopes(c, limit, now_ms)
-            args = {"until": now_ms + visibility_ms, "worker": worker, "ids": ids}
+            args = {"until": now_ms + visibility_ms, "worker": worker, "ids": ints(ids)}
             return sorted(c.execute(Q["queue_claim"], args).fetchall()) if ids else []
 
-        return self._messages(self._run(claim))
+        return self.queue_messages(self._run(claim))
 
-    def _messages(self, envelopes: Sequence[Sequence[Any]]) -> list[Message]:
+    def queue_messages(self, envelopes: Sequence[Sequence[Any]]) -> list[Message]:
         """Claimed ``(id, task ids, receives, attempt)`` envelopes → their messages (the
         tasks' columns never change, so they are read after the claim committed)."""
         if not envelopes:
             return []
         wanted = sorted({t for e in envelopes for t in e[1]})
-        tasks = {r[0]: r for r in self.query(Q["message_tasks"], {"ids": wanted})}
+        tasks = {r[0]: r for r in self.query(Q["message_tasks"], {"ids": ints(wanted)})}
         return [
             Message(env, r[0], r[1], r[2], r[3], r[4], receives, attempt)
             for env, ids, receives, attempt in envelopes
@@ -325,20 +325,19 @@ class PostgresStore:
     def queue_ack(self, messages: Sequence[Message]) -> int:
         return self._run(lambda c: _settle(c, messages, [], 0))
 
-    def outbox_take(self, limit: int, now_ms: int, publish: Callable[[list[Message]], None]) -> int:
-        """Delete up to ``limit`` queue rows and ``publish`` them BEFORE the delete commits.
-
-        For a queue elsewhere (Redis): a crash or failed commit after publishing leaves the
-        rows, so they are published again (at-least-once); they are never lost.
-        """
+    def outbox_take(
+        self, limit: int, now_ms: int, publish: Callable[[list[Envelope]], None]
+    ) -> int:
+        """Delete up to ``limit`` visible envelopes and ``publish`` them BEFORE the delete
+        commits. For a queue elsewhere (Redis): a crash or failed commit after publishing
+        leaves the rows, so they are published again (at-least-once); never lost."""
 
         def take(c: psycopg.Connection[Any]) -> int:
             args = {"limit": limit, "now": now_ms}
             envelopes = sorted(c.execute(Q["outbox_take"], args).fetchall())
-            rows = self._messages(envelopes)
-            if rows:
-                publish(rows)
-            return len(rows)
+            if envelopes:
+                publish([(env, ids, attempt) for env, ids, _, attempt in envelopes])
+            return sum(len(e[1]) for e in envelopes)
 
         return self._run(take)
 
@@ -555,7 +554,7 @@ class _Batch:
         if not self.ends:
             return
         self.c.execute(Q["execution_insert"], self._executions())
-        self.c.execute(Q["task_done"], {"ids": self.done})
+        self.c.execute(Q["task_done"], {"ids": ints(self.done)})
         if self.relayed:  # settled on the stream; a retry waits in the outbox for the relay
             for m, at in self.retries:
                 _enqueue(self.c, [(m.task_id, m.attempt)], self.now(), at)
@@ -576,8 +575,8 @@ def _enqueue(
     if not tasks:
         return
     args = {
-        "ids": [t[0] for t in tasks],
-        "attempts": [t[1] for t in tasks],
+        "ids": ints(t[0] for t in tasks),
+        "attempts": ints(t[1] for t in tasks),
         "envelope": ENVELOPE,
         "now": now_ms,
         "visible": visible_ms,
@@ -623,9 +622,9 @@ def _settle(
     plan = Settlement.of(acks, retries)
     keys = list(plan.removed)
     whole = {
-        "ids": [k[0] for k in keys],
-        "receives": [k[1] for k in keys],
-        "sizes": [plan.removed[k] for k in keys],
+        "ids": ints(k[0] for k in keys),
+        "receives": ints(k[1] for k in keys),
+        "sizes": ints(plan.removed[k] for k in keys),
     }
     settled = {(r[0], r[1]) for r in c.execute(Q["queue_ack_whole"], whole).fetchall()}
     acked = 0
@@ -651,16 +650,33 @@ def _shrink(c: psycopg.Connection[Any], key: Delivery, plan: Settlement) -> bool
     return True
 
 
-def _columns(ends: Sequence[tuple[Message, str, str | None, int]]) -> dict[str, list[Any]]:
+def _columns(ends: Sequence[tuple[Message, str, str | None, int]]) -> dict[str, str]:
     return {
-        "tasks": [m.task_id for m, *_ in ends],
-        "messages": [m.id for m, *_ in ends],
-        "receives": [m.receives for m, *_ in ends],
-        "attempts": [m.attempt for m, *_ in ends],
-        "outcomes": [e[1] for e in ends],
-        "errors": [e[2] for e in ends],
-        "ends": [e[3] for e in ends],
+        "tasks": ints(m.task_id for m, *_ in ends),
+        "messages": ints(m.id for m, *_ in ends),
+        "receives": ints(m.receives for m, *_ in ends),
+        "attempts": ints(m.attempt for m, *_ in ends),
+        "outcomes": texts(e[1] for e in ends),
+        "errors": texts(e[2] for e in ends),
+        "ends": ints(e[3] for e in ends),
     }
+
+
+def ints(values: Iterable[int]) -> str:
+    """A PostgreSQL array literal ``{1,2}`` for a ``%s::bigint[]`` parameter: several times
+    cheaper to build and to send than psycopg's adaptation of a list."""
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+def texts(values: Iterable[str | None]) -> str:
+    """A PostgreSQL array literal of quoted strings and NULLs, for a ``%s::text[]``."""
+    return "{" + ",".join(map(_quoted, values)) + "}"
+
+
+def _quoted(v: str | None) -> str:
+    if v is None:
+        return "NULL"
+    return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _copy_tasks(

@@ -29,6 +29,8 @@ def task(r: TaskRow, status: str, epoch: int | None) -> Task:
 
 # Tasks per queue envelope: a claim, an ack or a retry writes one row per envelope.
 ENVELOPE = 500
+# An envelope as an outbox hands it to a queue elsewhere: (id, task ids, attempt).
+Envelope = tuple[int, Sequence[int], int]
 
 Delivery = tuple[int, int]  # an envelope and its receive count
 DELIVERY = itemgetter(0, 6)  # a Message's (id, receives): the delivery it came in

@@ -44,7 +44,7 @@ from cronlab.ports import (
     Tx,
 )
 from cronlab.stores import schedules
-from cronlab.stores.rows import ENVELOPE, Delivery, Settlement, task
+from cronlab.stores.rows import ENVELOPE, Delivery, Envelope, Settlement, task
 
 Fencing = Literal["lease", "epoch"]
 BUSY_TIMEOUT_MS = 60_000
@@ -307,14 +307,30 @@ class SqliteStore:
                 (env, json.loads(task_ids), receives, attempt)
                 for env, task_ids, receives, attempt in c.execute(Q["queue_claim"], args)
             ]
-        wanted = json.dumps(sorted({t for e in claimed for t in e[1]}))
+        return self.queue_messages(claimed)
+
+    def queue_messages(self, envelopes: Sequence[Sequence[Any]]) -> list[Message]:
+        """Claimed ``(id, task ids, receives, attempt)`` envelopes → their messages (the
+        tasks' columns never change, so they are read after the claim committed)."""
+        wanted = json.dumps(sorted({t for e in envelopes for t in e[1]}))
         tasks = {r[0]: r for r in self._conn.execute(Q["message_tasks"], {"ids": wanted})}
-        # (envelope, task ids, receives, attempt) × task (id, key, handler, payload, trigger)
         return [
             Message(env, r[0], r[1], r[2], r[3], r[4], receives, attempt)
-            for env, ids, receives, attempt in claimed
+            for env, ids, receives, attempt in envelopes
             for r in map(tasks.__getitem__, ids)
         ]
+
+    def outbox_take(
+        self, limit: int, now_ms: int, publish: Callable[[list[Envelope]], None]
+    ) -> int:
+        """Delete up to ``limit`` visible envelopes and ``publish`` them BEFORE the delete
+        commits (see the PostgreSQL store's)."""
+        with self._tx() as c:
+            rows = c.execute(Q["outbox_take"], {"limit": limit, "now": now_ms}).fetchall()
+            envelopes = [(env, json.loads(ids), attempt) for env, ids, attempt in sorted(rows)]
+            if envelopes:
+                publish(envelopes)
+        return sum(len(e[1]) for e in envelopes)
 
     def queue_ack(self, messages: Sequence[Message]) -> int:
         with self._tx() as c:

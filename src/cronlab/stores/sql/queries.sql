@@ -94,6 +94,13 @@ DELETE FROM queue WHERE id = ?;
 -- name: queue_shrink
 UPDATE queue SET task_ids = ?, size = ? WHERE id = ?;
 
+-- name: outbox_take
+-- With a Redis queue the queue table is the outbox: take visible envelopes to publish.
+DELETE FROM queue WHERE id IN (
+  SELECT id FROM queue WHERE invisible_until_ms <= :now ORDER BY id LIMIT :limit
+)
+RETURNING id, task_ids, attempt;
+
 -- name: queue_depth
 SELECT coalesce(sum(size), 0) FROM queue;
 
