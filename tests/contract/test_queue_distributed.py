@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from cronlab.election.store import StoreElector
-from cronlab.exceptions import BackendUnavailable
+from cronlab.exceptions import BackendUnavailable, ConfigError
 from cronlab.handlers import Context, Registry
 from cronlab.ports import NewTask, Queue, Retry
 from cronlab.queues.redis import RedisQueue, RelayStore, connect, parse_url
@@ -256,6 +256,18 @@ def test_an_unreachable_redis_is_a_one_line_error_naming_it(tmp_path: Path) -> N
     with pytest.raises(BackendUnavailable, match=r"redis redis://127\.0\.0\.1:1") as e:
         RedisQueue(parse_url("redis://127.0.0.1:1"), SqliteStore(tmp_path / "x.db"), CLOCK)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.redis
+def test_an_entry_an_older_release_wrote_is_a_one_line_error_naming_the_fix(
+    redis_setup: tuple[Any, Callable[[], RedisQueue]],
+) -> None:
+    _, queue = redis_setup
+    q = queue()
+    q._redis.xadd(q.stream, {"m": json.dumps([1, 2, "k", "ok", "{}", 0, 1])})  # one task an entry
+    with pytest.raises(ConfigError, match="holds no envelope") as e:
+        q.claim("w", 10, 5_000)
+    assert "\n" not in str(e.value) and "drain the stream or use another ?prefix=" in str(e.value)
 
 
 def poll(fn: Callable[[], list[Any]], deadline_s: float = 10.0) -> list[Any]:

@@ -63,6 +63,10 @@ local function field(e, name)
 end
 local function take(id, e, deliveries)
   local ids = redis.call('HGET', left, id) or field(e, 'ids')
+  if not ids then
+    error({err = 'stream entry ' .. id .. ' holds no envelope (an older cronlab wrote it?):'
+      .. ' drain the stream or use another ?prefix='})
+  end
   local size = select(2, string.gsub(ids, ',', '')) + 1
   if size > room then
     local cut = 0
@@ -236,7 +240,12 @@ class RedisQueue:
         split to fit ``limit``."""
         if limit < 1:
             return []
-        flat = self._call(self._claim, self.keys[:2], [GROUP, worker, limit, visibility_ms])
+        try:
+            flat = self._call(self._claim, self.keys[:2], [GROUP, worker, limit, visibility_ms])
+        except redis.ResponseError as exc:  # an entry this release cannot read
+            raise ConfigError(
+                f"redis {self.url.text}: {str(exc).partition(' script:')[0]}"
+            ) from exc
         deliveries = []
         for i in range(0, len(flat), 6):
             entry, count, env, attempt, prior, ids = flat[i : i + 6]
