@@ -16,7 +16,7 @@ from cronlab.exceptions import BackendUnavailable, ConfigError, FencedError
 from cronlab.ports import NewTask
 from cronlab.runtime import report
 from cronlab.runtime.clock import FakeClock, SystemClock
-from cronlab.stores.postgres import PostgresStore
+from cronlab.stores.postgres import PostgresStore, ints, texts
 
 from .dist_servers import pg_database
 
@@ -186,3 +186,10 @@ def test_a_reader_refuses_a_database_without_a_store_and_writes_nothing(url: str
     with psycopg.connect(url) as c:
         tables = c.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
         assert tables.fetchone() == (0,)
+
+
+def test_array_literals_carry_any_text_and_null_as_psycopg_lists_do(store: PostgresStore) -> None:
+    tricky = ['a "quoted", {braced}', "back\\slash\\", "NULL", "", " x ", "line\nbreak", "é✓", None]
+    got = store.query("SELECT %s::text[], %s::bigint[]", (texts(tricky), ints([1, -2, 1 << 40])))
+    assert got == [(tricky, [1, -2, 1 << 40])]
+    assert store.query("SELECT %s::text[], %s::bigint[]", (texts([]), ints([]))) == [([], [])]
