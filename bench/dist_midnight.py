@@ -15,29 +15,15 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import psycopg
 
 from cronlab.cli.engine import invoice_tasks
 from cronlab.queues.redis import connect, parse_url, stream_keys
 from cronlab.runtime import report
-from cronlab.stores.postgres import PostgresStore, with_database
+from cronlab.stores.postgres import PostgresStore, scratch_database
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-@contextmanager
-def database(admin: str) -> Iterator[str]:
-    name = f"cronlab_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield with_database(admin, name)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def seed(url: str, count: int, lead_s: float) -> tuple[PostgresStore, int, float]:
@@ -96,12 +82,12 @@ def main() -> None:
     ap.add_argument("--pg", default=ADMIN, help="an admin URL; a database is made per run")
     ap.add_argument("--redis", default="redis://127.0.0.1:6379")
     args = ap.parse_args()
-    with database(args.pg) as url:
+    with scratch_database(args.pg, "cronlab_bench") as url:
         base = baseline(url, args.count)
     print(f"baseline: bare SKIP LOCKED claim loop {base:,.0f} rows/s")
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
     for name, queue in (("store queue", None), ("redis queue", f"{args.redis}?prefix={prefix}")):
-        with database(args.pg) as url:
+        with scratch_database(args.pg, "cronlab_bench") as url:
             got = run(url, args.count, queue)
         print(
             f"{name}: {args.count:,} invoices · seed {got['seed_per_s']:,.0f}/s · dispatch "

@@ -21,16 +21,13 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import procrastinate
 import psycopg
 
 from cronlab.cli.engine import invoice_tasks
-from cronlab.stores.postgres import PostgresStore, with_database
+from cronlab.stores.postgres import PostgresStore, scratch_database
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 DEFER_CHUNK = 10_000
@@ -44,18 +41,6 @@ def make_app(url: str) -> tuple[procrastinate.App, Any]:
     """A Procrastinate app on ``url`` with the ``noop`` task registered."""
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
     return app, app.task(name="noop")(noop)
-
-
-@contextmanager
-def database(admin: str) -> Iterator[str]:
-    name = f"cronlab_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield with_database(admin, name)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def _defer(url: str, count: int) -> float:
@@ -132,9 +117,9 @@ def main() -> None:
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # exit cleanly: workers stop too
     n = args.count
-    with database(args.pg) as url:
+    with scratch_database(args.pg, "cronlab_bench") as url:
         p_defer, p_exec = procrastinate_run(url, n)
-    with database(args.pg) as url:
+    with scratch_database(args.pg, "cronlab_bench") as url:
         c_seed, c_exec = cronlab_run(url, n)
     p_total, c_total = p_defer + p_exec, c_seed + c_exec
     print(

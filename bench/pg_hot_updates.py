@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import argparse
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import psycopg
+
+from cronlab.stores.postgres import scratch_database
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 BATCH = 10_000
@@ -58,21 +57,9 @@ DONE = "UPDATE tasks SET status = 'DONE', attempts = attempts + 1 WHERE id = ANY
 HOT = "SELECT n_tup_hot_upd, n_tup_upd FROM pg_stat_user_tables WHERE relname = 'tasks'"
 
 
-@contextmanager
-def database(admin: str) -> Iterator[str]:
-    name = f"cronlab_hot_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield admin.rsplit("/", 1)[0] + "/" + name
-    finally:
-        with psycopg.connect(admin, autocommit=True) as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 def measure(admin: str, setup: list[str], dispatch: str, n: int) -> tuple[float, float, float]:
     """µs per task to dispatch and to mark DONE, and the share of HOT updates."""
-    with database(admin) as url, psycopg.connect(url, autocommit=True) as c:
+    with scratch_database(admin, "cronlab_hot") as url, psycopg.connect(url, autocommit=True) as c:
         for sql in setup:
             c.execute(sql, {"n": n})
         c.execute("VACUUM ANALYZE")

@@ -326,7 +326,7 @@ def invoice_batch(items: Sequence[Item], tx: Tx) -> list[bool]:
     """The batch form of ``invoice``: one INSERT for all items; an item is applied when the
     statement returned its task id — once per returned row, first item first (a task can
     come twice in one batch: copies made by ``--election off``)."""
-    return prepare_invoices(items, getattr(tx, "dialect", None))(tx)
+    return prepare_invoices(items, None)(tx)
 
 
 @registry.handler("fail")

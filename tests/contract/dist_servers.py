@@ -6,7 +6,6 @@ A test of an unreachable server skips with the command that starts it; under CI=
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -14,6 +13,7 @@ import psycopg
 import pytest
 
 from cronlab.exceptions import BackendUnavailable
+from cronlab.stores.postgres import scratch_database
 
 PG_ADMIN = os.environ.get("CRONLAB_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS = os.environ.get("CRONLAB_TEST_REDIS", "redis://127.0.0.1:6379")
@@ -41,12 +41,5 @@ def _admin() -> psycopg.Connection[tuple[object, ...]]:
 def pg_database(admin: str = PG_ADMIN) -> Iterator[str]:
     """A fresh, empty database; its URL. Dropped (connections forced out) afterwards."""
     need(lambda: _admin().close(), START_PG)
-    name = f"cronlab_t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base = admin.rsplit("/", 1)[0]
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database(admin, "cronlab_t") as url:
+        yield url

@@ -20,7 +20,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from importlib import resources
 from itertools import islice
 from typing import Any, Literal, TypeVar
@@ -737,6 +739,20 @@ def with_database(url: str, name: str) -> str:
     """``url`` pointing at database ``name`` instead (host, port, user and options kept)."""
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+@contextmanager
+def scratch_database(admin: str, prefix: str = "cronlab_scratch") -> Iterator[str]:
+    """A fresh, empty database made through ``admin``; its URL. Dropped afterwards, its
+    connections forced out (for tests and benchmarks)."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield with_database(admin, name)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _safe(url: str) -> str:
