@@ -18,10 +18,11 @@ import uuid
 
 import psycopg
 
-from cronlab.cli.engine import invoice_tasks
+from cronlab.lab.invoices import tasks as invoice_tasks
 from cronlab.queues.redis import connect, parse_url, stream_keys
 from cronlab.runtime import report
-from cronlab.stores.postgres import PostgresStore, scratch_database
+from cronlab.stores.postgres import PostgresStore
+from cronlab.testing import scratch_database
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 

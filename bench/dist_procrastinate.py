@@ -26,8 +26,9 @@ from typing import Any
 import procrastinate
 import psycopg
 
-from cronlab.cli.engine import invoice_tasks
-from cronlab.stores.postgres import PostgresStore, scratch_database
+from cronlab.lab.invoices import tasks as invoice_tasks
+from cronlab.stores.postgres import PostgresStore
+from cronlab.testing import scratch_database
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 DEFER_CHUNK = 10_000

@@ -16,7 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from cronlab.stores.sqlite import Q, SqliteStore
+from cronlab.stores.sqlite import QUERIES as Q
+from cronlab.stores.sqlite import SqliteStore
 
 NOW = 1_800_000_000_000
 FUTURE_MS = NOW + 365 * 86_400_000
@@ -29,7 +30,7 @@ SELECT :prefix || x, 'invoice', '{}', :at + x FROM n
 
 
 def fill(store: SqliteStore, count: int, prefix: str, at: int) -> None:
-    conn = store._conn  # bench-only: bulk SQL without the per-row Python path
+    conn = store.d.conn  # type: ignore[attr-defined]  # bench-only: bulk SQL without the per-row Python path
     conn.execute("BEGIN IMMEDIATE")
     conn.execute(FILL, {"count": count, "prefix": prefix, "at": at})
     conn.execute("COMMIT")
@@ -46,7 +47,7 @@ def build(path: Path, due: int, future: int) -> SqliteStore:
 
 def claim_once_ms(store: SqliteStore, due: int) -> float:
     """Milliseconds of one claim of every due row (rolled back)."""
-    conn = store._conn
+    conn = store.d.conn  # type: ignore[attr-defined]
     conn.execute("BEGIN IMMEDIATE")
     t = time.perf_counter()
     got = conn.execute(Q["claim_due"], {"epoch": 1, "now": NOW, "limit": due}).fetchall()

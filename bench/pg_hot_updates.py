@@ -17,7 +17,7 @@ import time
 
 import psycopg
 
-from cronlab.stores.postgres import scratch_database
+from cronlab.testing import scratch_database
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 BATCH = 10_000

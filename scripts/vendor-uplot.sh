@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fetches uPlot from the npm registry (the only place it may come from) into the page's static dir.
+# Refreshes the committed uPlot release (the page's charts) from the npm registry: run it
+# when changing the pinned version, then commit src/cronlab/web/static/vendor.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=1.6.32

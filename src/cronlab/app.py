@@ -28,16 +28,17 @@ from cronlab import urls
 from cronlab.core.policy import Catchup, Overlap, Schedule
 from cronlab.exceptions import ConfigError
 from cronlab.handlers import Handler, Registry
-from cronlab.handlers import registry as builtins
 from cronlab.ports import Clock, ScheduleStore
 from cronlab.runtime.clock import SystemClock
 
 
 class App:
-    """Handlers (the built-in ones plus yours) and the schedules this code deploys.
+    """Your handlers and the schedules this code deploys.
 
-    Give a store URL (``sqlite:///PATH``), or a store object (``stores.memory.MemoryStore`` in
-    tests). ``cron(...)`` writes at once; every mistake is a ConfigError with nothing written.
+    Give a store URL (``sqlite:///PATH``; default: the ``CRONLAB_STORE`` environment variable),
+    a store object (``stores.memory.MemoryStore`` in tests), or neither, for an app that runs
+    on whatever store the engine is started with. ``cron(...)`` writes at once; every mistake
+    is a ConfigError with nothing written.
     """
 
     def __init__(
@@ -46,18 +47,32 @@ class App:
         *,
         store: ScheduleStore | None = None,
         clock: Clock | None = None,
+        name: str | None = None,
     ) -> None:
-        if (store_url is None) == (store is None):
+        if store_url is not None and store is not None:
             raise ConfigError("give App a store URL (sqlite:///PATH) or a store, not both")
+        if store_url is None and store is None:
+            store_url = os.environ.get("CRONLAB_STORE") or None
         if store_url is not None:
             urls.parse(store_url)  # a malformed URL fails here, before any handler is defined
+        self.name = name or "app"
         self.store_url = store_url
         self._store = store
         self.clock: Clock = clock or SystemClock()
         self.registry = Registry()
-        for name in builtins.names():
-            self.registry.handler(name)(builtins.get(name))
         self.schedules: dict[str, Schedule] = {}
+        self._on_start: list[Callable[[Any], None]] = []
+
+    def on_start(self, fn: Callable[[Any], None]) -> Callable[[Any], None]:
+        """Decorator: ``fn(store)`` runs when an engine process starts this app on a store
+        (create the app's own tables there, say). It must be idempotent."""
+        self._on_start.append(fn)
+        return fn
+
+    def start(self, store: Any) -> None:
+        """Run the ``on_start`` functions on ``store`` (the engine calls this)."""
+        for fn in self._on_start:
+            fn(store)
 
     def handler(self, name: str) -> Callable[[Handler], Handler]:
         """Decorator: register ``fn(ctx, payload)`` under ``name`` (a name taken is an error)."""
@@ -102,9 +117,11 @@ class App:
     def store(self) -> ScheduleStore:
         """The app's store, opened (and migrated) on first use."""
         if self._store is None:
-            from cronlab import distributed  # the backends load only when a store is used
+            from cronlab import stores  # the backends load only when a store is used
 
-            self._store = schedule_store(distributed.open_store(str(self.store_url), create=True))
+            if self.store_url is None:
+                raise ConfigError("this App has no store: give App a store URL or CRONLAB_STORE")
+            self._store = schedule_store(stores.open_store(self.store_url, create=True))
         return self._store
 
     def _check_handler(self, schedule: Schedule) -> None:
@@ -123,11 +140,7 @@ def _window_ms(window: timedelta) -> int:
 
 
 def schedule_store(store: Any) -> ScheduleStore:
-    """``store`` if it keeps schedules; ConfigError naming its kind otherwise (PostgreSQL)."""
-    if not hasattr(store, "put_schedule"):
-        raise ConfigError(
-            f"schedules are kept in SQLite stores for now, not {type(store).__name__}"
-        )
+    """``store`` as the schedules' port (every SQL store keeps schedules)."""
     return cast(ScheduleStore, store)
 
 

@@ -7,36 +7,30 @@
   queue table becomes the transactional outbox the leader relays to the stream).
 
 An unreachable server is a one-line ``BackendUnavailable`` naming it — never a silent
-fallback to SQLite.
+fallback to SQLite. Each backend's client library is imported only when its URL is used, and
+a missing one is a one-line ``ConfigError`` naming the extra to install.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from cronlab import urls
-from cronlab.election import etcd
+from cronlab import stores
 from cronlab.election.off import NoElection
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import ConfigError
 from cronlab.ports import Clock, LeaseElector, Queue, Store
-from cronlab.queues import redis as redis_queue
 from cronlab.queues.store import StoreQueue
-from cronlab.stores import postgres
-from cronlab.stores.sqlite import SqliteStore
+from cronlab.stores.sql import SqlStore
 
 Mode = Literal["lease", "off"]
-Fencing = Literal["lease", "epoch"]
 ELECTIONS = "lease, off or etcd://host:2379"
 
 
-def open_store(url: str, *, create: bool, election: str = "lease") -> Any:
-    """The store behind ``--store`` (a SQLite or PostgreSQL store object)."""
-    fencing: Fencing = "epoch" if election.startswith("etcd://") else "lease"
-    scheme = url.partition("://")[0]
-    if scheme in postgres.SCHEMES:
-        return postgres.PostgresStore(url, create=create, fencing=fencing)
-    return SqliteStore(urls.parse(url).path, create=create, fencing=fencing)
+def open_store(url: str, *, create: bool, election: str = "lease") -> SqlStore:
+    """The store behind ``--store``, fencing as ``--election`` needs."""
+    fencing: stores.Fencing = "epoch" if election.startswith("etcd://") else "lease"
+    return stores.open_store(url, create=create, fencing=fencing)
 
 
 def check_election(text: str) -> str:
@@ -44,16 +38,20 @@ def check_election(text: str) -> str:
     if text in ("lease", "off"):
         return text
     if text.startswith("etcd://"):
+        from cronlab.election import etcd
+
         etcd.parse_url(text)
         return text
     raise ConfigError(f"--election {text!r}: expected {ELECTIONS}")
 
 
-def open_elector(election: str, store: Any, clock: Clock) -> tuple[LeaseElector, Mode]:
+def open_elector(election: str, store: SqlStore, clock: Clock) -> tuple[LeaseElector, Mode]:
     """The elector for ``--election`` and the scheduler mode it implies."""
     if election == "off":
         return NoElection(clock), "off"
     if election.startswith("etcd://"):
+        from cronlab.election import etcd
+
         url = etcd.parse_url(election)
         etcd.ping(url)
         return etcd.EtcdElector(url, clock), "lease"
@@ -65,14 +63,18 @@ def observer(election: str, clock: Clock) -> LeaseElector | None:
     lease row in the store is the truth (``lease``; ``off`` has no leader at all)."""
     if not election.startswith("etcd://"):
         return None
+    from cronlab.election import etcd
+
     return etcd.EtcdElector(etcd.parse_url(election), clock)
 
 
-def open_queue(queue_url: str | None, store: Any, clock: Clock) -> tuple[Queue, Store]:
+def open_queue(queue_url: str | None, store: SqlStore, clock: Clock) -> tuple[Queue, Store]:
     """The queue for ``--queue`` and the store the processes should use with it."""
     if not queue_url or queue_url == "store":
         return StoreQueue(store, clock), store
     if queue_url.partition("://")[0] not in ("redis", "rediss"):
         raise ConfigError(f"--queue {queue_url!r}: expected store or redis://host:6379")
+    from cronlab.queues import redis as redis_queue
+
     queue = redis_queue.RedisQueue(redis_queue.parse_url(queue_url), store, clock)
     return queue, redis_queue.RelayStore(store, queue)

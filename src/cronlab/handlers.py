@@ -1,5 +1,7 @@
 """Handlers registered by name; a worker looks a message's handler up here (never by import path).
 
+An app registers its own (``cronlab.App``); the engine has none built in.
+
 A handler is ``fn(ctx, payload) -> bool | None``: it writes through ``ctx.tx``, the worker's
 open transaction, so its effect commits together with the execution record and the ack.
 Return False for "no effect" (an idempotent duplicate); None or True for "applied".
@@ -13,13 +15,11 @@ falls back to it, one savepoint per message, when a batch raises.
 from __future__ import annotations
 
 import json
-import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Protocol, cast
+from typing import Any
 
 from cronlab.exceptions import ConfigError, NotFoundError
 from cronlab.ports import Message, NewTask, Tx
@@ -32,33 +32,6 @@ BatchStep = Callable[[Tx], list[bool]]
 # A batch form's work that needs no transaction, done before the store takes its write lock:
 # ``prepare(items, dialect) -> step(tx)``; ``dialect`` is the store's SQL flavour, if known.
 BatchPrepare = Callable[[Sequence[Item], "str | None"], BatchStep]
-
-# Kept with the handler it belongs to; parameters bound. ON CONFLICT DO NOTHING turns a second
-# execution into a no-op while the unique key exists (idempotency on).
-INVOICE_SQL = (
-    "INSERT INTO invoices (customer, period, task_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
-)
-
-# The batch form: ONE statement for a whole worker batch, returning the keys it inserted (a
-# key missing from the answer was a duplicate). Per dialect, since the row-set syntax differs.
-INVOICE_BATCH_SQL = {
-    "sqlite": "INSERT INTO invoices (customer, period, task_id) "
-    "SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?) WHERE true "
-    "ON CONFLICT DO NOTHING RETURNING task_id",
-    "postgresql": "INSERT INTO invoices (customer, period, task_id) "
-    "SELECT value ->> 0, value ->> 1, (value ->> 2)::bigint FROM json_array_elements(%s::json) "
-    "ON CONFLICT DO NOTHING RETURNING task_id",
-}
-
-
-class RowsTx(Tx, Protocol):
-    """A SQL store's transaction that also returns rows; ``dialect`` names its SQL flavour."""
-
-    dialect: str
-
-    def rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        """Run one bound statement; return the rows it produced (e.g. by RETURNING)."""
-        ...
 
 
 @dataclass(kw_only=True)
@@ -168,7 +141,12 @@ class Registry:
 class _NoTx:
     """The transaction slot of a prepared context before the store opens the transaction."""
 
+    dialect = ""
+
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
+        raise RuntimeError("handler ran outside its transaction")
+
+    def rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         raise RuntimeError("handler ran outside its transaction")
 
     def add_task(self, task: NewTask) -> int:
@@ -278,63 +256,3 @@ def _raise_batch(exc: Exception) -> BatchStep:
         raise exc
 
     return step
-
-
-registry = Registry()
-
-
-@registry.handler("invoice")
-def invoice(ctx: Context, payload: dict[str, Any]) -> bool:
-    """Write one invoice row; False when (customer, period) already has one.
-
-    ``work_ms`` in the payload simulates the billing call's latency (the lab's slow worker).
-    """
-    if work_ms := int(payload.get("work_ms", 0)):
-        time.sleep(work_ms / 1000)
-    row = (str(payload["customer"]), str(payload["period"]), ctx.task_id)
-    return ctx.tx.execute(INVOICE_SQL, row) > 0
-
-
-def prepare_invoices(items: Sequence[Item], dialect: str | None) -> BatchStep:
-    """``invoice_batch`` with the rows and the statement's parameter built up front (one JSON
-    array, which both SQL dialects unpack; so ``dialect`` is not needed)."""
-    work_ms = sum(int(p.get("work_ms", 0)) for _, p in items if "work_ms" in p)
-    rows = [(str(p["customer"]), str(p["period"]), ctx.task_id) for ctx, p in items]
-    params = (json.dumps(rows),)  # one JSON array: both dialects unpack it in SQL
-
-    def step(tx: Tx) -> list[bool]:
-        if work_ms:
-            time.sleep(work_ms / 1000)
-        found = getattr(tx, "dialect", None)
-        if found not in INVOICE_BATCH_SQL:  # a transaction that cannot return rows
-            return [tx.execute(INVOICE_SQL, row) > 0 for row in rows]
-        returned = cast(RowsTx, tx).rows(INVOICE_BATCH_SQL[found], params)
-        if len(returned) == len(rows):
-            return [True] * len(rows)  # every row went in
-        inserted = Counter(task_id for (task_id,) in returned)
-        out = []
-        for *_, task_id in rows:
-            out.append(inserted[task_id] > 0)
-            inserted[task_id] -= 1
-        return out
-
-    return step
-
-
-@registry.batch_handler("invoice", prepare=prepare_invoices)
-def invoice_batch(items: Sequence[Item], tx: Tx) -> list[bool]:
-    """The batch form of ``invoice``: one INSERT for all items; an item is applied when the
-    statement returned its task id — once per returned row, first item first (a task can
-    come twice in one batch: copies made by ``--election off``)."""
-    return prepare_invoices(items, None)(tx)
-
-
-@registry.handler("fail")
-def fail(ctx: Context, payload: dict[str, Any]) -> bool:
-    """Raise until attempt ``payload["until"]`` (default: always) — for retry demos and tests."""
-    until = int(payload.get("until", 1 << 30))
-    if ctx.attempt < until:
-        raise RuntimeError(
-            f"{payload.get('message', 'failing on purpose')} (attempt {ctx.attempt})"
-        )
-    return True

@@ -1,8 +1,9 @@
 """The engine's ports: every piece of I/O sits behind one of these protocols.
 
 Time is integer epoch milliseconds everywhere here. Backends live in role-named folders
-(``stores/sqlite.py``, ``election/store.py``, ``queues/store.py``); ``stores/memory.py`` and
-``runtime/clock.FakeClock`` ship in the package for unit and contract tests.
+(``stores/sql.py`` with its dialects ``stores/sqlite.py`` and ``stores/postgres.py``,
+``election/store.py``, ``queues/store.py``); ``stores/memory.MemoryStore`` (SQLite
+``:memory:`` through the same code) and ``runtime/clock.FakeClock`` ship in the package.
 
 Statuses of a task: ``PENDING`` → ``DISPATCHED`` → ``DONE`` | ``FAILED``; ``MISSED`` when a
 scheduler with in-memory timers skipped its trigger (the documented anti-pattern); ``SKIPPED``
@@ -116,10 +117,20 @@ class Retry:
 
 
 class Tx(Protocol):
-    """The open transaction a handler writes through (committed together with the ack)."""
+    """The open transaction a handler writes through (committed together with the ack).
+
+    SQL takes the store's own placeholders: ``dialect`` is ``"sqlite"`` (``?``, ``:name``)
+    or ``"postgresql"`` (``%s``, ``%(name)s``).
+    """
+
+    dialect: str
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
         """Run one bound statement; return the number of rows it changed."""
+        ...
+
+    def rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
+        """Run one bound statement; return the rows it produced (a SELECT, or RETURNING)."""
         ...
 
     def add_task(self, task: NewTask) -> int:

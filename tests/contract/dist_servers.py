@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from cronlab.exceptions import BackendUnavailable
-from cronlab.stores.postgres import scratch_database
+from cronlab.testing import scratch_database
 
 PG_ADMIN = os.environ.get("CRONLAB_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS = os.environ.get("CRONLAB_TEST_REDIS", "redis://127.0.0.1:6379")

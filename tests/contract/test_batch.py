@@ -1,4 +1,4 @@
-"""Batch handlers on every SQL store: the ``invoice`` batch form (one INSERT … RETURNING for a
+"""Batch handlers on every store: the lab's ``invoice`` batch form (one INSERT … RETURNING for a
 whole worker batch) has exactly the single form's semantics — one applied run per
 (customer, period), the rest no-op duplicates — and a failing run still falls back per message."""
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from cronlab import handlers
 from cronlab.handlers import Context, Registry
+from cronlab.lab import invoices as lab
 from cronlab.ports import NewTask, Retry
 from cronlab.queues.store import StoreQueue
 
@@ -20,16 +20,15 @@ from .test_store import lead
 
 @pytest.fixture
 def sql(backend: Backend) -> Backend:
-    if backend.name == "memory":
-        pytest.skip("the memory store runs no SQL (the invoice handler needs a SQL store)")
+    lab.app.start(backend.store)  # the invoices table, as an engine process creates it
     return backend
 
 
 def single_form() -> Registry:
     """The same handlers without batch forms: the reference the batch form must match."""
     r = Registry()
-    r.handler("invoice")(handlers.invoice)
-    r.handler("fail")(handlers.fail)
+    r.handler("invoice")(lab.invoice)
+    r.handler("fail")(lab.fail)
     return r
 
 
@@ -47,7 +46,7 @@ def seed(b: Backend, customers: list[str], handler: str = "invoice") -> None:
     b.store.dispatch_due(now, 1_000, lead(b))
 
 
-def run(b: Backend, registry: Registry = handlers.registry) -> dict[str, int]:
+def run(b: Backend, registry: Registry = lab.app.registry) -> dict[str, int]:
     messages = StoreQueue(b.store, b.clock).claim("w", 1_000, 30_000)
     return b.store.execute("w", messages, registry.runner(b.clock.now_ms), Retry(), b.clock.now_ms)
 
@@ -67,7 +66,7 @@ EARLIER, BATCH = ["c4"], ["c0", "c1", "c0", "c2", "c3", "c4"]
 
 @pytest.mark.parametrize("form", ["batch", "single"])
 def test_each_invoice_key_applied_once_the_rest_noop(sql: Backend, form: str) -> None:
-    registry = handlers.registry if form == "batch" else single_form()
+    registry = lab.app.registry if form == "batch" else single_form()
     seed(sql, EARLIER, "invoice")
     assert run(sql, registry)["ok"] == 1
     seed(sql, BATCH)
@@ -78,7 +77,7 @@ def test_each_invoice_key_applied_once_the_rest_noop(sql: Backend, form: str) ->
 
 
 def test_without_idempotency_every_run_writes_a_row(sql: Backend) -> None:
-    sql.store.set_idempotency(False)
+    lab.set_idempotency(sql.store, False)
     seed(sql, EARLIER)
     run(sql)
     seed(sql, BATCH)
@@ -105,7 +104,7 @@ def test_a_bad_payload_fails_only_its_own_message(sql: Backend) -> None:
 def test_a_batch_form_needs_its_single_form() -> None:
     r = Registry()
     with pytest.raises(Exception, match="no handler named 'x'"):
-        r.batch_handler("x")(handlers.invoice_batch)
+        r.batch_handler("x")(lab.invoice_batch)
 
 
 def test_batch_contexts_carry_the_transaction(sql: Backend) -> None:

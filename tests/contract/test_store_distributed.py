@@ -4,6 +4,7 @@ the engine's report runs on it, and an unreachable server is a one-line error.""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from cronlab.exceptions import BackendUnavailable, ConfigError, FencedError
 from cronlab.ports import NewTask
 from cronlab.runtime import report
 from cronlab.runtime.clock import FakeClock, SystemClock
-from cronlab.stores.postgres import PostgresStore, ints, texts
+from cronlab.stores.postgres import PostgresStore
 
 from .dist_servers import pg_database
 
@@ -105,7 +106,7 @@ def test_migrations_are_applied_once_by_replicas_starting_together(url: str) -> 
     for t in threads:
         t.join(60)
     assert len(stores) == 3
-    assert stores[0].schema_versions() == [1, 2, 3, 4, 5, 6, 7]
+    assert stores[0].schema_versions() == [1]
     for s in stores:
         s.close()
 
@@ -169,7 +170,7 @@ def test_the_engine_report_runs_on_postgres(store: PostgresStore) -> None:
     lease = StoreElector(store, SystemClock()).acquire_or_renew("a", 10_000)
     assert lease is not None
     store.dispatch_due(now, 100, lease.epoch)
-    r = report.measure(store, now + 1)  # type: ignore[arg-type]
+    r = report.measure(store, now + 1)
     assert (r.due, r.dispatched, r.executed, r.duplicates) == (5, 5, 0, 0)
     assert r.dispatch_lateness_ms["p50"] == 10
 
@@ -188,8 +189,15 @@ def test_a_reader_refuses_a_database_without_a_store_and_writes_nothing(url: str
         assert tables.fetchone() == (0,)
 
 
-def test_array_literals_carry_any_text_and_null_as_psycopg_lists_do(store: PostgresStore) -> None:
-    tricky = ['a "quoted", {braced}', "back\\slash\\", "NULL", "", " x ", "line\nbreak", "é✓", None]
-    got = store.query("SELECT %s::text[], %s::bigint[]", (texts(tricky), ints([1, -2, 1 << 40])))
-    assert got == [(tricky, [1, -2, 1 << 40])]
-    assert store.query("SELECT %s::text[], %s::bigint[]", (texts([]), ints([]))) == [([], [])]
+def test_id_lists_and_execution_rows_survive_the_wire(store: PostgresStore) -> None:
+    got = store.query("SELECT %s::bigint[]", (store.d.ints([1, -2, 1 << 40]),))
+    assert got == [([1, -2, 1 << 40],)]
+    assert store.query("SELECT %s::bigint[]", (store.d.ints([]),)) == [([],)]
+    tricky = ['a "quoted", {braced}', "back\\slash\\", "NULL", "", "line\nbreak", "é✓", None]
+    rows = json.dumps([[1, 2, 1, 1, 5, "ok", t] for t in tricky])
+    store.write(
+        lambda tx: tx.execute(
+            store.q["execution_insert"], {"rows": rows, "worker": "w", "start": 0}
+        )
+    )
+    assert [r[0] for r in store.query("SELECT error FROM executions ORDER BY id")] == tricky

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cronlab.stores.sqlite import Q, SqliteStore
+from cronlab.exceptions import ConfigError
+from cronlab.stores.sqlite import QUERIES as Q
+from cronlab.stores.sqlite import SqliteStore, split_statements
 
 from .conftest import wait_until
 
@@ -22,7 +24,8 @@ pytestmark = pytest.mark.integration
 @pytest.mark.parametrize("query", ["claim_due", "read_due"])
 def test_due_scan_uses_the_partial_pending_index(tmp_path: Path, query: str) -> None:
     store = SqliteStore(tmp_path / "plan.db")
-    plan = store.query(f"EXPLAIN QUERY PLAN {Q[query]}", {"epoch": 1, "now": 0, "limit": 5})
+    args = {"epoch": 1, "now": 0, "limit": 5, "after_ms": 0, "after_id": 0}
+    plan = store.query(f"EXPLAIN QUERY PLAN {Q[query]}", args)
     details = " | ".join(row[3] for row in plan)
     assert "USING INDEX tasks_pending_due (trigger_ms<?)" in details
     assert "SCAN tasks" not in details
@@ -31,15 +34,46 @@ def test_due_scan_uses_the_partial_pending_index(tmp_path: Path, query: str) -> 
 def test_migrations_are_numbered_applied_once_and_recorded(tmp_path: Path) -> None:
     SqliteStore(tmp_path / "m.db").close()
     again = SqliteStore(tmp_path / "m.db")
-    assert again.schema_versions() == [1, 2, 3, 4, 5, 6]
-    assert again.query("SELECT name FROM schema_version ORDER BY version") == [
-        ("001_init.sql",),
-        ("002_invoices.sql",),
-        ("003_copies.sql",),
-        ("004_slim_queue.sql",),
-        ("005_schedules.sql",),
-        ("006_envelopes.sql",),
-    ]
+    assert again.schema_versions() == [1]
+    assert again.query("SELECT name FROM cronlab_schema ORDER BY version") == [("001_base.sql",)]
+
+
+OLD = ["001_init.sql", "002_invoices.sql", "003_copies.sql", "004_slim_queue.sql"]
+OLD += ["005_schedules.sql", "006_envelopes.sql"]
+
+
+def _old_store(path: Path, applied: list[str]) -> None:
+    """A store as cronlab 0.1 left it: the same tables, its own migration table."""
+    import sqlite3
+
+    from cronlab.stores.sql import sql_files
+
+    conn = sqlite3.connect(path)
+    for statement in split_statements(sql_files("sqlite")["001_base.sql"]):
+        conn.execute(statement)
+    conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT)")
+    conn.executemany("INSERT INTO schema_version VALUES (?, ?)", enumerate(applied, 1))
+    conn.execute("INSERT INTO tasks (idempotency_key, handler, trigger_ms) VALUES ('k', 'h', 1)")
+    conn.commit()
+    conn.close()
+
+
+def test_a_store_of_the_last_release_is_taken_over_with_its_rows(tmp_path: Path) -> None:
+    _old_store(tmp_path / "old.db", OLD)
+    store = SqliteStore(tmp_path / "old.db")
+    assert store.schema_versions() == [1]
+    assert store.counts()["PENDING"] == 1
+    assert not store.query("SELECT name FROM sqlite_master WHERE name = 'schema_version'")
+
+
+def test_a_half_migrated_old_store_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    _old_store(tmp_path / "old.db", OLD[:4])
+    with pytest.raises(ConfigError, match=r"missing 005_schedules\.sql, 006_envelopes\.sql"):
+        SqliteStore(tmp_path / "old.db")
+    import sqlite3
+
+    left = sqlite3.connect(tmp_path / "old.db").execute("SELECT count(*) FROM schema_version")
+    assert left.fetchone() == (4,)
 
 
 def _contend(

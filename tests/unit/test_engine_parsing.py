@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from cronlab import urls
-from cronlab.cli.engine import invoice_tasks, parse_at
+from cronlab.cli.invoices import parse_at
 from cronlab.exceptions import ConfigError
+from cronlab.lab.invoices import tasks as invoice_tasks
 from cronlab.ports import Event
 from cronlab.runtime.report import takeover_delays
 

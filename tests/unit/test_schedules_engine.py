@@ -81,11 +81,8 @@ class Lab:
 
 
 def _tasks(store: Any) -> list[tuple[str, int, str]]:
-    if isinstance(store, SqliteStore):
-        rows = store.query("SELECT idempotency_key, trigger_ms, status FROM tasks")
-        return [(r[0], r[1], r[2]) for r in rows]
-    tasks = [r.task for r in store._rows.values()]
-    return [(t.idempotency_key, t.trigger_ms, t.status) for t in tasks]
+    rows = store.query("SELECT idempotency_key, trigger_ms, status FROM tasks ORDER BY id")
+    return [(r[0], r[1], r[2]) for r in rows]
 
 
 @pytest.fixture(params=["memory", "sqlite"])

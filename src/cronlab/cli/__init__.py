@@ -43,9 +43,9 @@ def _fail(message: str) -> int:
 
 
 def _register() -> None:
-    from cronlab.cli import engine, enqueue, lab, schedule, simulate
+    from cronlab.cli import chaos, enqueue, invoices, lab, observe, processes, schedule, simulate
 
-    for module in (simulate, lab, engine, schedule, enqueue):
+    for module in (simulate, lab, processes, invoices, observe, chaos, schedule, enqueue):
         module.register(cli)
 
 

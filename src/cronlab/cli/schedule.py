@@ -19,7 +19,6 @@ from cronlab.core import cron
 from cronlab.core import timers as timer_rules
 from cronlab.core.policy import Catchup, Overlap, Schedule, from_ms, to_ms
 from cronlab.exceptions import ConfigError
-from cronlab.handlers import registry
 from cronlab.ports import ScheduleInfo, ScheduleStore
 from cronlab.runtime.clock import SystemClock
 
@@ -118,8 +117,10 @@ def open_store(url: str) -> Any:
 
 
 def known_handlers(app_spec: str | None) -> list[str]:
-    """The built-in handlers, plus the ``--app``'s when given."""
-    return registry.names() if app_spec is None else apps.load(app_spec).registry.names()
+    """The handlers of ``--app`` (default: the lab's invoice workload, as ``cluster`` runs)."""
+    from cronlab.lab import invoices
+
+    return apps.load(app_spec or invoices.SPEC).registry.names()
 
 
 @schedule_group.command("add")

@@ -21,12 +21,15 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import etcd3gw
-import requests
-from etcd3gw.exceptions import Etcd3Exception
-from etcd3gw.lease import Lease as EtcdLease
-
 from cronlab.exceptions import BackendUnavailable, ConfigError
+
+try:
+    import etcd3gw
+    import requests
+    from etcd3gw.exceptions import Etcd3Exception
+    from etcd3gw.lease import Lease as EtcdLease
+except ImportError as exc:  # pragma: no cover - the extra is missing
+    raise ConfigError("etcd:// election needs the etcd extra: pip install 'cronlab[etcd]'") from exc
 from cronlab.ports import Clock, Lease
 
 API_PATH = "/v3beta/"

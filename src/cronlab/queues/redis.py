@@ -32,9 +32,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import redis
-
 from cronlab.exceptions import BackendUnavailable, ConfigError
+
+try:
+    import redis
+except ImportError as exc:  # pragma: no cover - the extra is missing
+    raise ConfigError("redis:// queues need the redis extra: pip install 'cronlab[redis]'") from exc
 from cronlab.ports import (
     Clock,
     Event,

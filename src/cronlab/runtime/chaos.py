@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cronlab.exceptions import NotFoundError
 from cronlab.ports import Clock, Event, Lease, LeaseElector, ProcessInfo
-from cronlab.stores.sqlite import SqliteStore
+from cronlab.stores.sql import SqlStore
 
 
 def alive(pid: int) -> bool:
@@ -30,12 +30,12 @@ def alive(pid: int) -> bool:
     return state != "Z" and b"cronlab" in cmdline
 
 
-def live_processes(store: SqliteStore, role: str) -> list[ProcessInfo]:
+def live_processes(store: SqlStore, role: str) -> list[ProcessInfo]:
     return [p for p in store.processes() if p.role == role and p.exited_ms is None and alive(p.pid)]
 
 
 def current_lease(
-    store: SqliteStore, clock: Clock, elector: LeaseElector | None = None
+    store: SqlStore, clock: Clock, elector: LeaseElector | None = None
 ) -> Lease | None:
     """The unexpired lease: the elector's when given, else the store's lease row."""
     if elector is not None:
@@ -46,7 +46,7 @@ def current_lease(
     return Lease(holder=state.holder, epoch=state.epoch, expires_ms=state.expires_ms)
 
 
-def leader(store: SqliteStore, clock: Clock, elector: LeaseElector | None = None) -> ProcessInfo:
+def leader(store: SqlStore, clock: Clock, elector: LeaseElector | None = None) -> ProcessInfo:
     """The live process holding an unexpired lease, or NotFoundError."""
     lease = current_lease(store, clock, elector)
     if lease is None:
@@ -57,7 +57,7 @@ def leader(store: SqliteStore, clock: Clock, elector: LeaseElector | None = None
     raise NotFoundError(f"no leader to crash: holder {lease.holder!r} is not a live process")
 
 
-def crash_leader(store: SqliteStore, clock: Clock, elector: LeaseElector | None = None) -> Event:
+def crash_leader(store: SqlStore, clock: Clock, elector: LeaseElector | None = None) -> Event:
     p = leader(store, clock, elector)
     return _hit(
         store,
@@ -71,7 +71,7 @@ def crash_leader(store: SqliteStore, clock: Clock, elector: LeaseElector | None 
 
 
 def crash_replica(
-    store: SqliteStore, clock: Clock, index: int, elector: LeaseElector | None = None
+    store: SqlStore, clock: Clock, index: int, elector: LeaseElector | None = None
 ) -> Event:
     p = _find(store, "scheduler", index)
     lease = current_lease(store, clock, elector)
@@ -87,7 +87,7 @@ def crash_replica(
     )
 
 
-def kill_worker(store: SqliteStore, clock: Clock, index: int | None) -> Event:
+def kill_worker(store: SqlStore, clock: Clock, index: int | None) -> Event:
     if index is None:
         live = live_processes(store, "worker")
         if not live:
@@ -98,7 +98,7 @@ def kill_worker(store: SqliteStore, clock: Clock, index: int | None) -> Event:
 
 
 def pause_leader(
-    store: SqliteStore, clock: Clock, seconds: float, elector: LeaseElector | None = None
+    store: SqlStore, clock: Clock, seconds: float, elector: LeaseElector | None = None
 ) -> Event:
     """SIGSTOP the leader, wait ``seconds``, SIGCONT it; records ``pause`` and ``resume``."""
     p = leader(store, clock, elector)
@@ -128,7 +128,7 @@ def pause_leader(
     return event
 
 
-def _find(store: SqliteStore, role: str, index: int) -> ProcessInfo:
+def _find(store: SqlStore, role: str, index: int) -> ProcessInfo:
     for p in live_processes(store, role):
         if p.index == index:
             return p
@@ -137,7 +137,7 @@ def _find(store: SqliteStore, role: str, index: int) -> ProcessInfo:
 
 
 def _hit(
-    store: SqliteStore,
+    store: SqlStore,
     clock: Clock,
     elector: LeaseElector | None,
     p: ProcessInfo,

@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from cronlab.lab import invoices
 from cronlab.ports import Event
-from cronlab.stores.sqlite import Q, SqliteStore
+from cronlab.stores.sql import SqlStore
 
 TAKEOVER_KINDS = ("crash", "pause")
 
@@ -37,23 +38,23 @@ class Report:
         return data
 
 
-def measure(store: SqliteStore, now_ms: int) -> Report:
+def measure(store: SqlStore, now_ms: int) -> Report:
     """Read every figure from the store as of ``now_ms``."""
-    due, first_trigger = store.query(Q["report_due"], {"now": now_ms})[0]
-    executed, duplicates, last_end, abandoned = store.query(Q["report_runs"])[0]
+    due, first_trigger = store.named("report_due", {"now": now_ms})[0]
+    executed, duplicates, last_end, abandoned = store.named("report_runs")[0]
     counts = store.counts()
     drain = (last_end - first_trigger) / 1000 if last_end and first_trigger is not None else 0.0
     return Report(
         due=due,
-        dispatched=store.query(Q["report_dispatched"])[0][0],
+        dispatched=store.named("report_dispatched")[0][0],
         executed=executed,
         duplicates=duplicates,
         abandoned_deliveries=abandoned,
         missed=counts["MISSED"],
-        backlog_peak=store.query(Q["report_backlog_peak"])[0][0],
+        backlog_peak=store.named("report_backlog_peak")[0][0],
         drain_time_s=round(max(0.0, drain), 3),
         takeover_delays_s=takeover_delays(store.events()),
-        duplicate_invoices=store.query(Q["report_duplicate_invoices"])[0][0],
+        duplicate_invoices=invoices.duplicates(store),
         dispatch_lateness_ms=lateness(store),
         tasks=counts,
     )
@@ -79,14 +80,14 @@ def takeover_delays(events: list[Event]) -> tuple[float, ...]:
     return tuple(delays)
 
 
-def lateness(store: SqliteStore) -> dict[str, int | None]:
+def lateness(store: SqlStore) -> dict[str, int | None]:
     """p50 and p99 of dispatch time minus trigger time over dispatched tasks."""
-    (n,) = store.query(Q["report_lateness_count"])[0]
+    (n,) = store.named("report_lateness_count")[0]
     return {name: _at(store, n, q) for name, q in (("p50", 0.50), ("p99", 0.99))}
 
 
-def _at(store: SqliteStore, n: int, q: float) -> int | None:
+def _at(store: SqlStore, n: int, q: float) -> int | None:
     if n == 0:
         return None
-    rows = store.query(Q["report_lateness_at"], {"k": min(n - 1, int(q * n))})
+    rows = store.named("report_lateness_at", {"k": min(n - 1, int(q * n))})
     return int(rows[0][0])

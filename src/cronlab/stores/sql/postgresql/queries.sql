@@ -1,29 +1,38 @@
--- Named queries of the PostgreSQL store: each block starts with `-- name: NAME`.
--- Parameters are always bound (%(name)s or %s), never formatted into the text. Batches are
--- passed as arrays and unnested, so one statement handles thousands of rows.
+-- Named queries of the PostgreSQL dialect: each block starts with `-- name: NAME`. Parameters
+-- are bound by name (%(name)s), never formatted into the text; id lists arrive as array
+-- literals and row sets as JSON arrays, so one statement handles thousands of rows. The SQLite
+-- dialect has a block of each name, taking the same parameters (stores/sql.py runs them).
+
+-- name: tables
+SELECT tablename FROM pg_tables WHERE schemaname = current_schema();
+
+-- name: migrate_lock
+-- Replicas starting together migrate one at a time.
+SELECT pg_advisory_xact_lock(7243001);
 
 -- name: server_ms
 SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
-
--- name: migrate_lock
-SELECT pg_advisory_xact_lock(7243001);
-
--- name: add_tasks_copy
-COPY add_tasks_tmp (idempotency_key, handler, payload, trigger_ms, schedule) FROM STDIN;
 
 -- name: add_tasks_tmp
 CREATE TEMP TABLE IF NOT EXISTS add_tasks_tmp (
   idempotency_key TEXT, handler TEXT, payload TEXT, trigger_ms BIGINT, schedule TEXT
 ) ON COMMIT DELETE ROWS;
 
+-- name: add_tasks_copy
+COPY add_tasks_tmp (idempotency_key, handler, payload, trigger_ms, schedule) FROM STDIN;
+
 -- name: add_tasks_from_tmp
 INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
 SELECT idempotency_key, handler, payload, trigger_ms, schedule FROM add_tasks_tmp
 ON CONFLICT (idempotency_key) DO NOTHING;
 
+-- name: add_tasks_truncate
+TRUNCATE add_tasks_tmp;
+
 -- name: add_task
 INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
-VALUES (%s, %s, %s, %s, %s) ON CONFLICT (idempotency_key) DO NOTHING;
+VALUES (%(key)s, %(handler)s, %(payload)s, %(trigger)s, %(schedule)s)
+ON CONFLICT (idempotency_key) DO NOTHING;
 
 -- name: lease_read
 SELECT holder, epoch, expires_ms FROM lease WHERE name = 'scheduler';
@@ -52,8 +61,8 @@ SELECT max_epoch FROM fence WHERE name = 'scheduler' FOR UPDATE;
 UPDATE fence SET max_epoch = %(epoch)s WHERE name = 'scheduler' AND max_epoch < %(epoch)s;
 
 -- name: claim_due
--- SKIP LOCKED keeps concurrent claimers apart; the rows are enqueued once planned. The scan
--- starts after (after_ms, after_id): see migration 006.
+-- Claimed (id, key, attempts so far, trigger_ms). SKIP LOCKED keeps concurrent claimers apart;
+-- the scan starts after (after_ms, after_id).
 WITH due AS (
   DELETE FROM pending WHERE (trigger_ms, task_id) IN (
     SELECT trigger_ms, task_id FROM pending WHERE trigger_ms <= %(now)s
@@ -109,6 +118,9 @@ ON CONFLICT DO NOTHING;
 WITH gone AS (DELETE FROM pending WHERE trigger_ms < %(before)s RETURNING task_id)
 UPDATE tasks SET status = 'MISSED' WHERE id = ANY(ARRAY(SELECT task_id FROM gone));
 
+-- name: queue_any_visible
+SELECT 1 FROM queue WHERE invisible_until_ms <= %(now)s LIMIT 1;
+
 -- name: queue_visible
 -- A page of visible envelopes, locked; a claim takes whole ones until its limit is reached.
 SELECT id, size FROM queue WHERE invisible_until_ms <= %(now)s AND id > %(after)s
@@ -141,13 +153,13 @@ WHERE q.id = a.id AND q.receives = a.receives AND q.size = a.size
 RETURNING q.id, q.receives;
 
 -- name: queue_envelope
-SELECT task_ids FROM queue WHERE id = %s AND receives = %s FOR UPDATE;
+SELECT task_ids FROM queue WHERE id = %(id)s AND receives = %(receives)s FOR UPDATE;
 
 -- name: queue_delete
-DELETE FROM queue WHERE id = %s;
+DELETE FROM queue WHERE id = %(id)s;
 
 -- name: queue_shrink
-UPDATE queue SET task_ids = %s, size = %s WHERE id = %s;
+UPDATE queue SET task_ids = %(ids)s::bigint[], size = %(size)s WHERE id = %(id)s;
 
 -- name: outbox_take
 -- With a Redis queue the queue table is the outbox: take visible envelopes to publish.
@@ -155,54 +167,58 @@ DELETE FROM queue WHERE id IN (
   SELECT id FROM queue WHERE invisible_until_ms <= %(now)s ORDER BY id LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
 )
-RETURNING id, task_ids, receives, attempt;
+RETURNING id, task_ids, attempt;
 
 -- name: queue_depth
 SELECT coalesce(sum(size), 0) FROM queue;
 
 -- name: execution_insert
+-- %(rows)s is a JSON array of [task, message, receive, attempt, end_ms, outcome, error].
 INSERT INTO executions
   (task_id, message_id, receive, worker, attempt, start_ms, end_ms, outcome, error)
-SELECT t, m, r, %(worker)s, a, %(start)s, e, o, err
-FROM unnest(%(tasks)s::bigint[], %(messages)s::bigint[], %(receives)s::int[],
-  %(attempts)s::int[], %(ends)s::bigint[], %(outcomes)s::text[], %(errors)s::text[])
-  AS x(t, m, r, a, e, o, err);
+SELECT (r ->> 0)::bigint, (r ->> 1)::bigint, (r ->> 2)::int, %(worker)s, (r ->> 3)::int,
+  %(start)s, (r ->> 4)::bigint, r ->> 5, r ->> 6
+FROM json_array_elements(%(rows)s::json) AS r;
 
 -- name: task_done
 UPDATE tasks SET status = 'DONE', attempts = attempts + 1 WHERE id = ANY(%(ids)s::bigint[]);
 
 -- name: task_error
-UPDATE tasks SET attempts = attempts + 1, last_error = %s WHERE id = %s;
+UPDATE tasks SET attempts = attempts + 1, last_error = %(error)s WHERE id = %(id)s;
 
 -- name: task_failed
-UPDATE tasks SET status = 'FAILED', attempts = attempts + 1, last_error = %s WHERE id = %s;
+UPDATE tasks SET status = 'FAILED', attempts = attempts + 1, last_error = %(error)s
+WHERE id = %(id)s;
+
+-- name: task_get
+SELECT id, idempotency_key, handler, payload, trigger_ms, attempts, status, epoch, last_error
+FROM tasks WHERE id = %(id)s;
 
 -- name: counts
 SELECT status, count(*) FROM tasks GROUP BY status;
 
 -- name: register_process
-INSERT INTO processes (role, idx, pid, owner, started_ms) VALUES (%s, %s, %s, %s, %s)
+INSERT INTO processes (role, idx, pid, owner, started_ms)
+VALUES (%(role)s, %(idx)s, %(pid)s, %(owner)s, %(started)s)
 ON CONFLICT (role, idx) DO UPDATE SET pid = excluded.pid, owner = excluded.owner,
   started_ms = excluded.started_ms, exited_ms = NULL;
 
 -- name: process_exited
-UPDATE processes SET exited_ms = %s WHERE role = %s AND idx = %s AND pid = %s;
+UPDATE processes SET exited_ms = %(now)s
+WHERE role = %(role)s AND idx = %(idx)s AND pid = %(pid)s;
 
 -- name: processes
 SELECT role, idx, pid, owner, started_ms, exited_ms FROM processes ORDER BY role, idx;
 
 -- name: record_event
-INSERT INTO events (kind, at_ms, holder, epoch, pid, detail) VALUES (%s, %s, %s, %s, %s, %s);
+INSERT INTO events (kind, at_ms, holder, epoch, pid, detail)
+VALUES (%(kind)s, %(at)s, %(holder)s, %(epoch)s, %(pid)s, %(detail)s);
 
 -- name: events
 SELECT kind, at_ms, holder, epoch, pid, detail FROM events ORDER BY at_ms, id;
 
 -- name: record_sample
-INSERT INTO samples (at_ms, depth) VALUES (%s, %s);
-
--- name: invoice_insert
-INSERT INTO invoices (customer, period, task_id) VALUES (%s, %s, %s)
-ON CONFLICT DO NOTHING;
+INSERT INTO samples (at_ms, depth) VALUES (%(at)s, %(depth)s);
 
 -- name: report_due
 SELECT count(*), min(trigger_ms) FROM tasks WHERE trigger_ms <= %(now)s;
@@ -211,9 +227,7 @@ SELECT count(*), min(trigger_ms) FROM tasks WHERE trigger_ms <= %(now)s;
 SELECT value FROM counters WHERE name = 'dispatched';
 
 -- name: report_runs
--- A run is an execution that completed (ok, noop) or gave up (failed); runs beyond the first
--- per task are duplicates. A delivery abandoned by a dead worker committed nothing, but its
--- message came back with receives one higher than attempts: receive - attempt counts those.
+-- As the SQLite block: completed runs, duplicates, the last end, abandoned deliveries.
 SELECT
   count(*) FILTER (WHERE outcome IN ('ok', 'noop')),
   count(*) - count(DISTINCT task_id) + coalesce(sum(receive - attempt), 0),
@@ -224,9 +238,6 @@ FROM executions WHERE outcome IN ('ok', 'noop', 'failed');
 -- name: report_backlog_peak
 SELECT coalesce(max(depth), 0) FROM samples;
 
--- name: report_duplicate_invoices
-SELECT count(*) - count(DISTINCT (customer, period)) FROM invoices;
-
 -- name: report_lateness_count
 SELECT count(*) FROM tasks WHERE dispatched_ms IS NOT NULL;
 
@@ -234,7 +245,7 @@ SELECT count(*) FROM tasks WHERE dispatched_ms IS NOT NULL;
 SELECT dispatched_ms - trigger_ms AS late FROM tasks WHERE dispatched_ms IS NOT NULL
 ORDER BY late LIMIT 1 OFFSET %(k)s;
 
--- Schedules (migration 004) ------------------------------------------------------------------
+-- Schedules -----------------------------------------------------------------------------------
 
 -- name: schedule_get
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
@@ -269,6 +280,7 @@ UPDATE schedules SET paused = %(paused)s WHERE name = %(name)s AND paused != %(p
 DELETE FROM schedules WHERE name = %(name)s;
 
 -- name: schedule_drop_pending
+-- Only waiting occurrences: one-off `trigger` runs and history stay.
 WITH dropped AS (
   DELETE FROM tasks WHERE schedule = %(name)s AND status = 'PENDING'
     AND idempotency_key LIKE 'schedule:%%'

@@ -1,11 +1,30 @@
--- Named queries of the SQLite store: each block starts with `-- name: NAME`.
--- Parameters are always bound (:name), never formatted into the text.
+-- Named queries of the SQLite dialect: each block starts with `-- name: NAME`. Parameters are
+-- bound by name (:name), never formatted into the text; id lists and row sets arrive as JSON
+-- arrays and are unpacked with json_each. The PostgreSQL dialect has a block of each name,
+-- taking the same parameters (stores/sql.py runs them).
+
+-- name: tables
+SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%';
+
+-- name: migrate_lock
+-- The write lock every transaction takes already orders migrating processes.
+SELECT 1;
 
 -- name: add_task
+INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
+VALUES (:key, :handler, :payload, :trigger, :schedule)
+ON CONFLICT (idempotency_key) DO NOTHING;
+
+-- name: add_tasks_many
+-- The bulk form (executemany over tuples): the same statement, positional.
 INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
 VALUES (?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING;
 
 -- name: lease_read
+SELECT holder, epoch, expires_ms FROM lease WHERE name = 'scheduler';
+
+-- name: lease_read_locked
+-- Inside a write transaction, which holds the database's only write lock.
 SELECT holder, epoch, expires_ms FROM lease WHERE name = 'scheduler';
 
 -- name: lease_cas
@@ -20,19 +39,21 @@ RETURNING holder, epoch, expires_ms;
 -- name: lease_release
 UPDATE lease SET holder = NULL, expires_ms = 0 WHERE name = 'scheduler' AND holder = :owner;
 
--- name: fence_read
+-- name: fence_lock
 SELECT max_epoch FROM fence WHERE name = 'scheduler';
 
 -- name: fence_raise
 UPDATE fence SET max_epoch = :epoch WHERE name = 'scheduler' AND max_epoch < :epoch;
 
 -- name: claim_due
+-- Claimed (id, key, attempts so far, trigger_ms), oldest due PENDING rows first. A claimed row
+-- leaves the partial index at once, so the scan never resumes (:after_ms and :after_id unused).
 UPDATE tasks SET status = 'DISPATCHED', epoch = :epoch, dispatched_ms = :now
 WHERE id IN (
   SELECT id FROM tasks WHERE status = 'PENDING' AND trigger_ms <= :now
-  ORDER BY trigger_ms LIMIT :limit
+  ORDER BY trigger_ms, id LIMIT :limit
 )
-RETURNING id, idempotency_key, attempts;
+RETURNING id, idempotency_key, attempts, trigger_ms;
 
 -- name: read_due
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
@@ -42,12 +63,13 @@ WHERE status = 'PENDING' AND trigger_ms <= :now ORDER BY trigger_ms LIMIT :limit
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
 WHERE epoch IS NULL AND dispatched_ms >= :since AND trigger_ms <= :now;
 
--- name: mark_dispatched
-UPDATE tasks SET status = 'DISPATCHED', dispatched_ms = coalesce(dispatched_ms, ?)
-WHERE id = ? AND status = 'PENDING';
+-- name: mark_copied
+UPDATE tasks SET status = 'DISPATCHED', dispatched_ms = coalesce(dispatched_ms, :now)
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'PENDING';
 
 -- name: enqueue
--- One envelope: task ids (a JSON array), their number, attempt, enqueued and visible at.
+-- One envelope (executemany): task ids (a JSON array), their number, attempt, enqueued at and
+-- visible at.
 INSERT INTO queue (task_ids, size, attempt, enqueued_ms, invisible_until_ms)
 VALUES (?, ?, ?, ?, ?);
 
@@ -57,16 +79,26 @@ UPDATE counters SET value = value + :n WHERE name = 'dispatched';
 -- name: mark_missed
 UPDATE tasks SET status = 'MISSED' WHERE status = 'PENDING' AND trigger_ms < :before;
 
+-- name: queue_any_visible
+SELECT 1 FROM queue WHERE invisible_until_ms <= :now LIMIT 1;
+
 -- name: queue_visible
-SELECT id, size FROM queue WHERE invisible_until_ms <= :now;
+-- A page of visible envelopes; a claim takes whole ones until its limit is reached.
+SELECT id, size FROM queue WHERE invisible_until_ms <= :now AND id > :after
+ORDER BY id LIMIT :page;
 
 -- name: queue_split
 -- The part of a visible envelope a claim leaves: a new envelope, as visible as the old one.
 INSERT INTO queue (task_ids, size, attempt, enqueued_ms, invisible_until_ms, receives)
-SELECT :rest, :size, attempt, enqueued_ms, invisible_until_ms, receives FROM queue WHERE id = :id;
+SELECT (SELECT json_group_array(value) FROM json_each(q.task_ids) WHERE key >= :keep),
+  size - :keep, attempt, enqueued_ms, invisible_until_ms, receives
+FROM queue q WHERE id = :id;
 
--- name: queue_task_ids
-SELECT task_ids FROM queue WHERE id = ?;
+-- name: queue_keep
+UPDATE queue
+SET task_ids = (SELECT json_group_array(value) FROM json_each(queue.task_ids) WHERE key < :keep),
+    size = :keep
+WHERE id = :id;
 
 -- name: queue_claim
 UPDATE queue SET invisible_until_ms = :until, receives = receives + 1, worker = :worker
@@ -78,21 +110,24 @@ RETURNING id, task_ids, receives, attempt;
 SELECT id, idempotency_key, handler, payload, trigger_ms FROM tasks
 WHERE id IN (SELECT value FROM json_each(:ids));
 
--- name: queue_any_visible
-SELECT 1 FROM queue WHERE invisible_until_ms <= :now LIMIT 1;
-
 -- name: queue_ack_whole
--- Settles an envelope whose every message is settled (the common case: one statement).
-DELETE FROM queue WHERE id = ? AND receives = ? AND size = ?;
+-- Settles envelopes whose every message is settled (the common case: one statement).
+DELETE FROM queue WHERE id IN (
+  SELECT q.id FROM json_each(:ids) i
+  JOIN json_each(:receives) r ON r.key = i.key
+  JOIN json_each(:sizes) s ON s.key = i.key
+  JOIN queue q ON q.id = i.value AND q.receives = r.value AND q.size = s.value
+)
+RETURNING id, receives;
 
 -- name: queue_envelope
-SELECT task_ids FROM queue WHERE id = ? AND receives = ?;
+SELECT task_ids FROM queue WHERE id = :id AND receives = :receives;
 
 -- name: queue_delete
-DELETE FROM queue WHERE id = ?;
+DELETE FROM queue WHERE id = :id;
 
 -- name: queue_shrink
-UPDATE queue SET task_ids = ?, size = ? WHERE id = ?;
+UPDATE queue SET task_ids = :ids, size = :size WHERE id = :id;
 
 -- name: outbox_take
 -- With a Redis queue the queue table is the outbox: take visible envelopes to publish.
@@ -105,45 +140,51 @@ RETURNING id, task_ids, attempt;
 SELECT coalesce(sum(size), 0) FROM queue;
 
 -- name: execution_insert
+-- :rows is a JSON array of [task, message, receive, attempt, end_ms, outcome, error].
 INSERT INTO executions
   (task_id, message_id, receive, worker, attempt, start_ms, end_ms, outcome, error)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
+SELECT value ->> 0, value ->> 1, value ->> 2, :worker, value ->> 3, :start, value ->> 4,
+  value ->> 5, value ->> 6
+FROM json_each(:rows);
 
 -- name: task_done
-UPDATE tasks SET status = 'DONE', attempts = attempts + 1 WHERE id = ?;
+UPDATE tasks SET status = 'DONE', attempts = attempts + 1
+WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: task_error
-UPDATE tasks SET attempts = attempts + 1, last_error = ? WHERE id = ?;
+UPDATE tasks SET attempts = attempts + 1, last_error = :error WHERE id = :id;
 
 -- name: task_failed
-UPDATE tasks SET status = 'FAILED', attempts = attempts + 1, last_error = ? WHERE id = ?;
+UPDATE tasks SET status = 'FAILED', attempts = attempts + 1, last_error = :error WHERE id = :id;
+
+-- name: task_get
+SELECT id, idempotency_key, handler, payload, trigger_ms, attempts, status, epoch, last_error
+FROM tasks WHERE id = :id;
 
 -- name: counts
 SELECT status, count(*) FROM tasks GROUP BY status;
 
 -- name: register_process
-INSERT INTO processes (role, idx, pid, owner, started_ms) VALUES (?, ?, ?, ?, ?)
+INSERT INTO processes (role, idx, pid, owner, started_ms)
+VALUES (:role, :idx, :pid, :owner, :started)
 ON CONFLICT (role, idx) DO UPDATE SET pid = excluded.pid, owner = excluded.owner,
   started_ms = excluded.started_ms, exited_ms = NULL;
 
 -- name: process_exited
-UPDATE processes SET exited_ms = ? WHERE role = ? AND idx = ? AND pid = ?;
+UPDATE processes SET exited_ms = :now WHERE role = :role AND idx = :idx AND pid = :pid;
 
 -- name: processes
 SELECT role, idx, pid, owner, started_ms, exited_ms FROM processes ORDER BY role, idx;
 
 -- name: record_event
-INSERT INTO events (kind, at_ms, holder, epoch, pid, detail) VALUES (?, ?, ?, ?, ?, ?);
+INSERT INTO events (kind, at_ms, holder, epoch, pid, detail)
+VALUES (:kind, :at, :holder, :epoch, :pid, :detail);
 
 -- name: events
 SELECT kind, at_ms, holder, epoch, pid, detail FROM events ORDER BY at_ms, id;
 
 -- name: record_sample
-INSERT INTO samples (at_ms, depth) VALUES (?, ?);
-
--- name: invoice_insert
-INSERT INTO invoices (customer, period, task_id) VALUES (?, ?, ?)
-ON CONFLICT DO NOTHING;
+INSERT INTO samples (at_ms, depth) VALUES (:at, :depth);
 
 -- name: report_due
 SELECT count(*), min(trigger_ms) FROM tasks WHERE trigger_ms <= :now;
@@ -165,9 +206,6 @@ FROM executions WHERE outcome IN ('ok', 'noop', 'failed');
 -- name: report_backlog_peak
 SELECT coalesce(max(depth), 0) FROM samples;
 
--- name: report_duplicate_invoices
-SELECT count(*) - count(DISTINCT customer || char(31) || period) FROM invoices;
-
 -- name: report_lateness_count
 SELECT count(*) FROM tasks WHERE dispatched_ms IS NOT NULL;
 
@@ -175,9 +213,14 @@ SELECT count(*) FROM tasks WHERE dispatched_ms IS NOT NULL;
 SELECT dispatched_ms - trigger_ms AS late FROM tasks WHERE dispatched_ms IS NOT NULL
 ORDER BY late LIMIT 1 OFFSET :k;
 
--- Schedules (migration 005) ------------------------------------------------------------------
+-- Schedules -----------------------------------------------------------------------------------
 
 -- name: schedule_get
+SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
+  next_fire_ms, last_fire_ms, last_reason
+FROM schedules WHERE name = :name;
+
+-- name: schedule_get_locked
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
   next_fire_ms, last_fire_ms, last_reason
 FROM schedules WHERE name = :name;
@@ -186,13 +229,13 @@ FROM schedules WHERE name = :name;
 SELECT name FROM schedules ORDER BY name;
 
 -- name: schedule_upsert
+-- (paused is the operator's: redeploying an app does not resume a paused schedule)
 INSERT INTO schedules (name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap,
   paused)
 VALUES (:name, :cron, :tz, :handler, :payload, :catchup, :catchup_window_ms, :overlap, :paused)
 ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, tz = excluded.tz,
   handler = excluded.handler, payload = excluded.payload, catchup = excluded.catchup,
   catchup_window_ms = excluded.catchup_window_ms, overlap = excluded.overlap;
--- (paused is the operator's: redeploying an app does not resume a paused schedule)
 
 -- name: schedule_set_next
 UPDATE schedules SET next_fire_ms = :next WHERE name = :name;

@@ -1,0 +1,64 @@
+"""``cronlab chaos``: real signals to the processes the store lists, each recorded as an event."""
+
+from __future__ import annotations
+
+import click
+
+from cronlab import distributed
+from cronlab.cli.options import CLOCK, OBSERVE_ELECTION, STORE, open_store
+from cronlab.runtime import chaos
+
+
+def register(group: click.Group) -> None:
+    """Add ``chaos`` to the ``cronlab`` group."""
+    group.add_command(chaos_cmd)
+
+
+@click.group("chaos")
+def chaos_cmd() -> None:
+    """Real signals to the processes the store lists; each recorded as an event."""
+
+
+def _echo_event(kind: str, pid: int | None, holder: str | None) -> None:
+    click.echo(f"{kind}: pid {pid} ({holder})")
+
+
+@chaos_cmd.command("crash-leader")
+@STORE
+@OBSERVE_ELECTION
+def crash_leader_cmd(store_url: str, election: str) -> None:
+    """SIGKILL the process holding the lease."""
+    elector = distributed.observer(election, CLOCK)
+    e = chaos.crash_leader(open_store(store_url, create=False), CLOCK, elector)
+    _echo_event("SIGKILL leader", e.pid, e.holder)
+
+
+@chaos_cmd.command("pause-leader")
+@STORE
+@OBSERVE_ELECTION
+@click.option("--for", "seconds", type=click.FloatRange(min=0), required=True, help="Seconds.")
+def pause_leader_cmd(store_url: str, election: str, seconds: float) -> None:
+    """SIGSTOP the leader, then SIGCONT it after --for seconds (blocks meanwhile)."""
+    elector = distributed.observer(election, CLOCK)
+    e = chaos.pause_leader(open_store(store_url, create=False), CLOCK, seconds, elector)
+    _echo_event(f"SIGSTOP/SIGCONT after {seconds} s, leader", e.pid, e.holder)
+
+
+@chaos_cmd.command("crash-replica")
+@STORE
+@OBSERVE_ELECTION
+@click.argument("index", type=click.IntRange(min=0))
+def crash_replica_cmd(store_url: str, election: str, index: int) -> None:
+    """SIGKILL scheduler replica INDEX."""
+    elector = distributed.observer(election, CLOCK)
+    e = chaos.crash_replica(open_store(store_url, create=False), CLOCK, index, elector)
+    _echo_event(f"SIGKILL replica {index}", e.pid, e.holder)
+
+
+@chaos_cmd.command("kill-worker")
+@STORE
+@click.argument("index", type=click.IntRange(min=0), required=False)
+def kill_worker_cmd(store_url: str, index: int | None) -> None:
+    """SIGKILL worker INDEX (default: the lowest live one)."""
+    e = chaos.kill_worker(open_store(store_url, create=False), CLOCK, index)
+    _echo_event("SIGKILL worker", e.pid, e.holder)

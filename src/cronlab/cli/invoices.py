@@ -1,0 +1,73 @@
+"""``cronlab invoices seed``: the lab's workload, due at one instant (a midnight run)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import click
+from rich.console import Console
+from rich.progress import Progress
+
+from cronlab.cli.options import CLOCK, JSON, STORE, open_store
+from cronlab.exceptions import ConfigError
+from cronlab.lab import invoices as invoices_app
+from cronlab.runtime.clock import to_datetime
+
+
+def register(group: click.Group) -> None:
+    """Add ``invoices`` to the ``cronlab`` group."""
+    group.add_command(invoices)
+
+
+@click.group("invoices")
+def invoices() -> None:
+    """The invoice workload."""
+
+
+@invoices.command("seed")
+@STORE
+@click.option("--count", type=click.IntRange(min=0), required=True, help="Invoices to add.")
+@click.option(
+    "--at", "at_text", required=True, metavar="+SECONDS|ISO8601", help="When they fall due."
+)
+@click.option(
+    "--work-ms",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Simulated work per invoice, milliseconds.",
+)
+@JSON
+def seed_cmd(store_url: str, count: int, at_text: str, work_ms: int, as_json: bool) -> None:
+    """Add COUNT invoice tasks due at one instant (duplicate keys are ignored)."""
+    trigger_ms = parse_at(at_text, CLOCK.now_ms())
+    store = open_store(store_url, create=True)
+    invoices_app.app.start(store)
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        job = bar.add_task("seeding invoices", total=count)
+        added = store.add_tasks(
+            invoices_app.tasks(count, trigger_ms, work_ms), progress=lambda n: bar.advance(job, n)
+        )
+    at_iso = to_datetime(trigger_ms).isoformat()
+    if as_json:
+        click.echo(
+            json.dumps({"added": added, "count": count, "at": at_iso, "trigger_ms": trigger_ms})
+        )
+    else:
+        click.echo(f"added {added:,} of {count:,} invoice tasks due at {at_iso}")
+
+
+def parse_at(text: str, now_ms: int) -> int:
+    """``+SECONDS`` from now, or an ISO 8601 instant (with an offset, or Z) → epoch ms."""
+    if text.startswith("+"):
+        try:
+            return now_ms + int(float(text[1:]) * 1000)
+        except (ValueError, OverflowError):
+            raise ConfigError(f"--at {text!r}: expected +SECONDS or ISO 8601") from None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"--at {text!r}: expected +SECONDS or ISO 8601") from None
+    if moment.tzinfo is None:
+        raise ConfigError(f"--at {text!r}: give a UTC offset (e.g. Z or +02:00)")
+    return int(moment.timestamp() * 1000)

@@ -1,0 +1,107 @@
+"""Observing a cluster: ``status`` (the leader, the processes, the counts) and ``report``
+(measured totals under the model's names). Their ``--json`` keys are a contract with the lab.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from cronlab import distributed
+from cronlab.cli.options import CLOCK, JSON, OBSERVE_ELECTION, STORE, open_store
+from cronlab.ports import LeaseElector
+from cronlab.runtime import chaos, report
+from cronlab.runtime.clock import to_datetime
+from cronlab.stores.sql import SqlStore
+
+
+def register(group: click.Group) -> None:
+    """Add ``status`` and ``report`` to the ``cronlab`` group."""
+    for command in (status_cmd, report_cmd):
+        group.add_command(command)
+
+
+@click.command("status")
+@STORE
+@OBSERVE_ELECTION
+@JSON
+def status_cmd(store_url: str, election: str, as_json: bool) -> None:
+    """The leader, every process, task counts and queue depth."""
+    data = status(open_store(store_url, create=False), distributed.observer(election, CLOCK))
+    if as_json:
+        click.echo(json.dumps(data))
+    else:
+        _print_status(data)
+
+
+def status(store: SqlStore, elector: LeaseElector | None = None) -> dict[str, Any]:
+    """The ``status --json`` object (keys are a contract with the lab).
+
+    The leader comes from ``elector`` when the election lives outside the store (etcd)."""
+    now = CLOCK.now_ms()
+    procs = store.processes()
+    lease = chaos.current_lease(store, CLOCK, elector)
+    holder = next((p for p in procs if lease and p.owner == lease.holder), None)
+    leader = None
+    if lease is not None:
+        leader = {
+            "holder": lease.holder,
+            "replica": holder.index if holder else None,
+            "pid": holder.pid if holder else None,
+            "epoch": lease.epoch,
+            "expires_ms": lease.expires_ms,
+            "expires_at": to_datetime(lease.expires_ms).isoformat(),
+        }
+    return {
+        "now_ms": now,
+        "leader": leader,
+        "epoch": lease.epoch if lease else store.lease_read().epoch,
+        "processes": [
+            {
+                "role": p.role,
+                "index": p.index,
+                "pid": p.pid,
+                "owner": p.owner,
+                "alive": p.exited_ms is None and chaos.alive(p.pid),
+                "started_ms": p.started_ms,
+            }
+            for p in procs
+        ],
+        "tasks": store.counts(),
+        "queue_depth": store.queue_depth(),
+    }
+
+
+def _print_status(data: dict[str, Any]) -> None:
+    out = Console()
+    lead = data["leader"]
+    out.print(
+        f"leader: replica {lead['replica']} (pid {lead['pid']}), epoch {lead['epoch']}, "
+        f"lease until {lead['expires_at']}"
+        if lead
+        else "leader: none",
+        highlight=False,
+    )
+    table = Table("role", "index", "pid", "alive")
+    for p in data["processes"]:
+        table.add_row(p["role"], str(p["index"]), str(p["pid"]), "yes" if p["alive"] else "no")
+    out.print(table)
+    counts = " · ".join(f"{k} {v:,}" for k, v in data["tasks"].items())
+    out.print(f"tasks: {counts} · queue depth {data['queue_depth']:,}", highlight=False)
+
+
+@click.command("report")
+@STORE
+@JSON
+def report_cmd(store_url: str, as_json: bool) -> None:
+    """Measured totals (the model's names), duplicate invoices, dispatch lateness."""
+    r = report.measure(open_store(store_url, create=False), CLOCK.now_ms())
+    if as_json:
+        click.echo(json.dumps(r.as_dict()))
+        return
+    for key, value in r.as_dict().items():
+        click.echo(f"{key}: {value}")

@@ -1,0 +1,85 @@
+"""Options and helpers the engine's commands share (one definition each)."""
+
+from __future__ import annotations
+
+import signal
+
+import click
+
+from cronlab import distributed
+from cronlab.app import App
+from cronlab.app import load as load_app
+from cronlab.runtime.clock import SystemClock
+from cronlab.stores.sql import SqlStore
+
+CLOCK = SystemClock()
+STORE = click.option(
+    "--store",
+    "store_url",
+    required=True,
+    envvar="CRONLAB_STORE",
+    metavar="URL",
+    help="sqlite:///PATH or postgresql://… (or the CRONLAB_STORE environment variable).",
+)
+ELECTION_HELP = "lease, off (the anti-pattern: every replica dispatches) or etcd://host:2379."
+QUEUE = click.option(
+    "--queue",
+    "queue_url",
+    envvar="CRONLAB_QUEUE",
+    default=None,
+    metavar="URL",
+    help="redis://host:6379 (default: the store's own queue).",
+)
+APP = click.option(
+    "--app",
+    "app_spec",
+    envvar="CRONLAB_APP",
+    default=None,
+    metavar="MODULE:APP",
+    help="Your cronlab.App (imported from the working directory): its handlers run and its "
+    "schedules are deployed to --store. Default: the lab's invoice workload.",
+)
+JSON = click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+
+
+def check_election(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Click callback for ``--election``."""
+    return distributed.check_election(value)
+
+
+# status/chaos: where the leader lives (the store's lease row, or etcd's leader key).
+OBSERVE_ELECTION = click.option(
+    "--election",
+    envvar="CRONLAB_ELECTION",
+    default="lease",
+    show_default=True,
+    callback=check_election,
+    help="The cluster's --election: etcd://host:2379[/prefix] to ask etcd for the leader.",
+)
+
+
+def open_store(url: str, *, create: bool, election: str = "lease") -> SqlStore:
+    """The store behind ``--store``; ``create=False`` refuses a missing one (nothing written)."""
+    return distributed.open_store(url, create=create, election=election)
+
+
+def app_for(spec: str | None) -> App:
+    """The ``--app`` named, or the lab's invoice workload when none is."""
+    from cronlab.lab import invoices
+
+    return load_app(spec) if spec else invoices.app
+
+
+class Stop:
+    """Set by SIGTERM/SIGINT so a loop ends cleanly (and releases its lease)."""
+
+    def __init__(self) -> None:
+        self.flag = False
+        for s in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(s, self._set)
+
+    def _set(self, signum: int, frame: object) -> None:
+        self.flag = True
+
+    def __call__(self) -> bool:
+        return self.flag

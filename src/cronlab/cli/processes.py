@@ -1,0 +1,252 @@
+"""The engine's processes: ``cluster`` (R schedulers + W workers), ``scheduler`` and ``worker``.
+
+The lab drives these; their names and flags are a contract.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import cast
+
+import click
+
+from cronlab import distributed
+from cronlab.app import schedule_store
+from cronlab.cli.options import (
+    APP,
+    CLOCK,
+    ELECTION_HELP,
+    QUEUE,
+    STORE,
+    Stop,
+    app_for,
+    check_election,
+    open_store,
+)
+from cronlab.exceptions import ConfigError
+from cronlab.ports import Retry
+from cronlab.runtime import cluster
+from cronlab.runtime.scheduler import Scheduler, SchedulerConfig, Timers
+from cronlab.runtime.worker import Worker, WorkerConfig
+
+
+def register(group: click.Group) -> None:
+    """Add the process commands to the ``cronlab`` group."""
+    for command in (cluster_cmd, scheduler_cmd, worker_cmd):
+        group.add_command(command)
+
+
+@click.command("cluster")
+@STORE
+@click.option("--replicas", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option(
+    "--election", default="lease", show_default=True, callback=check_election, help=ELECTION_HELP
+)
+@QUEUE
+@APP
+@click.option(
+    "--timers",
+    type=click.Choice(["durable", "in-memory"]),
+    default="durable",
+    show_default=True,
+    help="in-memory: the anti-pattern, takeover gaps are missed.",
+)
+@click.option(
+    "--lease-ttl", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="Seconds."
+)
+@click.option(
+    "--worker-rate",
+    type=click.FloatRange(min=0.001),
+    default=None,
+    help="Tasks/s per worker (default uncapped).",
+)
+@click.option(
+    "--no-idempotency", is_flag=True, help="The lab's invoice workload: drop its unique key."
+)
+@click.option("--restart-after", default="300", show_default=True, metavar="S|never")
+@click.option(
+    "--scan-interval",
+    type=click.FloatRange(min=0.01),
+    default=1.0,
+    show_default=True,
+    help="Seconds between leader scans.",
+)
+@click.option(
+    "--visibility",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="Queue visibility timeout, seconds.",
+)
+@click.option(
+    "--scan-batch",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="Tasks a leader claims per transaction.",
+)
+@click.option(
+    "--worker-batch",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="Most messages a worker claims per transaction (sizes adapt to the handlers' speed).",
+)
+def cluster_cmd(
+    store_url: str,
+    replicas: int,
+    workers: int,
+    election: str,
+    queue_url: str | None,
+    app_spec: str | None,
+    timers: str,
+    lease_ttl: float,
+    worker_rate: float | None,
+    no_idempotency: bool,
+    restart_after: str,
+    scan_interval: float,
+    visibility: float,
+    scan_batch: int,
+    worker_batch: int,
+) -> None:
+    """Run R scheduler and W worker processes in the foreground until SIGINT/SIGTERM."""
+    cfg = cluster.ClusterConfig(
+        store_url=store_url,
+        replicas=replicas,
+        workers=workers,
+        election=election,
+        timers=timers,
+        lease_ttl_s=lease_ttl,
+        worker_rate=worker_rate,
+        restart_after_s=_restart_after(restart_after),
+        scan_interval_s=scan_interval,
+        visibility_s=visibility,
+        scan_batch=scan_batch,
+        worker_batch=worker_batch,
+    )
+    if queue_url:
+        os.environ["CRONLAB_QUEUE"] = queue_url  # the children read --queue from it
+    app = app_for(app_spec)  # a bad --app is one line here, not a crash loop of children
+    if app_spec:
+        os.environ["CRONLAB_APP"] = app_spec  # the children read --app from it
+    store = open_store(store_url, create=True)
+    app.start(store)
+    _idempotency(app, store, not no_idempotency)
+    click.echo(
+        f"cronlab cluster: {replicas} schedulers ({election}, {timers} timers), "
+        f"{workers} workers on {store_url} — Ctrl-C stops",
+        err=True,
+    )
+    cluster.Cluster(cfg, store, CLOCK).run()
+
+
+def _restart_after(text: str) -> float | None:
+    if text.strip().lower() == "never":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"--restart-after must be seconds or never, got {text!r}") from None
+    if value < 0:
+        raise ConfigError(f"--restart-after must be >= 0 s, got {text!r}")
+    return value
+
+
+@click.command("scheduler")
+@STORE
+@click.option("--replica", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--election", default="lease", callback=check_election, help=ELECTION_HELP)
+@QUEUE
+@APP
+@click.option("--timers", type=click.Choice(["durable", "in-memory"]), default="durable")
+@click.option("--lease-ttl", type=click.FloatRange(min=0.1), default=10.0, help="Seconds.")
+@click.option("--scan-interval", type=click.FloatRange(min=0.01), default=1.0, help="Seconds.")
+@click.option("--batch", type=click.IntRange(min=1), default=10_000, show_default=True)
+def scheduler_cmd(
+    store_url: str,
+    replica: int,
+    election: str,
+    queue_url: str | None,
+    app_spec: str | None,
+    timers: str,
+    lease_ttl: float,
+    scan_interval: float,
+    batch: int,
+) -> None:
+    """One scheduler replica (the cluster starts these)."""
+    app = app_for(app_spec)  # a bad --app: one line, nothing written
+    sql_store = open_store(store_url, create=True, election=election)
+    app.deploy(schedule_store(sql_store))
+    elector, mode = distributed.open_elector(election, sql_store, CLOCK)
+    queue, store = distributed.open_queue(queue_url, sql_store, CLOCK)
+    cfg = SchedulerConfig(
+        replica=replica,
+        election=mode,
+        timers=cast(Timers, timers),
+        ttl_ms=int(lease_ttl * 1000),
+        scan_ms=int(scan_interval * 1000),
+        batch=batch,
+    )
+    pid = os.getpid()
+    cluster.tune_gc()
+    Scheduler(
+        cfg,
+        store=store,
+        queue=queue,
+        elector=elector,
+        clock=CLOCK,
+        owner=cluster.owner_name("scheduler", replica, pid),
+        pid=pid,
+    ).run(Stop())
+
+
+@click.command("worker")
+@STORE
+@click.option("--index", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--rate", type=click.FloatRange(min=0.001), default=None, help="Tasks/s cap.")
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="Largest batch (sizes adapt to the handlers' speed).",
+)
+@click.option("--visibility", type=click.FloatRange(min=0.1), default=30.0, help="Seconds.")
+@click.option("--max-attempts", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--retry-base", type=click.FloatRange(min=0), default=0.5, help="Seconds.")
+@QUEUE
+@APP
+def worker_cmd(
+    store_url: str,
+    index: int,
+    rate: float | None,
+    batch: int,
+    visibility: float,
+    max_attempts: int,
+    retry_base: float,
+    queue_url: str | None,
+    app_spec: str | None,
+) -> None:
+    """One worker (the cluster starts these)."""
+    app = app_for(app_spec)
+    sql_store = open_store(store_url, create=True)
+    app.start(sql_store)
+    queue, store = distributed.open_queue(queue_url, sql_store, CLOCK)
+    retry = Retry(max_attempts=max_attempts, base_ms=int(retry_base * 1000))
+    cfg = WorkerConfig(
+        index=index, batch=batch, visibility_ms=int(visibility * 1000), rate=rate, retry=retry
+    )
+    name = cluster.owner_name("worker", index, os.getpid())
+    cluster.tune_gc()
+    Worker(cfg, store=store, queue=queue, registry=app.registry, clock=CLOCK, name=name).run(Stop())
+
+
+def _idempotency(app: object, store: object, on: bool) -> None:
+    """The lab's invoice workload: its unique key on or off. Another app has no such key."""
+    from cronlab.lab import invoices
+
+    if app is invoices.app:
+        invoices.set_idempotency(store, on)
+    elif not on:
+        raise ConfigError("--no-idempotency applies to the lab's invoice workload, not to --app")
