@@ -127,7 +127,7 @@ def test_page_and_static_assets_are_served_locally(client: TestClient) -> None:
     assert page.status_code == 200
     assert "Cron at Scale: Leader Election &amp; Worker Dispatch" in page.text
     assert "http" not in page.text.split("<body>")[0].replace('name="viewport"', "")
-    for asset in ("/static/lab.js", "/static/lab.css", "/static/vendor/uPlot.iife.min.js"):
+    for asset in ("/static/lab/main.js", "/static/lab.css", "/static/vendor/uPlot.iife.min.js"):
         assert client.get(asset).status_code == 200, asset
 
 
