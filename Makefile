@@ -12,7 +12,7 @@ LINTED := $(wildcard src tests bench examples)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	$(BIN)/python -m pip install -q -e '.[all,dev,bench]'
 	touch $(STAMP)
 
 venv: $(STAMP)

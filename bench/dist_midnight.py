@@ -47,7 +47,7 @@ def run(url: str, count: int, queue: str | None) -> dict[str, float]:
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(60)
-    r = report.measure(store, store.server_ms())  # type: ignore[arg-type]
+    r = report.measure(store, store.server_ms())
     (first_d, last_d), *_ = store.query(
         "SELECT min(dispatched_ms), max(dispatched_ms) FROM tasks WHERE status = 'DONE'"
     )

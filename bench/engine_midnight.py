@@ -104,7 +104,7 @@ def figures(path: Path, trigger_ms: int) -> dict[str, float]:
 def baseline(tmp: str, count: int) -> float:
     """Rows/s of a plain SQLite claim loop over ``count`` PENDING rows (one process)."""
     store = SqliteStore(Path(tmp) / "baseline.db")
-    conn = store._conn
+    conn = store.dialect.conn
     conn.execute("BEGIN IMMEDIATE")
     conn.execute(
         "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < ?) "

@@ -4,7 +4,7 @@ What hand-rolled cron does badly here: a ``sleep(3 days)`` or an in-process time
 moment the process restarts; a nightly job that scans "users who signed up three days ago"
 misses everyone if it is down that night and mails them twice if it runs on two hosts.
 
-Here the wait is a PENDING task row. The welcome handler adds it with ``ctx.schedule`` in the
+Here the wait is a PENDING task row. The welcome handler adds it with ``ctx.defer`` in the
 same transaction as its own acknowledgement, under a key derived from its own, so a crash can
 neither lose the nudge nor create it twice; whichever scheduler leads in three days' time
 dispatches it. Emails leave through a mailer that, like real mail APIs, takes an idempotency
@@ -74,7 +74,7 @@ class Onboarding:
     def welcome(self, ctx: Context, payload: dict[str, Any]) -> bool:
         """Send the welcome email and set the three-day timer in the same transaction."""
         user = str(payload["user"])
-        ctx.schedule("nudge", {"user": user}, delay=NUDGE_AFTER)
+        ctx.defer("nudge", {"user": user}, delay=NUDGE_AFTER)
         return self._mail(ctx, user, "welcome")
 
     def nudge(self, ctx: Context, payload: dict[str, Any]) -> bool:

@@ -51,7 +51,7 @@ class Context:
         """The trigger instant, an aware UTC datetime (computed on demand: it is rarely read)."""
         return to_datetime(self.scheduled_ms)
 
-    def schedule(
+    def defer(
         self,
         handler: str,
         payload: dict[str, Any] | None = None,
@@ -59,7 +59,8 @@ class Context:
         delay: timedelta = timedelta(0),
         at: datetime | None = None,
     ) -> bool:
-        """Add a follow-up task in this run's transaction; False if it already existed.
+        """Defer a follow-up task (``handler``, due after ``delay`` or ``at``) in this run's
+        transaction: it commits with this run, or not at all. False if it already existed.
 
         Its key derives from this task's key, so a duplicate execution adds nothing twice.
         """

@@ -45,11 +45,11 @@ def wait_http(url: str, deadline_s: float = 30.0) -> None:
 
 
 @contextmanager
-def serve_lab(*extra: str) -> Iterator[str]:
+def serve_lab(*extra: str, python: str = sys.executable) -> Iterator[str]:
     """``cronlab lab`` on a free loopback port; SIGINT at the end stops it and any live run."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cronlab", "lab", "--port", str(port), "--no-open", *extra],
+        [python, "-m", "cronlab", "lab", "--port", str(port), "--no-open", *extra],
         stdout=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"

@@ -118,7 +118,7 @@ def test_batch_contexts_carry_the_transaction(sql: Backend) -> None:
     @r.batch_handler("one")
     def many(items: Any, tx: Any) -> list[bool]:
         seen.extend(ctx.tx is tx for ctx, _ in items)
-        return [ctx.schedule("follow") for ctx, _ in items]
+        return [ctx.defer("follow") for ctx, _ in items]
 
     seed(sql, ["a", "b"], "one")
     assert run(sql, r)["ok"] == 2 and seen == [True, True]

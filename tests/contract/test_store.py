@@ -127,7 +127,7 @@ def registry() -> Registry:
 
     @r.handler("chain")
     def chain(ctx: Context, payload: dict[str, Any]) -> None:
-        ctx.schedule("ok", {"i": 99})
+        ctx.defer("ok", {"i": 99})
 
     return r
 

@@ -46,7 +46,7 @@ def _old_store(path: Path, applied: list[str]) -> None:
     """A store as cronlab 0.1 left it: the same tables, its own migration table."""
     import sqlite3
 
-    from cronlab.stores.sql import sql_files
+    from cronlab.stores.sql.dialect import sql_files
 
     conn = sqlite3.connect(path)
     for statement in split_statements(sql_files("sqlite")["001_base.sql"]):

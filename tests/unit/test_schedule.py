@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from cronlab.core import policy, timers
+from cronlab.core import delays, policy
 from cronlab.core.policy import HOUR_MS, MISFIRE_THRESHOLD_MS, Schedule
 from cronlab.exceptions import ConfigError
 
@@ -256,29 +256,29 @@ def test_ms_conversions_are_exact() -> None:
     ],
 )
 def test_parse_delay(text: str, expected: int) -> None:
-    assert timers.parse_delay(text) == expected
+    assert delays.parse_delay(text) == expected
 
 
 @pytest.mark.parametrize("text", ["", "3", "d", "3 days", "-2h", "0s", "1.5h", "2w", "h2"])
 def test_bad_delay_raises_config_error_naming_it(text: str) -> None:
     with pytest.raises(ConfigError) as info:
-        timers.parse_delay(text)
+        delays.parse_delay(text)
     assert repr(text) in str(info.value)
 
 
 def test_parse_at_needs_an_offset() -> None:
-    assert timers.parse_at("2026-06-01T00:00:00Z") == T0
-    assert timers.parse_at("2026-06-01T02:00:00+02:00") == T0
+    assert delays.parse_at("2026-06-01T00:00:00Z") == T0
+    assert delays.parse_at("2026-06-01T02:00:00+02:00") == T0
     with pytest.raises(ConfigError, match="no UTC offset"):
-        timers.parse_at("2026-06-01T00:00:00")
+        delays.parse_at("2026-06-01T00:00:00")
     with pytest.raises(ConfigError, match="'tomorrow'"):
-        timers.parse_at("tomorrow")
+        delays.parse_at("tomorrow")
 
 
 def test_due_ms_takes_exactly_one_of_in_and_at() -> None:
-    assert timers.due_ms(now_ms=T0, delay="3d") == T0 + 3 * 86_400_000
-    assert timers.due_ms(now_ms=T0 + 5, at="2026-06-01T00:00:00Z") == T0
+    assert delays.due_ms(now_ms=T0, delay="3d") == T0 + 3 * 86_400_000
+    assert delays.due_ms(now_ms=T0 + 5, at="2026-06-01T00:00:00Z") == T0
     with pytest.raises(ConfigError, match="exactly one"):
-        timers.due_ms(now_ms=T0)
+        delays.due_ms(now_ms=T0)
     with pytest.raises(ConfigError, match="exactly one"):
-        timers.due_ms(now_ms=T0, delay="1h", at="2026-06-01T00:00:00Z")
+        delays.due_ms(now_ms=T0, delay="1h", at="2026-06-01T00:00:00Z")

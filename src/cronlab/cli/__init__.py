@@ -2,14 +2,70 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
-from cronlab.exceptions import CronlabError
+from cronlab.exceptions import ConfigError, CronlabError
+
+# command → "module:attribute"; a module is imported only when its command runs, so a SQLite
+# user's ``cronlab worker`` loads no web server and no numpy.
+COMMANDS = {
+    "simulate": "simulate:simulate_cmd",
+    "lab": "lab:lab_cmd",
+    "cluster": "processes:cluster_cmd",
+    "scheduler": "processes:scheduler_cmd",
+    "worker": "processes:worker_cmd",
+    "invoices": "invoices:invoices",
+    "status": "observe:status_cmd",
+    "report": "observe:report_cmd",
+    "chaos": "chaos:chaos_cmd",
+    "schedule": "schedule:schedule_group",
+    "enqueue": "enqueue:enqueue_cmd",
+}
+# A library a command needs → the extra that installs it.
+EXTRAS = {
+    "numpy": "lab",
+    "starlette": "lab",
+    "uvicorn": "lab",
+    "psycopg": "postgres",
+    "psycopg_pool": "postgres",
+    "redis": "redis",
+    "etcd3gw": "etcd",
+    "requests": "etcd",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class LazyGroup(click.Group):
+    """A group whose commands import their module on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        spec = COMMANDS.get(cmd_name)
+        if spec is None:
+            return None
+        module, _, attr = spec.partition(":")
+        try:
+            found = getattr(importlib.import_module(f"cronlab.cli.{module}"), attr)
+        except ModuleNotFoundError as exc:
+            top = (exc.name or "").partition(".")[0]
+            if top not in EXTRAS:
+                raise
+            extra = EXTRAS[top]
+            raise ConfigError(
+                f"cronlab {cmd_name} needs {top}: pip install 'cronlab[{extra}]'"
+            ) from None
+        assert isinstance(found, click.Command)
+        return found
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(package_name="cronlab")
 def cli() -> None:
     """cronlab: distributed cron without duplicated or lost triggers, and the lab that shows why."""
@@ -41,15 +97,6 @@ def _fail(message: str) -> int:
     click.echo(f"cronlab: error: {line}", err=True)
     return 2
 
-
-def _register() -> None:
-    from cronlab.cli import chaos, enqueue, invoices, lab, observe, processes, schedule, simulate
-
-    for module in (simulate, lab, processes, invoices, observe, chaos, schedule, enqueue):
-        module.register(cli)
-
-
-_register()
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,11 +9,6 @@ from cronlab.cli.options import CLOCK, OBSERVE_ELECTION, STORE, open_store
 from cronlab.runtime import chaos
 
 
-def register(group: click.Group) -> None:
-    """Add ``chaos`` to the ``cronlab`` group."""
-    group.add_command(chaos_cmd)
-
-
 @click.group("chaos")
 def chaos_cmd() -> None:
     """Real signals to the processes the store lists; each recorded as an event."""

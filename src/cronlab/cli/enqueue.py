@@ -12,17 +12,12 @@ import uuid
 import click
 
 from cronlab.cli import schedule as schedule_cli
-from cronlab.core import timers
+from cronlab.core import delays
 from cronlab.core.policy import from_ms
 from cronlab.ports import NewTask
 from cronlab.runtime.clock import SystemClock
 
 CLOCK = SystemClock()
-
-
-def register(group: click.Group) -> None:
-    """Add ``enqueue`` to the ``cronlab`` group."""
-    group.add_command(enqueue_cmd)
 
 
 @click.command("enqueue")
@@ -45,7 +40,7 @@ def enqueue_cmd(
     as_json: bool,
 ) -> None:
     """Add a one-off task for HANDLER, due --in DELAY or --at TIME (a past time: at once)."""
-    due = timers.due_ms(now_ms=CLOCK.now_ms(), delay=delay, at=at)
+    due = delays.due_ms(now_ms=CLOCK.now_ms(), delay=delay, at=at)
     task = NewTask(
         idempotency_key=key or f"timer:{uuid.uuid4()}",
         handler=handler,

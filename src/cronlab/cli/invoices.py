@@ -15,11 +15,6 @@ from cronlab.lab import invoices as invoices_app
 from cronlab.runtime.clock import to_datetime
 
 
-def register(group: click.Group) -> None:
-    """Add ``invoices`` to the ``cronlab`` group."""
-    group.add_command(invoices)
-
-
 @click.group("invoices")
 def invoices() -> None:
     """The invoice workload."""

@@ -15,10 +15,6 @@ from cronlab.exceptions import ConfigError
 from cronlab.web.app import LabConfig, create_app
 
 
-def register(group: click.Group) -> None:
-    group.add_command(lab_cmd)
-
-
 @click.command("lab")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)

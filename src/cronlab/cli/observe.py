@@ -19,12 +19,6 @@ from cronlab.runtime.clock import to_datetime
 from cronlab.stores.sql import SqlStore
 
 
-def register(group: click.Group) -> None:
-    """Add ``status`` and ``report`` to the ``cronlab`` group."""
-    for command in (status_cmd, report_cmd):
-        group.add_command(command)
-
-
 @click.command("status")
 @STORE
 @OBSERVE_ELECTION

@@ -30,12 +30,6 @@ from cronlab.runtime.scheduler import Scheduler, SchedulerConfig, Timers
 from cronlab.runtime.worker import Worker, WorkerConfig
 
 
-def register(group: click.Group) -> None:
-    """Add the process commands to the ``cronlab`` group."""
-    for command in (cluster_cmd, scheduler_cmd, worker_cmd):
-        group.add_command(command)
-
-
 @click.command("cluster")
 @STORE
 @click.option("--replicas", type=click.IntRange(min=1), default=3, show_default=True)

@@ -15,8 +15,7 @@ from typing import Any, cast
 import click
 
 from cronlab import app as apps
-from cronlab.core import cron
-from cronlab.core import timers as timer_rules
+from cronlab.core import cron, delays
 from cronlab.core.policy import Catchup, Overlap, Schedule, from_ms, to_ms
 from cronlab.exceptions import ConfigError
 from cronlab.ports import ScheduleInfo, ScheduleStore
@@ -31,11 +30,6 @@ APP = click.option(
 )
 JSON = click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 NAME = click.argument("name")
-
-
-def register(group: click.Group) -> None:
-    """Add this area's commands to the ``cronlab`` group."""
-    group.add_command(schedule_group)
 
 
 @click.group("schedule")
@@ -156,7 +150,7 @@ def add_cmd(
         tz=tz,
         payload=parse_payload(payload),
         catchup=cast(Catchup, catchup),
-        catchup_window_ms=timer_rules.parse_delay(catchup_window),
+        catchup_window_ms=delays.parse_delay(catchup_window),
         overlap=cast(Overlap, overlap),
         paused=paused,
     )

@@ -16,10 +16,6 @@ from cronlab.core.series import per_minute
 TICKER_HEAD, TICKER_TAIL = 12, 6
 
 
-def register(group: click.Group) -> None:
-    group.add_command(simulate_cmd)
-
-
 @click.command("simulate")
 @click.option(
     "--preset",

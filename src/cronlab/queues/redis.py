@@ -40,10 +40,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ConfigError("redis:// queues need the redis extra: pip install 'cronlab[redis]'") from exc
 from cronlab.ports import (
     Clock,
-    Event,
     Message,
-    NewTask,
-    ProcessInfo,
     Retry,
     Run,
     Store,
@@ -382,36 +379,6 @@ class RelayStore:
         self.queue.ack(messages)
         return counts
 
-    # -- everything else as the store does it -----------------------------------------------
-
-    def add_tasks(self, tasks: Iterable[NewTask]) -> int:
-        return self.inner.add_tasks(tasks)
-
-    def read_due(
-        self, now_ms: int, limit: int, copied_since_ms: int | None = None
-    ) -> Sequence[Task]:
-        return self.inner.read_due(now_ms, limit, copied_since_ms)
-
-    def mark_missed(self, before_ms: int, now_ms: int) -> int:
-        return self.inner.mark_missed(before_ms, now_ms)
-
-    def counts(self) -> dict[str, int]:
-        return self.inner.counts()
-
-    def register_process(self, info: ProcessInfo) -> None:
-        self.inner.register_process(info)
-
-    def process_exited(self, role: str, index: int, pid: int, now_ms: int) -> None:
-        self.inner.process_exited(role, index, pid, now_ms)
-
-    def processes(self) -> list[ProcessInfo]:
-        return self.inner.processes()
-
-    def record_event(self, event: Event) -> None:
-        self.inner.record_event(event)
-
-    def events(self) -> list[Event]:
-        return self.inner.events()
-
-    def record_sample(self, now_ms: int, depth: int) -> None:
-        self.inner.record_sample(now_ms, depth)
+    def __getattr__(self, name: str) -> Any:
+        """Everything else as the store does it."""
+        return getattr(self.inner, name)

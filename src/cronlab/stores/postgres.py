@@ -21,9 +21,9 @@ from typing import Any, Literal, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from cronlab.exceptions import BackendUnavailable, ConfigError
-from cronlab.ports import NewTask
 from cronlab.stores import Fencing, sql
 from cronlab.stores.rows import ENVELOPE
+from cronlab.stores.sql import dialect as base
 
 try:
     import psycopg
@@ -35,9 +35,8 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 
 T = TypeVar("T")
 TimeSource = Literal["server", "caller"]
-CHUNK = 50_000
 SCHEMES = ("postgresql", "postgres")
-QUERIES = sql.parse_queries(sql.sql_files("postgresql")["queries.sql"])
+QUERIES = base.parse_queries(base.sql_files("postgresql")["queries.sql"])
 
 
 class PostgresDialect:
@@ -93,22 +92,16 @@ class PostgresDialect:
             return caller_ms
         return int(c.execute(QUERIES["server_ms"]).fetchone()[0])
 
-    def add_tasks(
-        self, c: sql.Conn, tasks: Iterable[NewTask], progress: Callable[[int], None] | None
-    ) -> int:
-        """COPY in chunks into a temporary table, then insert from it."""
+    def insert_tasks(self, c: sql.Conn, rows: Sequence[base.TaskRow]) -> int:
+        """COPY into a temporary table, then insert from it (duplicate keys skipped)."""
         conn = cast("psycopg.Connection[Any]", c)
-        inserted = 0
         conn.execute(QUERIES["add_tasks_tmp"])
         with conn.cursor() as cur:
-            for chunk in sql.chunks(map(sql.task_row, tasks), CHUNK):
-                with cur.copy(QUERIES["add_tasks_copy"]) as copy:
-                    for row in chunk:
-                        copy.write_row(row)
-                inserted += cur.execute(QUERIES["add_tasks_from_tmp"]).rowcount
-                cur.execute(QUERIES["add_tasks_truncate"])
-                if progress:
-                    progress(len(chunk))
+            with cur.copy(QUERIES["add_tasks_copy"]) as copy:
+                for row in rows:
+                    copy.write_row(row)
+            inserted = cur.execute(QUERIES["add_tasks_from_tmp"]).rowcount
+            cur.execute(QUERIES["add_tasks_truncate"])
         return inserted
 
     def enqueue(

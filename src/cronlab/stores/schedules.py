@@ -1,12 +1,8 @@
-"""What every store does with schedules inside its dispatch transaction (backend-neutral).
+"""Schedules as stored rows and tasks: occurrence and one-off tasks, row conversions.
 
-A store claims due tasks, then hands the claimed occurrences (keys ``schedule:NAME:FIRE_MS``)
-to :func:`plan_claimed` with a small view of its open transaction (:class:`Rows`). The planner
-decides each occurrence with the pure policy (``plan_dispatch``, ``overlap_decision``), marks
-the ones that must not run SKIPPED (with the reason), and inserts the caught-up and the next
-occurrences — all in the caller's fenced transaction, so a stale leader writes nothing and the
-unique key makes a second materialisation a no-op. One-off runs (``trigger:NAME:MS`` keys) and
-ordinary tasks pass through untouched.
+A schedule's next occurrence waits as a PENDING task keyed ``schedule:NAME:FIRE_MS``; the SQL
+store plans each claimed occurrence with the pure policy inside its fenced dispatch
+(``SqlStore._plan_one``). One-off runs (``trigger:NAME:MS`` keys) are never planned.
 """
 
 from __future__ import annotations
@@ -14,11 +10,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from cronlab.core import policy
 from cronlab.core.policy import Schedule
-from cronlab.ports import NewTask, ScheduleInfo
+from cronlab.ports import NewTask
 
 OCCURRENCE_PREFIX = "schedule:"
 TRIGGER_PREFIX = "trigger:"
@@ -33,30 +29,6 @@ COLUMNS = (
     "overlap",
     "paused",
 )
-
-
-class Rows(Protocol):
-    """A store's open dispatch transaction, as the planner needs it."""
-
-    def schedule_info(self, name: str) -> ScheduleInfo | None:
-        """The stored schedule, or None if it was removed."""
-        ...
-
-    def running_before(self, name: str, fire_ms: int) -> bool:
-        """True if a task of ``name`` triggered before ``fire_ms`` is still DISPATCHED."""
-        ...
-
-    def add_task(self, task: NewTask) -> int:
-        """Insert a PENDING task; 0 if its key exists."""
-        ...
-
-    def skip(self, task_id: int, reason: str) -> None:
-        """Mark the claimed task SKIPPED, keeping ``reason``."""
-        ...
-
-    def fired(self, name: str, fire_ms: int, next_fire_ms: int | None, reason: str | None) -> None:
-        """Record on the schedule row that ``fire_ms`` was handled (run, or skipped: reason)."""
-        ...
 
 
 def occurrence(schedule: Schedule, fire_ms: int) -> NewTask:
@@ -79,44 +51,6 @@ def triggered(schedule: Schedule, now_ms: int) -> NewTask:
         payload=json.dumps(schedule.payload, sort_keys=True),
         schedule=schedule.name,
     )
-
-
-def plan_claimed(
-    rows: Rows, claimed: Sequence[tuple[int, str]], now_ms: int
-) -> tuple[set[int], int]:
-    """Plan the occurrences among ``claimed`` ``(task id, key)`` pairs, oldest first.
-
-    Returns the ids that must not run (now SKIPPED) and how many already-due occurrences were
-    inserted (the caller claims those in the same transaction).
-    """
-    skipped: set[int] = set()
-    due_added = 0
-    for task_id, key in claimed:
-        if not key.startswith(OCCURRENCE_PREFIX):
-            continue
-        name, fire_ms = policy.parse_occurrence_key(key)
-        reason, added = _plan_one(rows, name, fire_ms, now_ms)
-        due_added += added
-        if reason is not None:
-            rows.skip(task_id, reason)
-            skipped.add(task_id)
-    return skipped, due_added
-
-
-def _plan_one(rows: Rows, name: str, fire_ms: int, now_ms: int) -> tuple[str | None, int]:
-    """(why the occurrence must not run or None, due occurrences inserted)."""
-    info = rows.schedule_info(name)
-    if info is None or info.schedule.paused:
-        return ("removed" if info is None else "paused"), 0
-    s = info.schedule
-    plan = policy.plan_dispatch(s, fire_ms, now_ms)
-    reason = None if plan.run else f"catchup={s.catchup}"
-    if reason is None and policy.overlap_decision(s, rows.running_before(name, fire_ms)) == "skip":
-        reason = "overlap"
-    added = sum(rows.add_task(occurrence(s, f)) for f in plan.catch_up)
-    rows.add_task(occurrence(s, plan.next_fire_ms))
-    rows.fired(name, fire_ms, plan.next_fire_ms, reason)
-    return reason, added
 
 
 def same_definition(stored: Schedule, wanted: Schedule) -> bool:

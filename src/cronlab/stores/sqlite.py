@@ -20,15 +20,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cronlab.exceptions import BackendUnavailable, ConfigError
-from cronlab.ports import NewTask
 from cronlab.stores import Fencing, sql
 from cronlab.stores.rows import ENVELOPE
+from cronlab.stores.sql import dialect as base
 
 T = TypeVar("T")
 BUSY_TIMEOUT_MS = 60_000
-CHUNK = 50_000
 MEMORY = ":memory:"
-QUERIES = sql.parse_queries(sql.sql_files("sqlite")["queries.sql"])
+QUERIES = base.parse_queries(base.sql_files("sqlite")["queries.sql"])
 
 
 def split_statements(script: str) -> list[str]:
@@ -109,17 +108,10 @@ class SqliteDialect:
     def now(self, c: sql.Conn, caller_ms: int) -> int:
         return caller_ms
 
-    def add_tasks(
-        self, c: sql.Conn, tasks: Iterable[NewTask], progress: Callable[[int], None] | None
-    ) -> int:
-        inserted = 0
-        for chunk in sql.chunks(map(sql.task_row, tasks), CHUNK):
-            before = self.conn.total_changes
-            self.conn.executemany(QUERIES["add_tasks_many"], chunk)
-            inserted += self.conn.total_changes - before
-            if progress:
-                progress(len(chunk))
-        return inserted
+    def insert_tasks(self, c: sql.Conn, rows: Sequence[base.TaskRow]) -> int:
+        before = self.conn.total_changes
+        self.conn.executemany(QUERIES["add_tasks_many"], rows)
+        return self.conn.total_changes - before
 
     def enqueue(
         self, c: sql.Conn, tasks: Sequence[tuple[int, int]], now_ms: int, visible_ms: int
@@ -145,7 +137,8 @@ class SqliteStore(sql.SqlStore):
         self, path: str | Path, *, create: bool = True, fencing: Fencing = "lease"
     ) -> None:
         self.path = Path(path)
-        super().__init__(SqliteDialect(path, create=create), create=create, fencing=fencing)
+        self.dialect = SqliteDialect(path, create=create)
+        super().__init__(self.dialect, create=create, fencing=fencing)
 
 
 @contextmanager

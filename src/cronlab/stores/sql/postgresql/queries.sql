@@ -1,7 +1,5 @@
--- Named queries of the PostgreSQL dialect: each block starts with `-- name: NAME`. Parameters
--- are bound by name (%(name)s), never formatted into the text; id lists arrive as array
--- literals and row sets as JSON arrays, so one statement handles thousands of rows. The SQLite
--- dialect has a block of each name, taking the same parameters (stores/sql.py runs them).
+-- Named queries of the PostgreSQL dialect: the SQLite file's names and parameters (and its
+-- comments), bound as %(name)s; id lists arrive as array literals, row sets as JSON arrays.
 
 -- name: tables
 SELECT tablename FROM pg_tables WHERE schemaname = current_schema();
@@ -42,7 +40,6 @@ SELECT holder, epoch, expires_ms FROM lease WHERE name = 'scheduler';
 SELECT holder, epoch, expires_ms FROM lease WHERE name = 'scheduler' FOR SHARE;
 
 -- name: lease_cas
--- Acquire a free or expired lease (epoch + 1), or renew our own unexpired one (epoch kept).
 UPDATE lease
 SET epoch = CASE WHEN holder = %(owner)s AND expires_ms > %(now)s THEN epoch ELSE epoch + 1 END,
     holder = %(owner)s,
@@ -61,8 +58,6 @@ SELECT max_epoch FROM fence WHERE name = 'scheduler' FOR UPDATE;
 UPDATE fence SET max_epoch = %(epoch)s WHERE name = 'scheduler' AND max_epoch < %(epoch)s;
 
 -- name: claim_due
--- Claimed (id, key, attempts so far, trigger_ms). SKIP LOCKED keeps concurrent claimers apart;
--- the scan starts after (after_ms, after_id).
 WITH due AS (
   DELETE FROM pending WHERE (trigger_ms, task_id) IN (
     SELECT trigger_ms, task_id FROM pending WHERE trigger_ms <= %(now)s
@@ -71,7 +66,7 @@ WITH due AS (
   ) RETURNING task_id
 )
 UPDATE tasks t SET status = 'DISPATCHED', epoch = %(epoch)s, dispatched_ms = %(now)s
-WHERE t.id = ANY(ARRAY(SELECT task_id FROM due))  -- by the key: no estimate for the CTE
+WHERE t.id = ANY(ARRAY(SELECT task_id FROM due))  -- by key: the CTE has no estimate
 RETURNING t.id, t.idempotency_key, t.attempts, t.trigger_ms;
 
 -- name: enqueue
@@ -122,12 +117,10 @@ UPDATE tasks SET status = 'MISSED' WHERE id = ANY(ARRAY(SELECT task_id FROM gone
 SELECT 1 FROM queue WHERE invisible_until_ms <= %(now)s LIMIT 1;
 
 -- name: queue_visible
--- A page of visible envelopes, locked; a claim takes whole ones until its limit is reached.
 SELECT id, size FROM queue WHERE invisible_until_ms <= %(now)s AND id > %(after)s
 ORDER BY id LIMIT %(page)s FOR UPDATE SKIP LOCKED;
 
 -- name: queue_split
--- The part of a visible envelope a claim leaves: a new envelope, as visible as the old one.
 INSERT INTO queue (task_ids, size, attempt, enqueued_ms, invisible_until_ms, receives)
 SELECT task_ids[%(keep)s + 1:], size - %(keep)s, attempt, enqueued_ms, invisible_until_ms,
   receives
@@ -146,7 +139,6 @@ SELECT id, idempotency_key, handler, payload, trigger_ms FROM tasks
 WHERE id = ANY(%(ids)s::bigint[]);
 
 -- name: queue_ack_whole
--- Settles envelopes whose every message is settled (the common case: one statement).
 DELETE FROM queue q
 USING unnest(%(ids)s::bigint[], %(receives)s::int[], %(sizes)s::int[]) AS a(id, receives, size)
 WHERE q.id = a.id AND q.receives = a.receives AND q.size = a.size
@@ -162,7 +154,6 @@ DELETE FROM queue WHERE id = %(id)s;
 UPDATE queue SET task_ids = %(ids)s::bigint[], size = %(size)s WHERE id = %(id)s;
 
 -- name: outbox_take
--- With a Redis queue the queue table is the outbox: take visible envelopes to publish.
 DELETE FROM queue WHERE id IN (
   SELECT id FROM queue WHERE invisible_until_ms <= %(now)s ORDER BY id LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED
@@ -173,7 +164,6 @@ RETURNING id, task_ids, attempt;
 SELECT coalesce(sum(size), 0) FROM queue;
 
 -- name: execution_insert
--- %(rows)s is a JSON array of [task, message, receive, attempt, end_ms, outcome, error].
 INSERT INTO executions
   (task_id, message_id, receive, worker, attempt, start_ms, end_ms, outcome, error)
 SELECT (r ->> 0)::bigint, (r ->> 1)::bigint, (r ->> 2)::int, %(worker)s, (r ->> 3)::int,
@@ -199,20 +189,20 @@ SELECT status, count(*) FROM tasks GROUP BY status;
 
 -- name: register_process
 INSERT INTO processes (role, idx, pid, owner, started_ms)
-VALUES (%(role)s, %(idx)s, %(pid)s, %(owner)s, %(started)s)
+VALUES (%(role)s, %(index)s, %(pid)s, %(owner)s, %(started_ms)s)
 ON CONFLICT (role, idx) DO UPDATE SET pid = excluded.pid, owner = excluded.owner,
   started_ms = excluded.started_ms, exited_ms = NULL;
 
 -- name: process_exited
 UPDATE processes SET exited_ms = %(now)s
-WHERE role = %(role)s AND idx = %(idx)s AND pid = %(pid)s;
+WHERE role = %(role)s AND idx = %(index)s AND pid = %(pid)s;
 
 -- name: processes
 SELECT role, idx, pid, owner, started_ms, exited_ms FROM processes ORDER BY role, idx;
 
 -- name: record_event
 INSERT INTO events (kind, at_ms, holder, epoch, pid, detail)
-VALUES (%(kind)s, %(at)s, %(holder)s, %(epoch)s, %(pid)s, %(detail)s);
+VALUES (%(kind)s, %(at_ms)s, %(holder)s, %(epoch)s, %(pid)s, %(detail)s);
 
 -- name: events
 SELECT kind, at_ms, holder, epoch, pid, detail FROM events ORDER BY at_ms, id;
@@ -227,7 +217,6 @@ SELECT count(*), min(trigger_ms) FROM tasks WHERE trigger_ms <= %(now)s;
 SELECT value FROM counters WHERE name = 'dispatched';
 
 -- name: report_runs
--- As the SQLite block: completed runs, duplicates, the last end, abandoned deliveries.
 SELECT
   count(*) FILTER (WHERE outcome IN ('ok', 'noop')),
   count(*) - count(DISTINCT task_id) + coalesce(sum(receive - attempt), 0),
@@ -245,8 +234,6 @@ SELECT count(*) FROM tasks WHERE dispatched_ms IS NOT NULL;
 SELECT dispatched_ms - trigger_ms AS late FROM tasks WHERE dispatched_ms IS NOT NULL
 ORDER BY late LIMIT 1 OFFSET %(k)s;
 
--- Schedules -----------------------------------------------------------------------------------
-
 -- name: schedule_get
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
   next_fire_ms, last_fire_ms, last_reason
@@ -261,7 +248,6 @@ FROM schedules WHERE name = %(name)s FOR UPDATE;
 SELECT name FROM schedules ORDER BY name;
 
 -- name: schedule_upsert
--- (paused is the operator's: redeploying an app does not resume a paused schedule)
 INSERT INTO schedules (name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap,
   paused)
 VALUES (%(name)s, %(cron)s, %(tz)s, %(handler)s, %(payload)s, %(catchup)s,
@@ -280,7 +266,6 @@ UPDATE schedules SET paused = %(paused)s WHERE name = %(name)s AND paused != %(p
 DELETE FROM schedules WHERE name = %(name)s;
 
 -- name: schedule_drop_pending
--- Only waiting occurrences: one-off `trigger` runs and history stay.
 WITH dropped AS (
   DELETE FROM tasks WHERE schedule = %(name)s AND status = 'PENDING'
     AND idempotency_key LIKE 'schedule:%%'

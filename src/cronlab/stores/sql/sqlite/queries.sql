@@ -1,7 +1,5 @@
--- Named queries of the SQLite dialect: each block starts with `-- name: NAME`. Parameters are
--- bound by name (:name), never formatted into the text; id lists and row sets arrive as JSON
--- arrays and are unpacked with json_each. The PostgreSQL dialect has a block of each name,
--- taking the same parameters (stores/sql.py runs them).
+-- Named queries of the SQLite dialect (`-- name: NAME` blocks, run by stores/sql/store.py):
+-- parameters bound by name, never formatted in; id lists and row sets arrive as JSON arrays.
 
 -- name: tables
 SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%';
@@ -166,19 +164,19 @@ SELECT status, count(*) FROM tasks GROUP BY status;
 
 -- name: register_process
 INSERT INTO processes (role, idx, pid, owner, started_ms)
-VALUES (:role, :idx, :pid, :owner, :started)
+VALUES (:role, :index, :pid, :owner, :started_ms)
 ON CONFLICT (role, idx) DO UPDATE SET pid = excluded.pid, owner = excluded.owner,
   started_ms = excluded.started_ms, exited_ms = NULL;
 
 -- name: process_exited
-UPDATE processes SET exited_ms = :now WHERE role = :role AND idx = :idx AND pid = :pid;
+UPDATE processes SET exited_ms = :now WHERE role = :role AND idx = :index AND pid = :pid;
 
 -- name: processes
 SELECT role, idx, pid, owner, started_ms, exited_ms FROM processes ORDER BY role, idx;
 
 -- name: record_event
 INSERT INTO events (kind, at_ms, holder, epoch, pid, detail)
-VALUES (:kind, :at, :holder, :epoch, :pid, :detail);
+VALUES (:kind, :at_ms, :holder, :epoch, :pid, :detail);
 
 -- name: events
 SELECT kind, at_ms, holder, epoch, pid, detail FROM events ORDER BY at_ms, id;
@@ -212,8 +210,6 @@ SELECT count(*) FROM tasks WHERE dispatched_ms IS NOT NULL;
 -- name: report_lateness_at
 SELECT dispatched_ms - trigger_ms AS late FROM tasks WHERE dispatched_ms IS NOT NULL
 ORDER BY late LIMIT 1 OFFSET :k;
-
--- Schedules -----------------------------------------------------------------------------------
 
 -- name: schedule_get
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,

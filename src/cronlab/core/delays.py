@@ -1,4 +1,4 @@
-"""Durable timers: when a one-off delayed task is due, from ``--in 3d`` or ``--at ISO8601``.
+"""Delays of durable one-off tasks: when one is due, from ``--in 3d`` or ``--at ISO8601``.
 
 Pure parsing into integer epoch milliseconds; the engine writes the PENDING row.
 """

@@ -1,0 +1,141 @@
+"""What a database must provide to the SQL store (``Dialect``), and the helpers both use."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from functools import cache
+from importlib import resources
+from typing import Any, Protocol, TypeVar
+
+from cronlab.ports import NewTask
+
+T = TypeVar("T")
+
+
+class Conn(Protocol):
+    """An open connection inside a transaction (``sqlite3`` and ``psycopg`` both fit)."""
+
+    def execute(self, sql: Any, params: Any = ..., /) -> Any: ...
+
+
+class Dialect(Protocol):
+    """What one database does its own way; the rest of the store is written once."""
+
+    @property
+    def name(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``: what a handler's SQL can pick its flavour by."""
+        ...
+
+    @property
+    def queries(self) -> Mapping[str, str]:
+        """The named queries (``stores/sql/<name>/queries.sql``), same names and parameters."""
+        ...
+
+    @property
+    def resume_scan(self) -> bool:
+        """The due scan resumes after its last full batch (MVCC keeps dead index entries)."""
+        ...
+
+    def transaction(self, fn: Callable[[Conn], T]) -> T:
+        """``fn`` in one write transaction: committed when it returns, rolled back if it raises."""
+        ...
+
+    def read(self, fn: Callable[[Conn], T]) -> T:
+        """``fn`` on a connection that sees committed data, without taking the write lock."""
+        ...
+
+    def savepoint(self, c: Conn) -> AbstractContextManager[None]:
+        """A nested transaction: an exception inside undoes only what ran inside."""
+        ...
+
+    def is_connection_error(self, exc: BaseException) -> bool:
+        """True when ``exc`` means the connection failed, not the statement."""
+        ...
+
+    def ints(self, values: Iterable[int]) -> Any:
+        """An id list as the queries take it (``:ids``); ``ids`` reads a stored one back."""
+        ...
+
+    def ids(self, value: Any) -> list[int]: ...
+
+    def now(self, c: Conn, caller_ms: int) -> int:
+        """The instant lease expiry is judged by (the caller's, or the server's clock)."""
+        ...
+
+    def insert_tasks(self, c: Conn, rows: Sequence[TaskRow]) -> int:
+        """Insert a chunk of ``task_row``s (duplicate keys ignored); how many went in."""
+        ...
+
+    def enqueue(
+        self, c: Conn, tasks: Sequence[tuple[int, int]], now_ms: int, visible_ms: int
+    ) -> None:
+        """``(task id, attempts so far)`` → envelopes of ``rows.ENVELOPE`` tasks at most, one
+        attempt number each, visible at ``visible_ms``."""
+        ...
+
+    def run_script(self, c: Conn, script: str) -> None:
+        """Run a migration file's statements."""
+        ...
+
+    def describe(self) -> str:
+        """The store for messages, without secrets."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@cache
+def sql_files(dialect: str) -> dict[str, str]:
+    """The named-query file and the migrations of ``dialect``, by file name."""
+    folder = resources.files("cronlab.stores.sql") / dialect
+    return {f.name: f.read_text() for f in folder.iterdir() if f.name.endswith(".sql")}
+
+
+def parse_queries(text: str) -> dict[str, str]:
+    """``-- name: X`` blocks → {X: sql}; comment lines inside a block are dropped."""
+    queries: dict[str, str] = {}
+    name = ""
+    for line in text.splitlines():
+        if line.startswith("-- name:"):
+            name = line.removeprefix("-- name:").strip()
+            queries[name] = ""
+        elif name and not line.lstrip().startswith("--"):
+            queries[name] += line + "\n"
+    return {k: v.strip() for k, v in queries.items()}
+
+
+def task_args(t: NewTask) -> dict[str, Any]:
+    """``add_task``'s parameters."""
+    return {
+        "key": t.idempotency_key,
+        "handler": t.handler,
+        "payload": t.payload,
+        "trigger": t.trigger_ms,
+        "schedule": t.schedule,
+    }
+
+
+TaskRow = tuple[str, str, str, int, "str | None"]
+
+
+def task_row(t: NewTask) -> TaskRow:
+    """A task as a positional row (the bulk inserts)."""
+    return (t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.schedule)
+
+
+def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """``items`` in lists of ``size`` at most, never all in memory at once."""
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def fetch(cursor: Any) -> list[Any]:
+    """The rows a statement produced; none for one that produces no rows."""
+    return list(cursor.fetchall()) if cursor.description is not None else []

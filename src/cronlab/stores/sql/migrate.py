@@ -1,0 +1,107 @@
+"""Numbered migrations, the same numbers on every dialect, recorded in ``cronlab_schema``.
+
+A store is refused, with nothing written, when it is a database that is not ours (it has
+tables and no ``cronlab_schema``), or was migrated by a newer cronlab. A store of cronlab 0.1
+(table ``schema_version``) is taken over: the baseline ``001`` squashes its migrations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from cronlab.exceptions import ConfigError
+from cronlab.stores.sql.dialect import Conn, Dialect, sql_files
+
+TABLE = "cronlab_schema"
+OLD_TABLE = "schema_version"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Migration:
+    """A numbered migration file; ``replaces`` names the older files it squashes."""
+
+    version: int
+    name: str
+    script: str
+    replaces: tuple[str, ...] = ()
+
+
+def migrations(files: Mapping[str, str], shared: Mapping[str, str]) -> list[Migration]:
+    """The dialect's numbered files in order, each after its part in ``shared/`` (the SQL both
+    dialects take as it is), if it has one."""
+    found = []
+    for name, script in files.items():
+        if name[:3].isdigit():
+            first = script.splitlines()[0] if script else ""
+            old = tuple(first.removeprefix("-- replaces:").split()) if "replaces:" in first else ()
+            full = shared.get(name, "") + "\n" + script
+            found.append(Migration(version=int(name[:3]), name=name, script=full, replaces=old))
+    return sorted(found, key=lambda m: m.version)
+
+
+def migrate(d: Dialect, create: bool) -> None:
+    """Apply what is missing in one transaction (checked first without the write lock, so a
+    reader — ``status``, ``report`` — never waits for it)."""
+    steps = migrations(sql_files(d.name), sql_files("shared"))
+    if {m.version for m in steps} <= d.read(lambda c: _applied(d, c, steps, create)):
+        return
+    d.transaction(lambda c: _apply(d, c, steps, create))
+
+
+def _applied(d: Dialect, c: Conn, steps: Sequence[Migration], create: bool) -> set[int]:
+    tables = {r[0] for r in c.execute(d.queries["tables"]).fetchall()}
+    if TABLE not in tables:
+        if OLD_TABLE in tables:
+            return set()  # cronlab 0.1: _apply takes it over
+        if tables:
+            shown = ", ".join(sorted(tables)[:3])
+            raise ConfigError(
+                f"{d.describe()} is not a cronlab store: it has other tables ({shown}) "
+                f"and no {TABLE}; nothing was written"
+            )
+        if not create:
+            raise ConfigError(f"no cronlab store in {d.describe()} (nothing was written)")
+        return set()
+    versions = {int(r[0]) for r in c.execute(f"SELECT version FROM {TABLE}").fetchall()}
+    newest = max(m.version for m in steps)
+    if versions and max(versions) > newest:
+        raise ConfigError(
+            f"store {d.describe()} is at schema version {max(versions)}, newer than this "
+            f"cronlab's {newest}: upgrade cronlab (nothing was written)"
+        )
+    return versions
+
+
+def _apply(d: Dialect, c: Conn, steps: Sequence[Migration], create: bool) -> None:
+    c.execute(d.queries["migrate_lock"])
+    applied = _applied(d, c, steps, create)
+    tables = {r[0] for r in c.execute(d.queries["tables"]).fetchall()}
+    if TABLE not in tables:
+        c.execute(f"CREATE TABLE {TABLE} (version INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+    if OLD_TABLE in tables:
+        applied = _take_over(d, c, steps[0])
+    for m in steps:
+        if m.version not in applied:
+            d.run_script(c, m.script)
+            _record(c, m)
+
+
+def _take_over(d: Dialect, c: Conn, base: Migration) -> set[int]:
+    """A cronlab 0.1 store: the baseline squashes its migrations; a store that had not applied
+    all of them must finish them under 0.1 first."""
+    old = {r[0] for r in c.execute(f"SELECT name FROM {OLD_TABLE}").fetchall()}
+    missing = sorted(set(base.replaces) - old)
+    if missing:
+        raise ConfigError(
+            f"store {d.describe()} is at an older cronlab schema (missing {', '.join(missing)}): "
+            "start cronlab 0.1 on it once to finish its migrations, then this release"
+        )
+    _record(c, base)
+    c.execute(f"DROP TABLE {OLD_TABLE}")
+    return {base.version}
+
+
+def _record(c: Conn, m: Migration) -> None:
+    # The version and file name come from the package's own files, never from input.
+    c.execute(f"INSERT INTO {TABLE} (version, name) VALUES ({m.version}, '{m.name}')")

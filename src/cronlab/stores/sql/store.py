@@ -1,0 +1,520 @@
+"""The SQL store, written once: tasks, fenced dispatch with the schedules' planning, the queue
+of envelopes, the lease row, schedules, the process registry and the event log.
+
+Every public write is ONE transaction of the dialect's. Worker batches: ``batch.py``;
+migrations: ``migrate.py``; what a database does its own way: ``dialect.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from cronlab.core import lease as rules
+from cronlab.core import policy
+from cronlab.core.policy import Schedule
+from cronlab.exceptions import ConfigError, ConflictError, FencedError, NotFoundError
+from cronlab.ports import (
+    STATUSES,
+    Event,
+    Message,
+    NewTask,
+    ProcessInfo,
+    Retry,
+    Run,
+    ScheduleInfo,
+    Task,
+)
+from cronlab.stores import Fencing, schedules
+from cronlab.stores.rows import Delivery, Envelope, Settlement, task
+from cronlab.stores.sql import batch, migrate
+from cronlab.stores.sql.dialect import Conn, Dialect, chunks, fetch, task_args, task_row
+
+T = TypeVar("T")
+START = (-(1 << 62), -(1 << 62))  # a (trigger_ms, id) before every row
+PAGE = 16  # envelopes a claim looks at per query while it fills its limit
+CHUNK = 50_000  # tasks per bulk insert
+
+
+class SqlStore:
+    """``ports.Store`` + ``LeaseTable`` + ``QueueTable`` + ``ScheduleStore`` on one database.
+
+    ``fencing="lease"``: a dispatch must carry the epoch of the unexpired lease row in this
+    store. ``"epoch"``: the lease lives elsewhere (etcd); a dispatch must carry an epoch no
+    lower than the highest one seen. Both raise the stored ``max_epoch``.
+    """
+
+    def __init__(self, dialect: Dialect, *, create: bool = True, fencing: Fencing = "lease"):
+        self.d, self.q, self.fencing = dialect, dialect.queries, fencing
+        self._resume: tuple[int, int] | None = None  # (trigger_ms, id) the due scan resumes after
+        try:
+            migrate.migrate(dialect, create)
+        except BaseException:
+            dialect.close()
+            raise
+
+    def close(self) -> None:
+        self.d.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.d.describe()}>"
+
+    def schema_versions(self) -> list[int]:
+        """Applied migration numbers, ascending."""
+        rows = self.query(f"SELECT version FROM {migrate.TABLE} ORDER BY version")
+        return [int(r[0]) for r in rows]
+
+    # -- reads for reports, tests and apps --------------------------------------------------
+
+    def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
+        """Read-only SQL in the dialect's own placeholders (bound parameters)."""
+        return self.d.read(lambda c: fetch(c.execute(sql, params)))
+
+    def named(self, name: str, params: Mapping[str, Any] | None = None) -> list[Any]:
+        """A named read query of the dialect (the report's, for instance)."""
+        return self.query(self.q[name], params or {})
+
+    def write(self, fn: Callable[[batch.SqlTx], T]) -> T:
+        """``fn`` in one write transaction, through a handler's ``Tx`` (apps' own tables)."""
+        return self.d.transaction(lambda c: fn(batch.SqlTx(c, self)))
+
+    def task(self, task_id: int) -> Task:
+        """One task by id; ``NotFoundError`` when there is none."""
+        rows = self.named("task_get", {"id": task_id})
+        if not rows:
+            raise NotFoundError(f"no task with id {task_id}")
+        r = rows[0]
+        return task(r[:6], r[6], r[7])
+
+    def last_error(self, task_id: int) -> str | None:
+        """The error a task's newest failed run left (or a skip's reason)."""
+        rows = self.named("task_get", {"id": task_id})
+        return rows[0][8] if rows else None
+
+    # -- tasks ------------------------------------------------------------------------------
+
+    def add_tasks(
+        self, tasks: Iterable[NewTask], progress: Callable[[int], None] | None = None
+    ) -> int:
+        """Insert PENDING tasks in ONE transaction, in chunks (never all in memory at once);
+        ``progress(n)`` after each chunk. Returns how many went in (duplicate keys do not)."""
+
+        def add(c: Conn) -> int:
+            inserted = 0
+            for chunk in chunks(map(task_row, tasks), CHUNK):
+                inserted += self.d.insert_tasks(c, chunk)
+                if progress:
+                    progress(len(chunk))
+            return inserted
+
+        return self.d.transaction(add)
+
+    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> int:
+        return self.d.transaction(lambda c: self._dispatch(c, now_ms, limit, epoch))
+
+    def _dispatch(self, c: Conn, now_ms: int, limit: int, epoch: int) -> int:
+        """Fence, claim, plan schedules, enqueue. A full batch leaves the next scan a place to
+        resume from; a resumed scan that comes back short looks once more from the start."""
+        self._fence(c, epoch, now_ms)
+        args = {"epoch": epoch, "now": now_ms, "limit": limit}
+        if self._resume is None:
+            claimed = self._claim(c, args, START)
+        else:
+            claimed = self._claim(c, args, self._resume)
+            if len(claimed) < limit:
+                claimed += self._claim(c, {**args, "limit": limit - len(claimed)}, START)
+        full = self.d.resume_scan and len(claimed) >= limit
+        self._resume = (claimed[-1][3], claimed[-1][0]) if full else None
+        rows = self._plan_schedules(c, claimed, args)
+        self.enqueue(c, [(r[0], r[2]) for r in rows], now_ms)
+        return len(rows)
+
+    def _claim(self, c: Conn, args: dict[str, int], after: tuple[int, int]) -> list[Any]:
+        """Claimed ``(id, key, attempts, trigger_ms)`` rows, oldest trigger first."""
+        full = {**args, "after_ms": after[0], "after_id": after[1]}
+        return sorted(c.execute(self.q["claim_due"], full).fetchall(), key=lambda r: (r[3], r[0]))
+
+    def _fence(self, c: Conn, epoch: int, now_ms: int) -> None:
+        (max_epoch,) = c.execute(self.q["fence_lock"]).fetchone()
+        if self.fencing == "epoch":
+            if epoch < max_epoch:
+                raise FencedError(epoch, max_epoch)
+        else:
+            state = _lease_state(c.execute(self.q["lease_read_locked"]).fetchone())
+            if epoch < max_epoch or not rules.holds(state, epoch, self.d.now(c, now_ms)):
+                raise FencedError(epoch, state.epoch)
+        c.execute(self.q["fence_raise"], {"epoch": epoch})
+
+    def enqueue(
+        self, c: Conn, tasks: Sequence[tuple[int, int]], now_ms: int, visible_ms: int = 0
+    ) -> None:
+        """Enqueue ``(task id, attempts so far)``; a dispatch (visible at once) counts them."""
+        if not tasks:
+            return
+        self.d.enqueue(c, tasks, now_ms, visible_ms)
+        if not visible_ms:
+            c.execute(self.q["count_dispatched"], {"n": len(tasks)})
+
+    def _plan_schedules(self, c: Conn, rows: list[Any], args: dict[str, int]) -> list[Any]:
+        """Plan the claimed schedule occurrences in this transaction; the rows that run.
+
+        Caught-up occurrences the plan inserts are already due: they are claimed (and planned)
+        here too, up to the batch limit, so one fenced transaction judges them all at one now.
+        """
+        if not any(r[1].startswith(schedules.OCCURRENCE_PREFIX) for r in rows):
+            return rows  # the bulk path: nothing to plan, nothing built
+        runs: list[Any] = []
+        claimed = 0
+        while rows:
+            due_added = 0
+            for r in rows:
+                reason, added = self._plan_one(c, r[1], args["now"])
+                due_added += added
+                if reason is None:
+                    runs.append(r)
+                else:
+                    c.execute(self.q["task_skip"], {"id": r[0], "reason": reason})
+            claimed += len(rows)
+            room = args["limit"] - claimed
+            rows = self._claim(c, {**args, "limit": room}, START) if due_added and room > 0 else []
+        return runs
+
+    def _plan_one(self, c: Conn, key: str, now_ms: int) -> tuple[str | None, int]:
+        """Why a claimed task must not run (None: it runs), and how many due occurrences its
+        plan inserted. Tasks that are not a schedule's occurrence run as they are."""
+        if not key.startswith(schedules.OCCURRENCE_PREFIX):
+            return None, 0
+        name, fire_ms = policy.parse_occurrence_key(key)
+        info = self._schedule(c, name)
+        if info is None or info.schedule.paused:
+            return ("removed" if info is None else "paused"), 0
+        s = info.schedule
+        plan = policy.plan_dispatch(s, fire_ms, now_ms)
+        reason = None if plan.run else f"catchup={s.catchup}"
+        running = c.execute(self.q["schedule_running_before"], {"name": name, "fire": fire_ms})
+        if reason is None and policy.overlap_decision(s, running.fetchone() is not None) == "skip":
+            reason = "overlap"
+        added = sum(self._add(c, schedules.occurrence(s, f)) for f in plan.catch_up)
+        self._add(c, schedules.occurrence(s, plan.next_fire_ms))
+        fired = {"name": name, "fire": fire_ms, "next": plan.next_fire_ms, "reason": reason}
+        c.execute(self.q["schedule_fired"], fired)
+        return reason, added
+
+    def _add(self, c: Conn, task: NewTask) -> int:
+        return int(c.execute(self.q["add_task"], task_args(task)).rowcount)
+
+    def read_due(
+        self, now_ms: int, limit: int, copied_since_ms: int | None = None
+    ) -> Sequence[Task]:
+        def read(c: Conn) -> list[Any]:
+            rows = c.execute(self.q["read_due"], {"now": now_ms, "limit": limit}).fetchall()
+            if copied_since_ms is not None:
+                args = {"now": now_ms, "since": copied_since_ms}
+                rows += c.execute(self.q["read_copied"], args).fetchall()
+            return list(rows)
+
+        return [task(r, "PENDING", None) for r in self.d.read(read)]
+
+    def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
+        def copy(c: Conn) -> None:
+            self.enqueue(c, [(t.id, t.attempts) for t in tasks], now_ms)
+            c.execute(
+                self.q["mark_copied"], {"ids": self.d.ints(t.id for t in tasks), "now": now_ms}
+            )
+
+        self.d.transaction(copy)
+        return len(tasks)
+
+    def mark_missed(self, before_ms: int, now_ms: int) -> int:
+        return self.d.transaction(
+            lambda c: int(c.execute(self.q["mark_missed"], {"before": before_ms}).rowcount)
+        )
+
+    def counts(self) -> dict[str, int]:
+        found = dict(self.named("counts"))
+        return {s: int(found.get(s, 0)) for s in STATUSES}
+
+    # -- executions -------------------------------------------------------------------------
+
+    def execute(
+        self,
+        worker: str,
+        messages: Sequence[Message],
+        run: Run,
+        retry: Retry,
+        now: Callable[[], int],
+        *,
+        relayed: bool = False,
+    ) -> dict[str, int]:
+        """Run the batch in ONE transaction with its execution records, task updates and acks
+        (``batch.execute``)."""
+        return batch.execute(self, worker, messages, run, retry, now, relayed)
+
+    # -- lease row (LeaseTable) -------------------------------------------------------------
+
+    def lease_cas(self, owner: str, now_ms: int, ttl_ms: int) -> rules.LeaseState | None:
+        if ttl_ms <= 0:
+            raise ConfigError(f"lease TTL must be > 0 ms, got {ttl_ms}")
+
+        def cas(c: Conn) -> Any:
+            args = {"owner": owner, "now": self.d.now(c, now_ms), "ttl": ttl_ms}
+            return c.execute(self.q["lease_cas"], args).fetchone()
+
+        got = self.d.transaction(cas)
+        return None if got is None else _lease_state(got)
+
+    def lease_release(self, owner: str) -> None:
+        self.d.transaction(lambda c: c.execute(self.q["lease_release"], {"owner": owner}))
+
+    def lease_read(self) -> rules.LeaseState:
+        return _lease_state(self.named("lease_read")[0])
+
+    # -- queue (QueueTable) -----------------------------------------------------------------
+
+    def queue_claim(
+        self, worker: str, limit: int, visibility_ms: int, now_ms: int
+    ) -> list[Message]:
+        """Whole envelopes in queue order while they fit ``limit``; the last one is split."""
+        if not self.named("queue_any_visible", {"now": now_ms}):
+            return []  # an idle worker polls without taking the write lock
+
+        def claim(c: Conn) -> list[Any]:
+            ids = self._pick_envelopes(c, limit, now_ms)
+            if not ids:
+                return []
+            args = {"until": now_ms + visibility_ms, "worker": worker, "ids": self.d.ints(ids)}
+            got = c.execute(self.q["queue_claim"], args).fetchall()
+            return sorted((env, self.d.ids(t), rec, att) for env, t, rec, att in got)
+
+        return self.queue_messages(self.d.transaction(claim))
+
+    def _pick_envelopes(self, c: Conn, limit: int, now_ms: int) -> list[int]:
+        """Visible envelopes holding ``limit`` messages at most, the last one split to fit."""
+        picked: list[int] = []
+        total, after = 0, 0
+        while total < limit:
+            args = {"now": now_ms, "after": after, "page": PAGE}
+            rows = c.execute(self.q["queue_visible"], args).fetchall()
+            for env, size in rows:
+                picked.append(env)
+                if total + size > limit:
+                    keep = {"id": env, "keep": limit - total}
+                    c.execute(self.q["queue_split"], keep)
+                    c.execute(self.q["queue_keep"], keep)
+                total += size
+                if total >= limit:
+                    break
+            if len(rows) < PAGE:
+                break
+            after = rows[-1][0]
+        return picked
+
+    def queue_messages(self, envelopes: Sequence[Sequence[Any]]) -> list[Message]:
+        """Claimed ``(id, task ids, receives, attempt)`` envelopes → their messages (the
+        tasks' columns never change, so they are read after the claim committed)."""
+        if not envelopes:
+            return []
+        wanted = self.d.ints(sorted({t for e in envelopes for t in e[1]}))
+        tasks = {r[0]: r for r in self.named("message_tasks", {"ids": wanted})}
+        return [
+            Message(env, r[0], r[1], r[2], r[3], r[4], receives, attempt)
+            for env, ids, receives, attempt in envelopes
+            for r in map(tasks.__getitem__, ids)
+        ]
+
+    def outbox_take(
+        self, limit: int, now_ms: int, publish: Callable[[list[Envelope]], None]
+    ) -> int:
+        """Delete up to ``limit`` visible envelopes and ``publish`` them BEFORE the delete
+        commits. For a queue elsewhere (Redis): a crash or failed commit after publishing
+        leaves the rows, so they are published again (at-least-once); never lost."""
+
+        def take(c: Conn) -> int:
+            rows = c.execute(self.q["outbox_take"], {"limit": limit, "now": now_ms}).fetchall()
+            envelopes: list[Envelope] = sorted(
+                (env, self.d.ids(ids), attempt) for env, ids, attempt in rows
+            )
+            if envelopes:
+                publish(envelopes)
+            return sum(len(e[1]) for e in envelopes)
+
+        return self.d.transaction(take)
+
+    def queue_ack(self, messages: Sequence[Message]) -> int:
+        return self.d.transaction(lambda c: self.settle(c, messages, [], 0))
+
+    def queue_depth(self) -> int:
+        return int(self.named("queue_depth")[0][0])
+
+    def settle(
+        self,
+        c: Conn,
+        acks: Sequence[Message],
+        retries: Sequence[tuple[Message, int]],
+        now_ms: int,
+    ) -> int:
+        """Take acked and retried messages out of their envelopes, if the delivery given is
+        still the envelope's latest (a stale one settles nothing); a retry goes into an
+        envelope of its own, visible at the time given. Returns the messages acked."""
+        plan = Settlement.of(acks, retries)
+        keys = list(plan.removed)
+        whole = {
+            "ids": self.d.ints(k[0] for k in keys),
+            "receives": self.d.ints(k[1] for k in keys),
+            "sizes": self.d.ints(plan.removed[k] for k in keys),
+        }
+        settled = {(r[0], r[1]) for r in c.execute(self.q["queue_ack_whole"], whole).fetchall()}
+        acked = 0
+        for key in keys:
+            if key not in settled and not self._shrink(c, key, plan):
+                continue  # stale: the envelope was delivered again meanwhile
+            acked += plan.acked[key]
+            for m, at in plan.retried(key):
+                self.enqueue(c, [(m.task_id, m.attempt)], now_ms, at)
+        return acked
+
+    def _shrink(self, c: Conn, key: Delivery, plan: Settlement) -> bool:
+        """Take some messages out of a current envelope; False when it is not current."""
+        row = c.execute(self.q["queue_envelope"], {"id": key[0], "receives": key[1]}).fetchone()
+        if row is None:
+            return False
+        left = plan.left(key, self.d.ids(row[0]))
+        if left:
+            args = {"id": key[0], "ids": self.d.ints(left), "size": len(left)}
+            c.execute(self.q["queue_shrink"], args)
+        else:
+            c.execute(self.q["queue_delete"], {"id": key[0]})
+        return True
+
+    # -- processes, events, samples ---------------------------------------------------------
+
+    def register_process(self, info: ProcessInfo) -> None:
+        args = dataclasses.asdict(info)
+        self.d.transaction(lambda c: c.execute(self.q["register_process"], args))
+
+    def process_exited(self, role: str, index: int, pid: int, now_ms: int) -> None:
+        args = {"now": now_ms, "role": role, "index": index, "pid": pid}
+        self.d.transaction(lambda c: c.execute(self.q["process_exited"], args))
+
+    def processes(self) -> list[ProcessInfo]:
+        return [
+            ProcessInfo(
+                role=r[0], index=r[1], pid=r[2], owner=r[3], started_ms=r[4], exited_ms=r[5]
+            )
+            for r in self.named("processes")
+        ]
+
+    def record_event(self, event: Event) -> None:
+        args = {**dataclasses.asdict(event), "detail": json.dumps(dict(event.detail))}
+        self.d.transaction(lambda c: c.execute(self.q["record_event"], args))
+
+    def events(self) -> list[Event]:
+        return [
+            Event(kind=r[0], at_ms=r[1], holder=r[2], epoch=r[3], pid=r[4], detail=json.loads(r[5]))
+            for r in self.named("events")
+        ]
+
+    def record_sample(self, now_ms: int, depth: int) -> None:
+        args = {"at": now_ms, "depth": depth}
+        self.d.transaction(lambda c: c.execute(self.q["record_sample"], args))
+
+    # -- schedules (ports.ScheduleStore) ----------------------------------------------------
+
+    def put_schedule(self, schedule: Schedule, now_ms: int, *, replace: bool) -> bool:
+        stored = self.d.read(lambda c: self._schedule(c, schedule.name))
+        if stored is not None and replace and schedules.same_definition(stored.schedule, schedule):
+            return False  # read outside the lock: redeploying takes no write lock
+
+        def put(c: Conn) -> bool:
+            old = self._schedule(c, schedule.name, lock=True)
+            if old is not None and not replace:
+                raise ConflictError(f"a schedule named {schedule.name!r} already exists")
+            if old is not None and schedules.same_definition(old.schedule, schedule):
+                return False
+            c.execute(self.q["schedule_upsert"], schedules.to_row(schedule))
+            paused = old.schedule.paused if old is not None else schedule.paused
+            self._rematerialise(c, schedule, now_ms, paused)
+            return True
+
+        return self.d.transaction(put)
+
+    def get_schedule(self, name: str) -> ScheduleInfo:
+        def get(c: Conn) -> ScheduleInfo:
+            info = self._must_exist(c, name)
+            outcome = c.execute(self.q["schedule_last_outcome"], {"name": name}).fetchone()
+            return dataclasses.replace(info, last_outcome=outcome[0] if outcome else None)
+
+        return self.d.read(get)
+
+    def list_schedules(self) -> list[ScheduleInfo]:
+        return [self.get_schedule(r[0]) for r in self.named("schedule_names")]
+
+    def pause_schedule(self, name: str) -> bool:
+        def pause(c: Conn) -> bool:
+            self._must_exist(c, name, lock=True)
+            args = {"name": name, "paused": 1}
+            changed = int(c.execute(self.q["schedule_set_paused"], args).rowcount)
+            c.execute(self.q["schedule_drop_pending"], {"name": name})
+            c.execute(self.q["schedule_set_next"], {"name": name, "next": None})
+            return changed > 0
+
+        return self.d.transaction(pause)
+
+    def resume_schedule(self, name: str, now_ms: int) -> bool:
+        def resume(c: Conn) -> bool:
+            info = self._must_exist(c, name, lock=True)
+            args = {"name": name, "paused": 0}
+            changed = int(c.execute(self.q["schedule_set_paused"], args).rowcount)
+            if changed:
+                self._rematerialise(c, info.schedule, now_ms, False)
+            return changed > 0
+
+        return self.d.transaction(resume)
+
+    def remove_schedule(self, name: str) -> None:
+        def remove(c: Conn) -> None:
+            self._must_exist(c, name, lock=True)
+            c.execute(self.q["schedule_drop_pending"], {"name": name})
+            c.execute(self.q["schedule_delete"], {"name": name})
+
+        self.d.transaction(remove)
+
+    def trigger_schedule(self, name: str, now_ms: int) -> str:
+        def trigger(c: Conn) -> str:
+            new = schedules.triggered(self._must_exist(c, name).schedule, now_ms)
+            self._add(c, new)
+            return new.idempotency_key
+
+        return self.d.transaction(trigger)
+
+    def _schedule(self, c: Conn, name: str, *, lock: bool = False) -> ScheduleInfo | None:
+        query = self.q["schedule_get_locked" if lock else "schedule_get"]
+        row = c.execute(query, {"name": name}).fetchone()
+        if row is None:
+            return None
+        return ScheduleInfo(
+            schedule=schedules.from_row(row[:9]),
+            next_fire_ms=row[9],
+            last_fire_ms=row[10],
+            last_reason=row[11],
+        )
+
+    def _must_exist(self, c: Conn, name: str, *, lock: bool = False) -> ScheduleInfo:
+        info = self._schedule(c, name, lock=lock)
+        if info is None:
+            raise NotFoundError(f"no schedule named {name!r}")
+        return info
+
+    def _rematerialise(self, c: Conn, s: Schedule, now_ms: int, paused: bool) -> None:
+        """Replace the schedule's waiting occurrence by ``next_fire(now)`` (none while paused)."""
+        c.execute(self.q["schedule_drop_pending"], {"name": s.name})
+        next_ms = None if paused else policy.next_fire(s, now_ms)
+        if next_ms is not None:
+            self._add(c, schedules.occurrence(s, next_ms))
+        c.execute(self.q["schedule_set_next"], {"name": s.name, "next": next_ms})
+
+
+def _lease_state(r: Sequence[Any]) -> rules.LeaseState:
+    return rules.LeaseState(holder=r[0], epoch=int(r[1]), expires_ms=int(r[2]))
