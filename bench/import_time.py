@@ -24,9 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("numpy", "psycopg", "psycopg_pool", "redis", "etcd3gw", "starlette", "uvicorn")
 CASES = {
     "import cronlab": "import cronlab",
-    "import + open a SQLite store": (
-        "import cronlab, sys; cronlab.App(sys.argv[1]).store()"
-    ),
+    "import + open a SQLite store": ("import cronlab, sys; cronlab.App(sys.argv[1]).store()"),
 }
 
 
