@@ -23,6 +23,7 @@ COMMANDS = {
     "chaos": "chaos:chaos_cmd",
     "schedule": "schedule:schedule_group",
     "enqueue": "enqueue:enqueue_cmd",
+    "verify": "verify:verify_cmd",
 }
 # A library a command needs → the extra that installs it.
 EXTRAS = {

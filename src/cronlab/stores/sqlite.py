@@ -17,9 +17,10 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from cronlab.exceptions import BackendUnavailable, ConfigError
+from cronlab.ports import Clock
 from cronlab.stores import Fencing, sql
 from cronlab.stores.rows import ENVELOPE
 from cronlab.stores.sql import dialect as base
@@ -54,6 +55,22 @@ def envelopes(tasks: Sequence[tuple[int, int]], now_ms: int, visible_ms: int) ->
     ]
 
 
+class Seams(NamedTuple):
+    """Where the deterministic simulator (``cronlab.sim``) steps in; None: the real thing.
+
+    ``lock``: the writer lock; ``before``: called with each statement before it runs (the
+    simulator may switch processes there, or kill this one); ``clock``: whose time judges the
+    lease, as a database server's does (None: the caller's).
+    """
+
+    lock: AbstractContextManager[None] | None = None
+    before: Callable[[str], None] | None = None
+    clock: Clock | None = None
+
+
+REAL = Seams()
+
+
 class SqliteDialect:
     """``sql.Dialect`` for one SQLite database file, or a private ``:memory:`` one."""
 
@@ -61,11 +78,15 @@ class SqliteDialect:
     queries = QUERIES
     resume_scan = False  # a claimed row leaves the partial index at once: nothing to skip
 
-    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+    def __init__(
+        self, path: str | Path, *, create: bool = True, seams: Seams | None = None
+    ) -> None:
         self.path = Path(path)
         self.memory = str(path) == MEMORY
-        self.conn = _connect(str(path), create, self.memory)
-        self._writer: _WriterLock | _ThreadLock = (
+        self.seams = seams = seams or REAL
+        conn = _connect(str(path), create, self.memory)
+        self.conn: Any = conn if seams.before is None else _Watched(conn, seams.before)
+        self._writer: AbstractContextManager[None] = seams.lock or (
             _ThreadLock() if self.memory else _WriterLock(self.path)
         )
         self._wal = self.memory
@@ -106,12 +127,12 @@ class SqliteDialect:
         return list(json.loads(value))
 
     def now(self, c: sql.Conn, caller_ms: int) -> int:
-        return caller_ms
+        return caller_ms if self.seams.clock is None else self.seams.clock.now_ms()
 
     def insert_tasks(self, c: sql.Conn, rows: Sequence[base.TaskRow]) -> int:
-        before = self.conn.total_changes
+        before: int = self.conn.total_changes
         self.conn.executemany(QUERIES["add_tasks_many"], rows)
-        return self.conn.total_changes - before
+        return int(self.conn.total_changes) - before
 
     def enqueue(
         self, c: sql.Conn, tasks: Sequence[tuple[int, int]], now_ms: int, visible_ms: int
@@ -127,17 +148,23 @@ class SqliteDialect:
 
     def close(self) -> None:
         self.conn.close()
-        self._writer.close()
+        if isinstance(self._writer, _WriterLock):
+            self._writer.close()
 
 
 class SqliteStore(sql.SqlStore):
     """The SQL store on a SQLite file (``sqlite:///PATH``)."""
 
     def __init__(
-        self, path: str | Path, *, create: bool = True, fencing: Fencing = "lease"
+        self,
+        path: str | Path,
+        *,
+        create: bool = True,
+        fencing: Fencing = "lease",
+        seams: Seams | None = None,
     ) -> None:
         self.path = Path(path)
-        self.dialect = SqliteDialect(path, create=create)
+        self.dialect = SqliteDialect(path, create=create, seams=seams)
         super().__init__(self.dialect, create=create, fencing=fencing)
 
 
@@ -174,6 +201,28 @@ class _WriterLock:
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+class _Watched:
+    """A connection that calls ``before(sql)`` ahead of every statement (``Seams.before``)."""
+
+    def __init__(self, conn: sqlite3.Connection, before: Callable[[str], None]) -> None:
+        self._conn, self._before = conn, before
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        self._before(sql)
+        return self._conn.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
+        self._before(sql)
+        return self._conn.executemany(sql, rows)
+
+    @property
+    def total_changes(self) -> int:
+        return self._conn.total_changes
+
+    def close(self) -> None:
+        self._conn.close()
 
 
 class _ThreadLock:

@@ -1,0 +1,129 @@
+"""The checker: what was due against what took effect, in Jepsen's words.
+
+* **lost** — due, and it never took effect (and no policy recorded it as skipped): a job with
+  no effect, a DONE task without one, a due PENDING row deleted;
+* **duplicated** — took effect twice: two committed effects of one key, or a handler run again
+  after the engine itself undid a run that had completed (its outside effect — an e-mail —
+  happened twice with no fault to blame);
+* **unexpected** — took effect though never due (an occurrence of a definition not in force);
+* **late** — took effect later than the scenario's faults can explain (``late_bound_ms``);
+* **stuck** — PENDING or DISPATCHED at the end with nothing left to move it;
+* **split_brain** — two processes dispatched under one fencing epoch.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from cronlab.core import policy
+from cronlab.sim import scenario as sc
+from cronlab.sim.run import T0, Outcome
+
+KINDS = ("lost", "duplicated", "unexpected", "late", "stuck", "split_brain")
+SETTLED = ("DONE", "SKIPPED", "FAILED", "MISSED")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Violation:
+    kind: str
+    key: str
+    detail: str
+
+
+def check(o: Outcome) -> list[Violation]:
+    """Every violation the run shows, in a stable order."""
+    found = [*_tasks(o), *_external(o), *_dropped(o), *_split_brain(o)]
+    if o.deadlock:
+        found.append(Violation(kind="stuck", key="*", detail=f"the world froze: {o.deadlock}"))
+    return sorted(set(found), key=lambda v: (KINDS.index(v.kind), v.key))
+
+
+def late_bound_ms(s: sc.Scenario) -> int:
+    """How late an effect may be, given the scenario's faults."""
+    bound = 5_000 + sc.TTL_MS + sc.VISIBILITY_MS
+    bound += max((j.work_ms for j in s.jobs), default=0) + 8_000 * any(j.fail_first for j in s.jobs)
+    for f in s.faults:
+        bound += {
+            "kill": sc.RESTART_MS + sc.TTL_MS + sc.VISIBILITY_MS,
+            "pause": f.ms + sc.TTL_MS + sc.VISIBILITY_MS,
+            "outage": f.ms + 2 * (sc.RESTART_MS + sc.TTL_MS),
+            "jump": abs(f.amount) + sc.TTL_MS,
+            "skew": abs(f.amount) + sc.TTL_MS,
+            "lose": 60_000,
+        }.get(f.kind, 0)
+    return bound
+
+
+def _tasks(o: Outcome) -> list[Violation]:
+    effects = Counter(key for key, _, _ in o.effects)
+    first = {key: at for key, _, at in sorted(o.effects, key=lambda e: e[2])}
+    bound = late_bound_ms(o.scenario)
+    out = []
+    for key, status, trigger_ms, error in o.tasks:
+        if not _expected(o, key, trigger_ms):
+            if effects[key]:
+                out.append(Violation(kind="unexpected", key=key, detail="never due, yet ran"))
+            continue
+        n = effects[key]
+        if n > 1:
+            out.append(Violation(kind="duplicated", key=key, detail=f"{n} committed effects"))
+        if status not in SETTLED:
+            out.append(Violation(kind="stuck", key=key, detail=f"{status} at the end"))
+        elif status in ("DONE", "FAILED") and n == 0:
+            out.append(Violation(kind="lost", key=key, detail=f"{status} without effect ({error})"))
+        if n and first[key] - trigger_ms > bound:
+            late = first[key] - trigger_ms
+            out.append(Violation(kind="late", key=key, detail=f"{late} ms late (bound {bound})"))
+        if n and first[key] < trigger_ms:
+            ahead = trigger_ms - first[key]
+            out.append(Violation(kind="unexpected", key=key, detail=f"ran {ahead} ms early"))
+    seen = {t[0] for t in o.tasks} | {d[0] for d in o.dropped}
+    for job in o.scenario.jobs:
+        if job.key not in seen:
+            out.append(Violation(kind="lost", key=job.key, detail="its row is gone"))
+    return out
+
+
+def _external(o: Outcome) -> list[Violation]:
+    runs = defaultdict(list)
+    for inv in o.ledger.invocations:
+        runs[inv.key].append(inv)
+    out = []
+    for key, invs in runs.items():
+        undone = [i for i in invs if i.undone_by_engine]
+        if any(later.id > i.id for i in undone for later in invs):
+            detail = f"the handler ran {len(invs)} times; a completed run was undone with no fault"
+            out.append(Violation(kind="duplicated", key=key, detail=detail))
+    return out
+
+
+def _dropped(o: Outcome) -> list[Violation]:
+    out = []
+    for key, trigger_ms, at_ms in o.dropped:
+        if trigger_ms <= at_ms and _expected(o, key, trigger_ms):
+            detail = f"due at {trigger_ms - T0} ms, deleted at {at_ms - T0} ms, never run"
+            out.append(Violation(kind="lost", key=key, detail=detail))
+    return out
+
+
+def _split_brain(o: Outcome) -> list[Violation]:
+    leaders = defaultdict(set)
+    for proc, epoch, _, _ in o.ledger.dispatches:
+        leaders[epoch].add(proc)
+    return [
+        Violation(kind="split_brain", key=f"epoch {e}", detail=f"{sorted(p)} all dispatched")
+        for e, p in leaders.items()
+        if len(p) > 1
+    ]
+
+
+def _expected(o: Outcome, key: str, trigger_ms: int) -> bool:
+    """Was this task due? Jobs are; an occurrence is when its definition was in force."""
+    if not key.startswith("schedule:"):
+        return True
+    _, fire_ms = policy.parse_occurrence_key(key)
+    in_force = [d for since, d in o.ledger.definitions if since < fire_ms]
+    if not in_force or in_force[-1] is None:
+        return False
+    return policy.next_fire(in_force[-1], fire_ms - 1) == fire_ms

@@ -1,0 +1,457 @@
+"""One seed, one run: the real scheduler, worker, election, handler runner and SQL store code on
+a SQLite file, as simulated processes in a ``World``, with the scenario's faults.
+
+What the checker needs is kept as the run goes (``Ledger``): every handler invocation and what
+became of it, every dispatch with the epoch it carried, and — through triggers on the task
+table — every PENDING row that was ever dropped, and when.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cronlab.core.policy import Schedule
+from cronlab.election.store import StoreElector
+from cronlab.exceptions import BackendUnavailable
+from cronlab.handlers import Context, Registry
+from cronlab.ports import NewTask, Retry
+from cronlab.queues.store import StoreQueue
+from cronlab.runtime import cluster
+from cronlab.runtime.scheduler import Scheduler, SchedulerConfig
+from cronlab.runtime.worker import Worker, WorkerConfig
+from cronlab.sim import scenario as sc
+from cronlab.sim.world import Deadlock, Killed, Proc, SimClock, SimLock, TrueClock, World
+from cronlab.stores.sqlite import Seams, SqliteStore
+
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z: whole seconds line up with the schedule
+SCHEDULE = "tick"
+SETUP_SQL = """
+CREATE TABLE sim_effects (key TEXT, task_id INTEGER, attempt INTEGER, inv INTEGER, at_ms INTEGER);
+CREATE TABLE sim_dropped (key TEXT, trigger_ms INTEGER, at_ms INTEGER);
+CREATE TRIGGER sim_drop AFTER DELETE ON tasks WHEN old.status = 'PENDING'
+BEGIN INSERT INTO sim_dropped VALUES (old.idempotency_key, old.trigger_ms, sim_now()); END;
+"""
+
+
+@dataclass
+class Invocation:
+    """One call of the handler: by whom, on which attempt, and how it ended."""
+
+    id: int
+    key: str
+    attempt: int
+    proc: str
+    at_ms: int
+    completed: bool = False  # returned normally: its outside effect (an e-mail) happened
+    undone_by_engine: bool = False  # completed, then rolled back with no fault to blame
+
+
+@dataclass
+class Ledger:
+    invocations: list[Invocation] = field(default_factory=list)
+    dispatches: list[tuple[str, int, int, int]] = field(default_factory=list)  # proc, epoch, n, at
+    # (since ms, the definition in force from then on; None once removed), in time order
+    definitions: list[tuple[int, Schedule | None]] = field(default_factory=list)
+    removed_ms: int | None = None
+
+
+@dataclass
+class Outcome:
+    """What a run left: the ledger, the final rows, the trace."""
+
+    scenario: sc.Scenario
+    ledger: Ledger
+    tasks: list[tuple[str, str, int, str | None]]  # key, status, trigger_ms, last_error
+    effects: list[tuple[str, int, int]]  # key, inv, at_ms
+    dropped: list[tuple[str, int, int]]  # key, trigger_ms, dropped at
+    trace: list[tuple[int, str]]
+    end_ms: int
+    deadlock: str | None = None
+
+
+def simulate(s: sc.Scenario) -> Outcome:
+    """Run ``s`` to the end; deterministic for a given scenario."""
+    folder = Path(tempfile.mkdtemp(prefix="cronlab-sim-", dir=_fast_tmp()))
+    try:
+        return _Run(s, folder / "sim.db").go()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class _Run:
+    def __init__(self, s: sc.Scenario, path: Path) -> None:
+        self.s, self.path = s, path
+        self.world = World(s.seed, T0)
+        self.ledger = Ledger()
+        self.tx_invs: dict[str, list[Invocation]] = {}
+        self.restarts = 0
+        self.operators = 0  # operator commands under way
+        self.stopping = False
+        self.world.on_point.append(self._watch_transactions)
+
+    # -- setup -------------------------------------------------------------------------------
+
+    def go(self) -> Outcome:
+        self._setup_store()
+        for i in range(self.s.replicas):
+            self._start(f"scheduler-{i}", self._scheduler_body(i))
+        for i in range(self.s.workers):
+            self._start(f"worker-{i}", self._worker_body(i))
+        for fault in self.s.faults:
+            self._arm(fault)
+        self.world.at(T0 + sc.WORK_END_MS + 500, self._remove_schedule)
+        deadlock = None
+        try:
+            self._run_until_settled()
+        except Deadlock as exc:  # a stuck world is a finding, not a crash
+            deadlock = str(exc)
+        self.stopping = True
+        self.world.shutdown()
+        return self._outcome(deadlock)
+
+    def _setup_store(self) -> None:
+        store = SqliteStore(self.path)
+        conn = store.dialect.conn
+        conn.create_function("sim_now", 0, self._authority, deterministic=False)
+        for statement in SETUP_SQL.strip().split(";\n"):
+            conn.execute(statement)
+        store.add_tasks(
+            NewTask(j.key, "effect", T0 + j.due_ms, json.dumps(_payload(j))) for j in self.s.jobs
+        )
+        tick = self._definition(self.s.every_s)
+        store.put_schedule(tick, T0, replace=True)
+        self.ledger.definitions.append((T0, tick))
+        if any(f.kind == "switch" for f in self.s.faults):
+            self._earlier_etcd_era(store)
+        store.close()
+
+    def _earlier_etcd_era(self, store: SqliteStore) -> None:
+        """What a leader elected by etcd leaves in the store: a fence raised to its revision."""
+        era = SqliteStore(self.path, fencing="epoch")
+        era.dispatch_due(T0 - 60_000, 1, 5_000)
+        era.close()
+        del store
+
+    def _definition(self, every_s: int) -> Schedule:
+        return Schedule(
+            name=SCHEDULE,
+            cron=f"* * * * * */{every_s}",
+            handler="effect",
+            catchup=self.s.catchup,  # type: ignore[arg-type]
+            overlap=self.s.overlap,  # type: ignore[arg-type]
+        )
+
+    def _authority(self) -> int:
+        """The time due-ness is judged by: a database server's clock (true time), or the one
+        machine's clock (SQLite), which cron follows wherever it is set."""
+        return self.world.now_ms + (0 if self.s.server_clock else self.world.machine_offset_ms)
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def _start(self, name: str, body: Callable[[Proc], None]) -> Proc:
+        """With a database server's clock, each host's clock is its own (skewed, jumping);
+        on one machine (SQLite) a clock fault moves every process's clock together."""
+        skews = [f.amount for f in self.s.faults if f.kind == "skew" and f.target == name]
+        if not self.s.server_clock:
+            self.world.machine_offset_ms = sum(f.amount for f in self.s.faults if f.kind == "skew")
+            skews = []
+        return self.world.spawn(name, body, offset_ms=sum(skews))
+
+    def _open(self, proc: Proc) -> SqliteStore:
+        server = TrueClock(self.world) if self.s.server_clock else None
+        seams = Seams(lock=SimLock(self.world, None), before=self.world.point, clock=server)
+        store = SqliteStore(self.path, seams=seams)
+        store.dialect.conn._conn.create_function("sim_now", 0, self._authority)
+        return store
+
+    def _scheduler_body(self, index: int) -> Callable[[Proc], None]:
+        def body(proc: Proc) -> None:
+            clock = SimClock(self.world, proc)
+            store = self._open(proc)
+            try:
+                cfg = SchedulerConfig(replica=index, ttl_ms=sc.TTL_MS, scan_ms=sc.SCAN_MS, batch=50)
+                same = any(f.kind == "identity" for f in self.s.faults)
+                pid = 1 if same else 100 + self.restarts
+                owner = cluster.owner_name("scheduler", 0 if same else index, pid)
+                recording = _Recording(store, self.ledger, proc, self.world)
+                queue = StoreQueue(store, clock)
+                elector = StoreElector(store, clock)
+                sched = Scheduler(
+                    cfg, store=recording, queue=queue, elector=elector, clock=clock, owner=owner
+                )
+                while True:
+                    clock.sleep(sched.step() / 1000)
+            finally:
+                self._died(proc, self._scheduler_body(index), store)
+
+        return body
+
+    def _worker_body(self, index: int) -> Callable[[Proc], None]:
+        def body(proc: Proc) -> None:
+            clock = SimClock(self.world, proc)
+            store = self._open(proc)
+            try:
+                cfg = WorkerConfig(
+                    index=index,
+                    batch=8,
+                    visibility_ms=sc.VISIBILITY_MS,
+                    retry=Retry(max_attempts=5, base_ms=500),
+                )
+                worker = Worker(
+                    cfg,
+                    store=store,
+                    queue=StoreQueue(store, clock),
+                    registry=self._registry(),
+                    clock=clock,
+                    name=f"worker-{index}@{100 + self.restarts}",
+                )
+                while True:
+                    clock.sleep(worker.step() / 1000)
+            finally:
+                self._died(proc, self._worker_body(index), store)
+
+        return body
+
+    def _died(self, proc: Proc, body: Callable[[Proc], None], store: SqliteStore) -> None:
+        """The supervisor (``cronlab cluster``) starts a dead process again after a while."""
+        with contextlib.suppress(sqlite3.Error):
+            store.close()
+        if self.stopping:
+            return
+        self.restarts += 1
+        name = proc.name
+        self.world.at(self.world.now_ms + sc.RESTART_MS, lambda: self._restart(name, body))
+
+    def _restart(self, name: str, body: Callable[[Proc], None]) -> None:
+        if not self.stopping:
+            self.world.spawn(name, body, offset_ms=self._offset(name))
+
+    def _offset(self, name: str) -> int:
+        live = [p for p in self.world.procs if p.name == name]
+        return live[-1].offset_ms if live else 0
+
+    def _registry(self) -> Registry:
+        registry = Registry()
+        registry.handler("effect")(self._effect)
+        return registry
+
+    def _effect(self, ctx: Context, payload: dict[str, Any]) -> bool:
+        """The handler: an outside effect (noted when it returns) and a row through ctx.tx."""
+        proc = self.world.current
+        assert proc is not None
+        inv = Invocation(
+            id=len(self.ledger.invocations) + 1,
+            key=ctx.idempotency_key,
+            attempt=ctx.attempt,
+            proc=proc.name,
+            at_ms=self.world.now_ms,
+        )
+        self.ledger.invocations.append(inv)
+        self.tx_invs.setdefault(proc.name, []).append(inv)
+        self.world.log(f"{proc.name} runs {inv.key} attempt {inv.attempt}")
+        if ctx.attempt <= int(payload.get("fail_first", 0)):
+            raise RuntimeError(f"{inv.key} fails on attempt {ctx.attempt}")
+        if work := int(payload.get("work_ms", 0)):
+            self.world.sleep(work)
+        row = (inv.key, ctx.task_id, ctx.attempt, inv.id, self._authority())
+        ctx.tx.execute("INSERT INTO sim_effects VALUES (?, ?, ?, ?, ?)", row)
+        inv.completed = True
+        return True
+
+    def _watch_transactions(self, proc: Proc, label: str) -> None:
+        """Which completed invocations a plain ROLLBACK undid with no fault to blame."""
+        if label.startswith("BEGIN"):
+            proc.faulted = False
+            self.tx_invs[proc.name] = []
+        elif label == "ROLLBACK":
+            for inv in self.tx_invs.get(proc.name, []):
+                if inv.completed and not proc.faulted:
+                    inv.undone_by_engine = True
+            self.tx_invs[proc.name] = []
+
+    # -- faults and the operator ---------------------------------------------------------------
+
+    def _arm(self, f: sc.Fault) -> None:
+        at = T0 + f.at_ms
+        if f.kind in ("kill", "pause"):
+            self.world.at(at, lambda: self._strike(f))
+        elif f.kind == "jump":
+            self.world.at(at, lambda: self._jump(f))
+        elif f.kind == "lose":
+            self.world.at(at, lambda: self._lose(f.amount))
+        elif f.kind == "duplicate":
+            self.world.at(at, self._duplicate)
+        elif f.kind == "outage":
+            self.world.at(at, lambda: self._outage(f))
+        elif f.kind == "redeploy":
+            self.world.at(at, lambda: self._redeploy(f.amount))
+
+    def _live(self, name: str) -> Proc | None:
+        live = [p for p in self.world.procs if p.name == name and not p.dead]
+        return live[-1] if live else None
+
+    def _strike(self, f: sc.Fault) -> None:
+        proc = self._live(f.target)
+        if proc is None:
+            return
+        if f.kind == "kill":
+            proc.kill_at.append((self.world.now_ms, f.skip))
+        else:
+            proc.pause_at.append((self.world.now_ms, f.skip, f.ms))
+        self.world.log(f"armed {f.describe()}")
+
+    def _jump(self, f: sc.Fault) -> None:
+        if not self.s.server_clock:
+            self.world.machine_offset_ms += f.amount
+            self.world.log(f"the machine's clock jumps {f.amount} ms")
+            return
+        proc = self._live(f.target)
+        if proc is not None:
+            proc.offset_ms += f.amount
+            proc.faulted = True
+            self.world.log(f"clock of {proc.name} jumps {f.amount} ms")
+
+    def _outage(self, f: sc.Fault) -> None:
+        self.world.outage = (self.world.now_ms, self.world.now_ms + f.ms)
+        self.world.log(f"outage for {f.ms} ms")
+
+    def _admin(self) -> sqlite3.Connection:
+        """The operator's own connection (used only while no process runs)."""
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        conn.create_function("sim_now", 0, self._authority)
+        return conn
+
+    def _lose(self, n: int) -> None:
+        if self.world.lock_holder is not None:
+            return  # a queue failover does not happen inside a write transaction
+        with self._admin() as conn:
+            conn.execute("DELETE FROM queue WHERE id IN (SELECT id FROM queue LIMIT ?)", (n,))
+        self.world.log(f"queue lost {n} envelope(s)")
+
+    def _duplicate(self) -> None:
+        if self.world.lock_holder is not None:
+            return
+        with self._admin() as conn:
+            conn.execute(
+                "INSERT INTO queue (task_ids, size, attempt, enqueued_ms) "
+                "SELECT task_ids, size, attempt, enqueued_ms FROM queue ORDER BY id LIMIT 1"
+            )
+        self.world.log("queue delivers an envelope twice")
+
+    def _redeploy(self, every_s: int) -> None:
+        """A deploy of changed code: the new definition is written (``App.deploy``)."""
+        self._operator("redeploy", lambda st: self._put(st, every_s))
+
+    def _put(self, store: SqliteStore, every_s: int) -> None:
+        tick = self._definition(every_s)
+        store.put_schedule(tick, self._authority(), replace=True)
+        self.ledger.definitions.append((self._authority(), tick))
+
+    def _remove_schedule(self) -> None:
+        """The operator removes the schedule once no deploy is under way (so the run ends)."""
+        if self.operators:
+            self.world.at(self.world.now_ms + 1_000, self._remove_schedule)
+            return
+
+        def remove(store: SqliteStore) -> None:
+            store.remove_schedule(SCHEDULE)
+            self.ledger.removed_ms = self._authority()
+            self.ledger.definitions.append((self._authority(), None))
+
+        self._operator("remove", remove)
+
+    def _operator(self, what: str, act: Callable[[SqliteStore], None]) -> None:
+        """An operator's command: a short-lived process of its own."""
+
+        def body(proc: Proc) -> None:
+            store = None
+            try:
+                store = self._open(proc)
+                act(store)
+                self.world.log(f"operator {what} done")
+            except BackendUnavailable as exc:
+                self.world.log(f"operator {what} failed: {exc}")
+                self.world.at(self.world.now_ms + 1_000, lambda: self._operator(what, act))
+            finally:
+                self.operators -= 1
+                if store is not None:
+                    store.close()
+
+        self.operators += 1
+        self.world.spawn(f"operator-{what}", body)
+
+    # -- the end -----------------------------------------------------------------------------
+
+    def _run_until_settled(self) -> None:
+        """Run a second at a time until the work is done, or the horizon is reached."""
+        end = T0 + sc.HORIZON_MS
+        while self.world.now_ms < end:
+            self.world.run_until(min(end, self.world.now_ms + 1_000))
+            if self.world.now_ms >= T0 + sc.WORK_END_MS and self._settled():
+                return
+
+    def _settled(self) -> bool:
+        if self.world.timers or self.ledger.removed_ms is None:
+            return False
+        with self._admin() as conn:
+            open_tasks = conn.execute(
+                "SELECT count(*) FROM tasks WHERE status IN ('PENDING', 'DISPATCHED')"
+            ).fetchone()[0]
+            queued = conn.execute("SELECT count(*) FROM queue").fetchone()[0]
+        return bool(open_tasks == 0 and queued == 0)
+
+    def _outcome(self, deadlock: str | None) -> Outcome:
+        with self._admin() as conn:
+            tasks = conn.execute(
+                "SELECT idempotency_key, status, trigger_ms, last_error FROM tasks"
+            ).fetchall()
+            effects = conn.execute("SELECT key, inv, at_ms FROM sim_effects").fetchall()
+            dropped = conn.execute("SELECT key, trigger_ms, at_ms FROM sim_dropped").fetchall()
+        return Outcome(
+            scenario=self.s,
+            ledger=self.ledger,
+            tasks=tasks,
+            effects=effects,
+            dropped=dropped,
+            trace=self.world.trace,
+            end_ms=self.world.now_ms,
+            deadlock=deadlock,
+        )
+
+
+class _Recording:
+    """The store a scheduler replica dispatches through, noting who dispatched under which
+    epoch (the checker's split-brain test); everything else as the store does it."""
+
+    def __init__(self, store: SqliteStore, ledger: Ledger, proc: Proc, world: World) -> None:
+        self.inner, self.ledger, self.proc, self.world = store, ledger, proc, world
+
+    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> int:
+        n = self.inner.dispatch_due(now_ms, limit, epoch)
+        if n:
+            self.ledger.dispatches.append((self.proc.name, epoch, n, self.world.now_ms))
+            self.world.log(f"{self.proc.name} dispatched {n} at epoch {epoch}")
+        return n
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _payload(job: sc.Job) -> dict[str, int]:
+    return {"fail_first": job.fail_first, "work_ms": job.work_ms}
+
+
+def _fast_tmp() -> str | None:
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() else None
+
+
+__all__ = ["Killed", "Outcome", "simulate"]

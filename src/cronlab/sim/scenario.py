@@ -1,0 +1,144 @@
+"""A run's scenario, drawn from its seed: the cluster, the work that falls due, the faults.
+
+Times are milliseconds from the start of the run. Everything here is a value: the same seed
+and fault kinds give the same scenario, and dropping faults (``without``) replays the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass
+
+KINDS = (
+    "kill",  # SIGKILL a scheduler or a worker at any point, inside a transaction too
+    "pause",  # SIGSTOP/SIGCONT a process at any point (a GC pause, a frozen VM)
+    "skew",  # a scheduler's clock runs ahead or behind true time from the start
+    "jump",  # a process's clock steps (NTP) during the run
+    "slow",  # a handler runs past the visibility timeout
+    "error",  # a handler raises on its first attempts
+    "lose",  # queued messages vanish (a queue failover)
+    "duplicate",  # a message is delivered twice (a relay published it twice)
+    "outage",  # the database is unreachable for a while
+    "redeploy",  # a schedule's definition changes while the cluster runs
+    "identity",  # replicas started with the same name (pods all PID 1, no --replica)
+    "switch",  # the store ran with another election kind before (etcd → lease)
+)
+TTL_MS, SCAN_MS, VISIBILITY_MS, RESTART_MS = 3_000, 1_000, 5_000, 5_000
+WORK_END_MS = 20_000  # tasks fall due and faults strike before this
+HORIZON_MS = 120_000  # the run ends here at the latest
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fault:
+    """One fault: ``kind`` strikes ``target`` at ``at_ms`` (after ``skip`` more points of that
+    process, for kill and pause), lasting ``ms`` where that means something."""
+
+    kind: str
+    at_ms: int
+    target: str = ""
+    skip: int = 0
+    ms: int = 0
+    amount: int = 0
+
+    def describe(self) -> str:
+        extra = f" for {self.ms} ms" if self.ms else ""
+        extra += f" by {self.amount}" if self.amount else ""
+        return f"{self.kind} {self.target} at {self.at_ms} ms{extra}".replace("  ", " ")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    """A one-off task: key, due time, and how its handler behaves."""
+
+    key: str
+    due_ms: int
+    fail_first: int = 0  # attempts that raise before one succeeds
+    work_ms: int = 0  # time the handler takes (inside the worker's transaction)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    seed: int
+    kinds: tuple[str, ...]
+    replicas: int
+    workers: int
+    server_clock: bool  # the store judges the lease by its own clock (as PostgreSQL does)
+    jobs: tuple[Job, ...]
+    every_s: int  # the schedule "tick" fires every so many seconds until WORK_END_MS
+    catchup: str
+    overlap: str
+    faults: tuple[Fault, ...]
+
+    def without(self, drop: set[int]) -> Scenario:
+        """The same run with the faults at these indexes left out."""
+        kept = tuple(f for i, f in enumerate(self.faults) if i not in drop)
+        return dataclasses.replace(self, faults=kept)
+
+
+def draw(seed: int, kinds: tuple[str, ...] = KINDS) -> Scenario:
+    """The scenario of ``seed`` with faults of ``kinds`` only."""
+    rng = random.Random(seed)
+    replicas, workers = rng.randint(2, 3), rng.randint(1, 3)
+    jobs = tuple(_job(rng, i, "error" in kinds, "slow" in kinds) for i in range(rng.randint(3, 12)))
+    faults: list[Fault] = []
+    for kind in kinds:
+        if kind in ("slow", "error") or rng.random() < 0.5:
+            continue  # slow and erring handlers are drawn with the jobs
+        for _ in range(rng.randint(1, 2)):
+            faults.append(_fault(rng, kind, replicas, workers))
+    return Scenario(
+        seed=seed,
+        kinds=kinds,
+        replicas=replicas,
+        workers=workers,
+        server_clock=rng.random() < 0.5,
+        jobs=jobs,
+        every_s=rng.choice((2, 3, 5)),
+        catchup=rng.choice(("all", "latest", "none")),
+        overlap=rng.choice(("skip", "allow")),
+        faults=tuple(sorted(faults, key=lambda f: f.at_ms)),
+    )
+
+
+def _job(rng: random.Random, i: int, errors: bool, slow: bool) -> Job:
+    return Job(
+        key=f"job:{i}",
+        due_ms=rng.randint(500, WORK_END_MS - 2_000),
+        fail_first=rng.choice((0, 0, 1, 2)) if errors else 0,
+        work_ms=rng.choice((0, 0, 0, VISIBILITY_MS + 2_000)) if slow else 0,
+    )
+
+
+def _fault(rng: random.Random, kind: str, replicas: int, workers: int) -> Fault:
+    at = rng.randint(0, WORK_END_MS)
+    proc = _any_proc(rng, replicas, workers)
+    if kind == "kill":
+        return Fault(kind=kind, at_ms=at, target=proc, skip=rng.randint(0, 12))
+    if kind == "pause":
+        ms = rng.choice((500, TTL_MS + 1_000, VISIBILITY_MS + 1_000, 15_000))
+        return Fault(kind=kind, at_ms=at, target=proc, skip=rng.randint(0, 12), ms=ms)
+    if kind == "skew":
+        shift = rng.choice((-2, -1, 1, 2)) * TTL_MS + rng.randint(-500, 500)
+        return Fault(
+            kind=kind, at_ms=0, target=f"scheduler-{rng.randrange(replicas)}", amount=shift
+        )
+    if kind == "jump":
+        return Fault(
+            kind=kind, at_ms=at, target=proc, amount=rng.choice((-60_000, -5_000, 5_000, 60_000))
+        )
+    if kind == "lose":
+        return Fault(kind=kind, at_ms=at, amount=rng.randint(1, 3))
+    if kind == "duplicate":
+        return Fault(kind=kind, at_ms=at, amount=1)
+    if kind == "outage":
+        return Fault(kind=kind, at_ms=at, ms=rng.choice((2_000, 10_000, 70_000)))
+    if kind == "redeploy":
+        return Fault(kind=kind, at_ms=at, amount=rng.choice((2, 3, 4, 5)))
+    return Fault(kind=kind, at_ms=0)  # identity, switch: how the cluster is started
+
+
+def _any_proc(rng: random.Random, replicas: int, workers: int) -> str:
+    if rng.random() < 0.5:
+        return f"scheduler-{rng.randrange(replicas)}"
+    return f"worker-{rng.randrange(workers)}"

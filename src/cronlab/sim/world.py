@@ -1,0 +1,297 @@
+"""The simulated world: one true clock, processes that take turns, one database write lock.
+
+Each simulated process is a thread running real cronlab code, but only one runs at a time: it
+holds the baton until it reaches a *point* — a SQL statement (``Seams.before``), a sleep, a
+wait for the write lock — and the world decides, with the seed's random numbers, who runs
+next. Time moves only when every process is asleep, paused or waiting; the run is therefore a
+function of the seed. A process can be killed at any point (``Killed`` unwinds it, and a
+transaction it was in rolls back, as the database does for a dead client) or paused there
+(it keeps what it holds — the write lock, a claimed message — while time goes on).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cronlab.exceptions import BackendUnavailable
+
+
+class Killed(BaseException):
+    """The simulated process died at this point (SIGKILL): nothing after it runs."""
+
+
+class Deadlock(Exception):
+    """No process can ever run again and time cannot move: the run is stuck."""
+
+
+@dataclass(eq=False)
+class Proc:
+    """A simulated OS process: its thread, its clock's offset from true time, its state."""
+
+    name: str
+    body: Callable[[Proc], None]
+    offset_ms: int = 0
+    wake_ms: int = 0
+    paused_until_ms: int = 0
+    waiting_lock: bool = False
+    lock_deadline_ms: int | None = None
+    dead: bool = False
+    dying: bool = False
+    kill_at: list[tuple[int, int]] = field(default_factory=list)  # (after ms, skip points)
+    pause_at: list[tuple[int, int, int]] = field(default_factory=list)  # (after, skip, ms)
+    faulted: bool = False  # a fault hit it during its current transaction
+    points: int = 0
+    go: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
+    thread: threading.Thread | None = None
+
+    def runnable(self, now_ms: int) -> bool:
+        return (
+            not self.dead
+            and not self.waiting_lock
+            and self.wake_ms <= now_ms
+            and self.paused_until_ms <= now_ms
+        )
+
+
+class World:
+    """The simulator's scheduler. ``run`` drives the processes until ``end_ms``."""
+
+    def __init__(self, seed: int, start_ms: int, switch_p: float = 0.3) -> None:
+        self.rng = random.Random(seed)
+        self.now_ms = start_ms
+        self.switch_p = switch_p
+        self.procs: list[Proc] = []
+        self.current: Proc | None = None
+        self.lock_holder: Proc | None = None
+        self.timers: list[tuple[int, int, Callable[[], None]]] = []  # (at, order, action)
+        self.trace: list[tuple[int, str]] = []
+        self.outage: tuple[int, int] | None = None  # [from, to) the backend is down
+        self.machine_offset_ms = 0  # the one machine's clock against true time (SQLite)
+        self.on_point: list[Callable[[Proc, str], None]] = []
+        self._back = threading.Semaphore(0)
+        self._order = 0
+
+    # -- the world's side --------------------------------------------------------------------
+
+    def spawn(self, name: str, body: Callable[[Proc], None], offset_ms: int = 0) -> Proc:
+        """Start a process; it first runs when the world picks it."""
+        proc = Proc(name=name, body=body, offset_ms=offset_ms, wake_ms=self.now_ms)
+        proc.thread = threading.Thread(target=self._main, args=(proc,), daemon=True)
+        self.procs.append(proc)
+        proc.thread.start()
+        self.log(f"start {name}")
+        return proc
+
+    def at(self, when_ms: int, action: Callable[[], None]) -> None:
+        """Do ``action`` (a fault, an operator's command) when true time reaches ``when_ms``."""
+        self._order += 1
+        self.timers.append((when_ms, self._order, action))
+        self.timers.sort(key=lambda t: (t[0], t[1]))
+
+    def run_until(self, end_ms: int) -> None:
+        """Let the processes run until true time reaches ``end_ms``."""
+        while True:
+            self._fire_timers()
+            ready = [p for p in self.procs if p.runnable(self.now_ms)]
+            if ready:
+                self._resume(self.rng.choice(ready))
+                continue
+            nxt = self._next_time()
+            if nxt is None or nxt > end_ms:
+                self.now_ms = max(self.now_ms, end_ms)
+                return
+            self.now_ms = nxt
+
+    def shutdown(self) -> None:
+        """Kill every process that is still alive."""
+        for p in list(self.procs):
+            self.kill(p, quietly=True)
+
+    def kill(self, proc: Proc, *, quietly: bool = False) -> None:
+        """SIGKILL now: the process unwinds from where it stopped; its lock is released."""
+        if proc.dead:
+            return
+        if not quietly:
+            self.log(f"kill {proc.name}")
+        proc.dying = proc.faulted = True
+        proc.waiting_lock = False
+        self._resume(proc)
+
+    def pause(self, proc: Proc, ms: int) -> None:
+        """SIGSTOP now, SIGCONT after ``ms``: it keeps whatever it holds meanwhile."""
+        proc.faulted = True
+        if not proc.dead:
+            proc.paused_until_ms = max(proc.paused_until_ms, self.now_ms + ms)
+            self.log(f"pause {proc.name} for {ms} ms")
+
+    def log(self, text: str) -> None:
+        self.trace.append((self.now_ms, text))
+
+    def _main(self, proc: Proc) -> None:
+        proc.go.acquire()
+        try:
+            if not proc.dying:
+                proc.body(proc)
+        except Killed:
+            pass
+        except Exception as exc:  # a process that crashes on an error dies like one
+            self.log(f"{proc.name} exited: {type(exc).__name__}: {exc}")
+        finally:
+            if self.lock_holder is proc:  # the kernel drops a dead process's locks
+                self.lock_holder = None
+                for p in self.procs:
+                    p.waiting_lock = False
+            proc.dead = True
+            self._back.release()
+
+    def _resume(self, proc: Proc) -> None:
+        self.current = proc
+        proc.go.release()
+        self._back.acquire()
+        self.current = None
+
+    def _fire_timers(self) -> None:
+        while self.timers and self.timers[0][0] <= self.now_ms:
+            _, _, action = self.timers.pop(0)
+            action()
+        for p in self.procs:
+            deadline = p.lock_deadline_ms
+            if p.waiting_lock and deadline is not None and deadline <= self.now_ms:
+                p.waiting_lock = False  # it wakes to find it timed out
+
+    def _next_time(self) -> int | None:
+        times = [t for t, _, _ in self.timers[:1]]
+        for p in self.procs:
+            if p.dead:
+                continue
+            if p.waiting_lock:
+                if p.lock_deadline_ms is not None:
+                    times.append(max(p.lock_deadline_ms, p.paused_until_ms))
+                continue
+            times.append(max(p.wake_ms, p.paused_until_ms))
+        later = [t for t in times if t > self.now_ms]
+        if not later and any(not p.dead for p in self.procs):
+            raise Deadlock("every live process waits on a lock nobody will release")
+        return min(later, default=None)
+
+    # -- the process's side (called from its own thread, holding the baton) ------------------
+
+    def point(self, label: str) -> None:
+        """A place where this process may be switched out, killed or paused."""
+        proc = self._me()
+        if proc.dying:
+            return  # unwinding after a kill: ROLLBACK and the like run straight through
+        proc.points += 1
+        for hook in self.on_point:
+            hook(proc, label)
+        if self._due(proc.kill_at):
+            self.log(f"kill {proc.name} at {label[:40]}")
+            proc.dying = True
+            raise Killed
+        if (fault := self._due(proc.pause_at)) is not None:
+            self.pause(proc, fault[2])
+            self.log(f"  ({proc.name} stopped at {label[:40]})")
+            self._yield(proc)
+        elif self.rng.random() < self.switch_p:
+            self._yield(proc)
+        if not label.startswith("ROLLBACK"):
+            self._check_outage(proc)
+
+    def sleep(self, ms: int) -> None:
+        proc = self._me()
+        proc.wake_ms = self.now_ms + max(0, ms)
+        self._yield(proc)
+
+    def lock(self, timeout_ms: int | None = None) -> None:
+        """Take the database's single write lock (SQLite's, and the writer queue in front of
+        it), waiting at most ``timeout_ms`` (None: for ever)."""
+        proc = self._me()
+        if not proc.dying:
+            self._acquire(proc, timeout_ms)
+
+    def unlock(self) -> None:
+        proc = self._me()
+        if self.lock_holder is proc:
+            self.lock_holder = None
+            for p in self.procs:
+                p.waiting_lock = False  # waiters retry; the world picks who wins
+
+    def _acquire(self, proc: Proc, timeout_ms: int | None) -> None:
+        deadline = None if timeout_ms is None else self.now_ms + timeout_ms
+        while self.lock_holder is not None and self.lock_holder is not proc:
+            if deadline is not None and self.now_ms >= deadline:
+                proc.faulted = True
+                raise BackendUnavailable(f"write lock not free within {timeout_ms} ms")
+            proc.waiting_lock, proc.lock_deadline_ms = True, deadline
+            self._yield(proc)
+        proc.lock_deadline_ms = None
+        self.lock_holder = proc
+
+    def _check_outage(self, proc: Proc) -> None:
+        if self.outage and self.outage[0] <= self.now_ms < self.outage[1] and not proc.dying:
+            proc.faulted = True
+            raise BackendUnavailable("simulated outage: the database is unreachable")
+
+    def _yield(self, proc: Proc) -> None:
+        self._back.release()
+        proc.go.acquire()
+        if proc.dying:
+            raise Killed
+
+    def _due(self, faults: list[Any]) -> Any:
+        """The first fault whose time has come and whose points to skip are used up (popped),
+        counting one point off the others whose time has come; None when none is due."""
+        for i, fault in enumerate(faults):
+            if self.now_ms >= fault[0]:
+                if fault[1] <= 0:
+                    return faults.pop(i)
+                faults[i] = (fault[0], fault[1] - 1, *fault[2:])
+        return None
+
+    def _me(self) -> Proc:
+        assert self.current is not None, "a world call from outside a simulated process"
+        return self.current
+
+
+class SimClock:
+    """A process's wall clock: true time plus its machine's offset and its own (skew, jumps);
+    ``sleep`` yields."""
+
+    def __init__(self, world: World, proc: Proc) -> None:
+        self.world, self.proc = world, proc
+
+    def now_ms(self) -> int:
+        return self.world.now_ms + self.world.machine_offset_ms + self.proc.offset_ms
+
+    def sleep(self, seconds: float) -> None:
+        self.world.sleep(int(seconds * 1000))
+
+
+class TrueClock:
+    """The world's own clock (a database server's, in ``time_source=server`` stores)."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def now_ms(self) -> int:
+        return self.world.now_ms
+
+    def sleep(self, seconds: float) -> None:
+        self.world.sleep(int(seconds * 1000))
+
+
+class SimLock:
+    """The writer lock a simulated process's SQLite dialect takes (``Seams.lock``)."""
+
+    def __init__(self, world: World, timeout_ms: int | None) -> None:
+        self.world, self.timeout_ms = world, timeout_ms
+
+    def __enter__(self) -> None:
+        self.world.lock(self.timeout_ms)
+
+    def __exit__(self, *exc: object) -> None:
+        self.world.unlock()
