@@ -29,7 +29,7 @@ from cronlab.runtime.scheduler import Scheduler, SchedulerConfig
 from cronlab.runtime.worker import Worker, WorkerConfig
 from cronlab.sim import scenario as sc
 from cronlab.sim.world import Deadlock, Killed, Proc, SimClock, SimLock, TrueClock, World
-from cronlab.stores.sqlite import Seams, SqliteStore
+from cronlab.stores.sqlite import QUERIES, Seams, SqliteStore
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z: whole seconds line up with the schedule
 SCHEDULE = "tick"
@@ -96,6 +96,7 @@ class _Run:
         self.operators = 0  # operator commands under way
         self.stopping = False
         self.world.on_point.append(self._watch_transactions)
+        self.world.quiet.add(QUERIES["queue_any_visible"])
 
     # -- setup -------------------------------------------------------------------------------
 

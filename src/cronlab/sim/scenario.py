@@ -133,7 +133,8 @@ def _fault(rng: random.Random, kind: str, replicas: int, workers: int) -> Fault:
         return Fault(kind=kind, at_ms=at, amount=1)
     if kind == "outage":
         return Fault(kind=kind, at_ms=at, ms=rng.choice((2_000, 10_000, 70_000)))
-    if kind == "redeploy":
+    if kind == "redeploy":  # often on a whole second: as an occurrence falls due
+        at = at // 1_000 * 1_000 if rng.random() < 0.5 else at
         return Fault(kind=kind, at_ms=at, amount=rng.choice((2, 3, 4, 5)))
     return Fault(kind=kind, at_ms=0)  # identity, switch: how the cluster is started
 

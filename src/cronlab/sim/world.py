@@ -72,6 +72,7 @@ class World:
         self.outage: tuple[int, int] | None = None  # [from, to) the backend is down
         self.machine_offset_ms = 0  # the one machine's clock against true time (SQLite)
         self.on_point: list[Callable[[Proc, str], None]] = []
+        self.quiet: set[str] = set()  # statements of idle polls
         self._back = threading.Semaphore(0)
         self._order = 0
 
@@ -188,6 +189,8 @@ class World:
         proc.points += 1
         for hook in self.on_point:
             hook(proc, label)
+        if label in self.quiet:  # an idle poll: no switch, and faults wait for real work
+            return
         if self._due(proc.kill_at):
             self.log(f"kill {proc.name} at {label[:40]}")
             proc.dying = True
