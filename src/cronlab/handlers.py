@@ -14,7 +14,10 @@ falls back to it, one savepoint per message, when a batch raises.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -160,12 +163,15 @@ class Runner:
 
     def __init__(self, registry: Registry, now: Callable[[], int]) -> None:
         self._registry, self._now = registry, now
+        self._event_loop: asyncio.AbstractEventLoop | None = None
 
     def __call__(self, m: Message, tx: Tx) -> bool:
         return self.prepare(m)(tx)
 
     def prepare(self, m: Message) -> Callable[[Tx], bool]:
-        """The step to run inside the transaction; errors here surface when it runs."""
+        """The step to run inside the transaction; errors here surface when it runs. A step
+        may run more than once (a transaction retried after a lost connection): it numbers
+        its follow-ups from one each time, so their keys do not shift."""
         try:
             fn = self._registry.get(m.handler)
             ctx, payload = self._item(m)
@@ -173,51 +179,57 @@ class Runner:
             return _raise(exc)
 
         def step(tx: Tx) -> bool:
-            ctx.tx = tx
-            return fn(ctx, payload) is not False
+            ctx.tx, ctx._follow_ups = tx, 0
+            result = fn(ctx, payload)
+            if inspect.isawaitable(result):  # an async def handler: run it to its end
+                result = self._loop().run_until_complete(result)
+            return result is not False
 
         return step
 
-    def prepare_batch(self, messages: Sequence[Message], dialect: str | None = None) -> BatchStep:
-        """One step for the whole batch: a handler with a batch form runs once for all its
-        messages, the others one by one. Answers are in ``messages`` order; any error (in
-        decoding too) raises when the step runs, so the store redoes the batch per message.
-        ``dialect``: the calling store's SQL flavour, for batch forms that prepare SQL."""
-        singles: list[tuple[int, Callable[[Tx], bool]]] = []
+    def prepare_batch(
+        self, messages: Sequence[Message], dialect: str | None = None
+    ) -> BatchStep | None:
+        """One step for a batch whose every handler has a batch form (each runs once for all
+        its messages); None otherwise, and the store runs the messages one by one. Answers are
+        in ``messages`` order; any error (in decoding too) raises when the step runs, and the
+        store then runs each message in its single form. ``dialect``: the calling store's SQL
+        flavour, for batch forms that prepare SQL."""
+        if any(self._registry.get_batch(m.handler) is None for m in messages):
+            return None
         groups: dict[str, tuple[list[int], list[Item]]] = {}
         now = self._now()  # one instant for the batch: a clock read per message adds up
         try:
             for i, m in enumerate(messages):
-                if self._registry.get_batch(m.handler) is None:
-                    singles.append((i, self.prepare(m)))
-                else:
-                    indexes, items = groups.setdefault(m.handler, ([], []))
-                    indexes.append(i)
-                    items.append(self._item(m, now))
+                indexes, items = groups.setdefault(m.handler, ([], []))
+                indexes.append(i)
+                items.append(self._item(m, now))
             steps = [
                 (indexes, items, self._registry.batch_step(name, items, dialect))
                 for name, (indexes, items) in groups.items()
             ]
         except Exception as exc:
             return _raise_batch(exc)
-        return partial(self._run_batch, len(messages), singles, steps)
+        return partial(self._run_batch, len(messages), steps)
 
     @staticmethod
     def _run_batch(
-        n: int,
-        singles: list[tuple[int, Callable[[Tx], bool]]],
-        steps: list[tuple[list[int], list[Item], BatchStep]],
-        tx: Tx,
+        n: int, steps: list[tuple[list[int], list[Item], BatchStep]], tx: Tx
     ) -> list[bool]:
         out = [False] * n
-        for i, step in singles:
-            out[i] = step(tx)
         for indexes, items, batch in steps:
             for ctx, _ in items:
                 ctx.tx, ctx._follow_ups = tx, 0  # a retried transaction numbers them again
             for i, applied in zip(indexes, batch(tx), strict=True):
                 out[i] = applied
         return out
+
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        """This runner's event loop, for async handlers (made on first use)."""
+        if self._event_loop is None:
+            self._event_loop = asyncio.new_event_loop()
+            weakref.finalize(self, self._event_loop.close)
+        return self._event_loop
 
     def _item(self, m: Message, now_ms: int | None = None) -> Item:
         ctx = Context(

@@ -70,7 +70,7 @@ def test_each_invoice_key_applied_once_the_rest_noop(sql: Backend, form: str) ->
     seed(sql, EARLIER, "invoice")
     assert run(sql, registry)["ok"] == 1
     seed(sql, BATCH)
-    assert run(sql, registry) == {"ok": 4, "noop": 2, "error": 0, "failed": 0}
+    assert run(sql, registry) == {"ok": 4, "noop": 2, "error": 0, "failed": 0, "stale": 0}
     assert invoices(sql) == ["c0", "c1", "c2", "c3", "c4"]
     assert noop_tasks(sql) == [2] and sql.store.counts()["DONE"] == 7
     assert sql.store.queue_depth() == 0
@@ -81,14 +81,14 @@ def test_without_idempotency_every_run_writes_a_row(sql: Backend) -> None:
     seed(sql, EARLIER)
     run(sql)
     seed(sql, BATCH)
-    assert run(sql) == {"ok": 6, "noop": 0, "error": 0, "failed": 0}
+    assert run(sql) == {"ok": 6, "noop": 0, "error": 0, "failed": 0, "stale": 0}
     assert invoices(sql) == ["c0", "c0", "c1", "c2", "c3", "c4", "c4"]
 
 
 def test_a_failing_run_in_a_batch_falls_back_per_message(sql: Backend) -> None:
     seed(sql, ["c0", "c1"])
     seed(sql, ["x"], "fail")
-    assert run(sql) == {"ok": 2, "noop": 0, "error": 1, "failed": 0}
+    assert run(sql) == {"ok": 2, "noop": 0, "error": 1, "failed": 0, "stale": 0}
     assert invoices(sql) == ["c0", "c1"] and sql.store.queue_depth() == 1
 
 
@@ -97,7 +97,7 @@ def test_a_bad_payload_fails_only_its_own_message(sql: Backend) -> None:
     bad = NewTask(idempotency_key="bad", handler="invoice", trigger_ms=now, payload="{}")
     sql.store.add_tasks([bad])
     seed(sql, ["c0", "c1"])
-    assert run(sql) == {"ok": 2, "noop": 0, "error": 1, "failed": 0}
+    assert run(sql) == {"ok": 2, "noop": 0, "error": 1, "failed": 0, "stale": 0}
     assert invoices(sql) == ["c0", "c1"]
 
 

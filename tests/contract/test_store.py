@@ -167,7 +167,7 @@ def test_failing_handler_retries_with_backoff_then_fails_with_error_kept(
     backend.store.dispatch_due(now, 100, lead(backend))
     retry = Retry(max_attempts=3, base_ms=1_000)
     assert run_batch(backend, retry)["error"] == 1
-    assert run_batch(backend, retry) == {"ok": 0, "noop": 0, "error": 0, "failed": 0}
+    assert run_batch(backend, retry) == {"ok": 0, "noop": 0, "error": 0, "failed": 0, "stale": 0}
     backend.clock.advance(1_000)
     assert run_batch(backend, retry)["error"] == 1
     backend.clock.advance(1_999)

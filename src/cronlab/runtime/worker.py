@@ -72,7 +72,7 @@ class Worker:
         self.cfg, self.store, self.queue, self.clock, self.name = cfg, store, queue, clock, name
         self.run_message = registry.runner(clock.now_ms)
         self.bucket = TokenBucket(cfg.rate, clock.now_ms()) if cfg.rate else None
-        self.totals = {"ok": 0, "noop": 0, "error": 0, "failed": 0}
+        self.totals = dict.fromkeys(("ok", "noop", "error", "failed", "stale"), 0)
         self.limit = min(cfg.batch, FIRST_BATCH)
 
     def run(self, stopping: Callable[[], bool]) -> None:

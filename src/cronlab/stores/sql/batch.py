@@ -1,10 +1,18 @@
 """A worker batch in ONE transaction: the handlers' effects, the execution records, the task
 updates and the acks (``SqlStore.execute``).
 
-Fast path: every run in one transaction. If a run raises, that transaction is rolled back and
-the batch runs again with a savepoint per message, so one failing handler does not undo the
-others' effects. A worker killed mid-batch commits nothing; its deliveries come back after the
-visibility timeout with ``receives`` one higher, which is how ``report`` counts abandoned runs.
+* A message runs only while it is *live*: its task is still DISPATCHED at the attempt the
+  message carries. The batch's tasks are read (on PostgreSQL: locked) in its own transaction
+  before any handler runs, so a delivery that went stale — redelivered after the visibility
+  timeout and run by another worker meanwhile, or delivered twice — runs nothing and commits
+  nothing: a handler's ``ctx.tx`` effect commits with its task's DONE, once. Copies made by
+  ``--election off`` (epoch NULL) are the exception on purpose: cron on every replica runs
+  every copy.
+* Every message runs in a savepoint of its own: one that raises is undone alone, and no other
+  message runs twice. A batch form runs once for the whole batch, in one savepoint; if it
+  raises, each message runs once in its single form instead.
+* A worker killed mid-batch commits nothing; its deliveries come back after the visibility
+  timeout with ``receives`` one higher, which is how ``report`` counts abandoned runs.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from cronlab.ports import Message, NewTask, Retry, Run, Tx
 from cronlab.stores.sql.dialect import Conn, fetch, task_args
@@ -20,9 +28,9 @@ from cronlab.stores.sql.dialect import Conn, fetch, task_args
 if TYPE_CHECKING:
     from cronlab.stores.sql.store import SqlStore
 
-T = TypeVar("T")
 Step = Callable[[Tx], bool]
 BatchStep = Callable[[Tx], list[bool]]
+OUTCOMES = ("ok", "noop", "error", "failed", "stale")
 
 
 class SqlTx:
@@ -58,28 +66,21 @@ def execute(
     """``Store.execute``; ``relayed``: see ``redis.OutboxStore``."""
     start = now()
     batched = _prepare_batch(run, messages, store.d.name)
-    steps = [] if batched else _prepare(run, messages)
+    steps = _prepare(run, messages)
 
-    def fast(c: Conn) -> dict[str, int]:
+    def transaction(c: Conn) -> dict[str, int]:
         b = _Batch(store, c, worker, start, retry, now, relayed)
-        return b.run_batch(messages, batched) if batched else b.run_all(steps, isolate=False)
+        return b.run(messages, steps, batched)
 
-    def isolated(c: Conn) -> dict[str, int]:
-        b = _Batch(store, c, worker, start, retry, now, relayed)
-        return b.run_all(steps or _prepare(run, messages), isolate=True)
-
-    try:
-        return store.d.transaction(fast)
-    except _HandlerFailed:
-        return store.d.transaction(isolated)
+    return store.d.transaction(transaction)
 
 
-def _prepare(run: Run, messages: Sequence[Message]) -> list[tuple[Message, Step]]:
+def _prepare(run: Run, messages: Sequence[Message]) -> list[Step]:
     """Work a run can do before the write transaction (``handlers.Runner.prepare``)."""
     prepare: Callable[[Message], Step] | None = getattr(run, "prepare", None)
     if prepare is not None:
-        return [(m, prepare(m)) for m in messages]
-    return [(m, partial(run, m)) for m in messages]
+        return [prepare(m) for m in messages]
+    return [partial(run, m) for m in messages]
 
 
 def _prepare_batch(run: Run, messages: Sequence[Message], dialect: str) -> BatchStep | None:
@@ -89,10 +90,6 @@ def _prepare_batch(run: Run, messages: Sequence[Message], dialect: str) -> Batch
         run, "prepare_batch", None
     )
     return prepare(messages, dialect) if prepare is not None else None
-
-
-class _HandlerFailed(Exception):
-    """A run raised on the fast path: redo the batch with a savepoint per message."""
 
 
 class _Batch:
@@ -112,62 +109,82 @@ class _Batch:
         self.worker, self.start_ms, self.retry, self.now = worker, start_ms, retry, now
         self.relayed = relayed
         self.ends: list[list[Any]] = []  # [task, message, receive, attempt, end, outcome, error]
-        self.done: list[int] = []
+        self.done: list[int] = []  # copies that ran
         self.acks: list[Message] = []
         self.retries: list[tuple[Message, int]] = []
-        self.counts = {"ok": 0, "noop": 0, "error": 0, "failed": 0}
+        self.counts = dict.fromkeys(OUTCOMES, 0)
+        self.copies: set[int] = set()
 
-    def run_all(self, steps: Sequence[tuple[Message, Step]], *, isolate: bool) -> dict[str, int]:
+    def run(
+        self, messages: Sequence[Message], steps: Sequence[Step], batched: BatchStep | None
+    ) -> dict[str, int]:
+        live = self._live(messages)
         tx = SqlTx(self.c, self.store)
-        for m, step in steps:
-            if not isolate:
-                self._succeeded(m, self._guard(step, tx))
-            elif (error := self._run_isolated(m, step, tx)) is not None:
-                self._failed(m, error)
+        applied = self._whole(batched, tx) if batched is not None and all(live) else None
+        if applied is not None:
+            end = self.now()  # the batch commits as one: its runs share one end instant
+            for m, ok in zip(messages, applied, strict=True):
+                self._succeeded(m, ok, end)
+        else:
+            for m, step, is_live in zip(messages, steps, live, strict=True):
+                self._run_one(m, step, is_live, tx)
         self._flush()
         return self.counts
 
-    def run_batch(self, messages: Sequence[Message], batched: BatchStep) -> dict[str, int]:
-        """Fast path with one step for all messages; it raising means redo per message. The
-        batch commits as one, so its runs share one end instant."""
-        applied = self._guard(batched, SqlTx(self.c, self.store))
-        end = self.now()
-        outcomes = ["ok" if a else "noop" for a in applied]
-        self.ends = [
-            [m.task_id, m.id, m.receives, m.attempt, end, o, None]
-            for m, o in zip(messages, outcomes, strict=True)
-        ]
-        self.done = [m.task_id for m in messages]
-        self.acks = list(messages)
-        self.counts["ok"] = outcomes.count("ok")
-        self.counts["noop"] = len(outcomes) - self.counts["ok"]
-        self._flush()
-        return self.counts
+    def _live(self, messages: Sequence[Message]) -> list[bool]:
+        """Mark DONE, in this transaction, the tasks still DISPATCHED at the attempt their
+        message carries (on PostgreSQL this locks them: a second worker with the same task
+        waits, then finds it DONE). A message runs if that marked its task; a copy of
+        ``--election off`` always runs. A failing run sets its task back (``_failed``)."""
+        rows = json.dumps([[m.task_id, m.attempt - 1] for m in messages])
+        started = dict(self.c.execute(self.q["batch_start"], {"rows": rows}).fetchall())
+        missing = {m.task_id for m in messages} - started.keys()
+        if missing:
+            ids = {"ids": self.d.ints(sorted(missing))}
+            self.copies = {r[0] for r in self.c.execute(self.q["batch_copies"], ids)}
+        live, seen = [], set()
+        for m in messages:
+            ok = m.task_id in self.copies or (
+                started.get(m.task_id) == m.attempt and m.task_id not in seen
+            )
+            if ok:
+                seen.add(m.task_id)
+            live.append(ok)
+        return live
 
-    def _guard(self, step: Callable[[Tx], T], tx: SqlTx) -> T:
+    def _whole(self, batched: BatchStep, tx: SqlTx) -> list[bool] | None:
+        """The batch form, once, in a savepoint; None if it raised (then each message runs
+        once in its single form)."""
         try:
-            return step(tx)
+            with self.d.savepoint(self.c):
+                return batched(tx)
         except Exception as exc:
             if self.d.is_connection_error(exc):
                 raise  # the connection, not the handler: the whole transaction is retried
-            raise _HandlerFailed from exc
+            return None
 
-    def _run_isolated(self, m: Message, step: Step, tx: SqlTx) -> Exception | None:
+    def _run_one(self, m: Message, step: Step, live: bool, tx: SqlTx) -> None:
+        """One message in a savepoint of its own; a stale one is settled without running."""
+        if not live:
+            self.counts["stale"] += 1
+            self.acks.append(m)
+            return
         try:
             with self.d.savepoint(self.c):
                 applied = step(tx)
         except Exception as exc:
             if self.d.is_connection_error(exc):
                 raise
-            return exc
-        self._succeeded(m, applied)
-        return None
+            self._failed(m, exc)
+            return
+        self._succeeded(m, applied, self.now())
 
-    def _succeeded(self, m: Message, applied: bool) -> None:
+    def _succeeded(self, m: Message, applied: bool, end_ms: int) -> None:
         outcome = "ok" if applied else "noop"
         self.counts[outcome] += 1
-        self.ends.append([m.task_id, m.id, m.receives, m.attempt, self.now(), outcome, None])
-        self.done.append(m.task_id)
+        self.ends.append([m.task_id, m.id, m.receives, m.attempt, end_ms, outcome, None])
+        if m.task_id in self.copies:
+            self.done.append(m.task_id)
         self.acks.append(m)
 
     def _failed(self, m: Message, exc: BaseException) -> None:
@@ -176,20 +193,19 @@ class _Batch:
         outcome = "failed" if final else "error"
         self.counts[outcome] += 1
         self.ends.append([m.task_id, m.id, m.receives, m.attempt, now, outcome, error])
-        self.c.execute(
-            self.q["task_failed" if final else "task_error"], {"error": error, "id": m.task_id}
-        )
+        args = {"error": error, "id": m.task_id}
+        self.c.execute(self.q["task_failed" if final else "task_error"], args)
         if final:
             self.acks.append(m)
         else:
             self.retries.append((m, now + self.retry.delay_ms(m.attempt)))
 
     def _flush(self) -> None:
-        if not self.ends:
-            return
-        rows = {"rows": json.dumps(self.ends), "worker": self.worker, "start": self.start_ms}
-        self.c.execute(self.q["execution_insert"], rows)
-        self.c.execute(self.q["task_done"], {"ids": self.d.ints(self.done)})
+        if self.ends:
+            rows = {"rows": json.dumps(self.ends), "worker": self.worker, "start": self.start_ms}
+            self.c.execute(self.q["execution_insert"], rows)
+        if self.done:  # copies of --election off (the others were marked as they started)
+            self.c.execute(self.q["task_done"], {"ids": self.d.ints(self.done)})
         if self.relayed:  # settled on the stream; a retry waits in the outbox for the relay
             for m, at in self.retries:
                 self.store.enqueue(self.c, [(m.task_id, m.attempt)], self.now(), at)

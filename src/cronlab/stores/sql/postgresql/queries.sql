@@ -170,15 +170,24 @@ SELECT (r ->> 0)::bigint, (r ->> 1)::bigint, (r ->> 2)::int, %(worker)s, (r ->> 
   %(start)s, (r ->> 4)::bigint, r ->> 5, r ->> 6
 FROM json_array_elements(%(rows)s::json) AS r;
 
+-- name: batch_start
+UPDATE tasks t SET status = 'DONE', attempts = t.attempts + 1
+FROM json_array_elements(%(rows)s::json) AS m
+WHERE t.id = (m ->> 0)::bigint AND t.attempts = (m ->> 1)::int AND t.status = 'DISPATCHED'
+  AND t.epoch IS NOT NULL
+RETURNING t.id, t.attempts;
+
+-- name: batch_copies
+SELECT id FROM tasks WHERE id = ANY(%(ids)s::bigint[]) AND epoch IS NULL;
+
 -- name: task_done
 UPDATE tasks SET status = 'DONE', attempts = attempts + 1 WHERE id = ANY(%(ids)s::bigint[]);
 
 -- name: task_error
-UPDATE tasks SET attempts = attempts + 1, last_error = %(error)s WHERE id = %(id)s;
+UPDATE tasks SET status = 'DISPATCHED', last_error = %(error)s WHERE id = %(id)s;
 
 -- name: task_failed
-UPDATE tasks SET status = 'FAILED', attempts = attempts + 1, last_error = %(error)s
-WHERE id = %(id)s;
+UPDATE tasks SET status = 'FAILED', last_error = %(error)s WHERE id = %(id)s;
 
 -- name: task_get
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts, status, epoch, last_error

@@ -145,15 +145,29 @@ SELECT value ->> 0, value ->> 1, value ->> 2, :worker, value ->> 3, :start, valu
   value ->> 5, value ->> 6
 FROM json_each(:rows);
 
+-- name: batch_start
+-- A worker batch marks its tasks DONE before running them, each only while still DISPATCHED
+-- at the attempt its message carries (:rows: [[task id, attempts so far], ...]); a message
+-- whose task is not returned is stale and runs nothing. Copies (epoch NULL) are not marked.
+UPDATE tasks SET status = 'DONE', attempts = tasks.attempts + 1
+FROM (SELECT value ->> 0 AS tid, value ->> 1 AS before FROM json_each(:rows)) AS m
+WHERE tasks.id = m.tid AND tasks.attempts = m.before AND tasks.status = 'DISPATCHED'
+  AND tasks.epoch IS NOT NULL
+RETURNING tasks.id, tasks.attempts;
+
+-- name: batch_copies
+SELECT id FROM tasks WHERE id IN (SELECT value FROM json_each(:ids)) AND epoch IS NULL;
+
 -- name: task_done
 UPDATE tasks SET status = 'DONE', attempts = attempts + 1
 WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: task_error
-UPDATE tasks SET attempts = attempts + 1, last_error = :error WHERE id = :id;
+-- A run that raised: its task waits for the retry (batch_start counted the attempt).
+UPDATE tasks SET status = 'DISPATCHED', last_error = :error WHERE id = :id;
 
 -- name: task_failed
-UPDATE tasks SET status = 'FAILED', attempts = attempts + 1, last_error = :error WHERE id = :id;
+UPDATE tasks SET status = 'FAILED', last_error = :error WHERE id = :id;
 
 -- name: task_get
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts, status, epoch, last_error

@@ -1,0 +1,186 @@
+"""Exactly-once of a handler's ``ctx.tx`` effect under the deliveries real queues make, on every
+backend — each test failed before the fix it names (issue 12)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from cronlab.handlers import Context, Registry
+from cronlab.ports import NewTask, Retry
+from cronlab.queues.store import StoreQueue
+
+from .conftest import Backend
+from .test_store import lead
+
+VISIBILITY = 1_000
+
+
+def effects_table(b: Backend) -> None:
+    b.store.write(lambda tx: tx.execute("CREATE TABLE effects (task_id BIGINT NOT NULL)"))
+
+
+def effects(b: Backend) -> int:
+    return int(b.store.query("SELECT count(*) FROM effects")[0][0])
+
+
+def app(calls: list[str]) -> Registry:
+    """``write``: one row through ctx.tx, no unique key; ``boom`` raises. Each call noted."""
+    r = Registry()
+
+    @r.handler("write")
+    def write(ctx: Context, payload: dict[str, Any]) -> None:
+        calls.append(ctx.idempotency_key)
+        sql = (
+            "INSERT INTO effects VALUES (?)"
+            if ctx.tx.dialect == "sqlite"
+            else ("INSERT INTO effects VALUES (%s)")
+        )
+        ctx.tx.execute(sql, (ctx.task_id,))
+
+    @r.handler("boom")
+    def boom(ctx: Context, payload: dict[str, Any]) -> None:
+        calls.append(ctx.idempotency_key)
+        raise RuntimeError("boom")
+
+    return r
+
+
+def due(b: Backend, *handlers: str) -> None:
+    now = b.clock.now_ms()
+    b.store.add_tasks(
+        NewTask(idempotency_key=f"t{i}", handler=h, trigger_ms=now, payload=json.dumps({}))
+        for i, h in enumerate(handlers)
+    )
+    b.store.dispatch_due(now, 100, lead(b))
+
+
+def execute(b: Backend, r: Registry, messages: Any) -> dict[str, int]:
+    return b.store.execute("w", messages, r.runner(b.clock.now_ms), Retry(), b.clock.now_ms)
+
+
+def test_a_stale_delivery_commits_no_effect(backend: Backend) -> None:
+    """Bug 1: A claims, outlives its visibility; B claims and runs; A's run must not commit."""
+    effects_table(backend)
+    calls: list[str] = []
+    due(backend, "write")
+    queue = StoreQueue(backend.store, backend.clock)
+    a = queue.claim("a", 10, VISIBILITY)
+    backend.clock.advance(VISIBILITY + 1)
+    b = queue.claim("b", 10, VISIBILITY)
+    assert [m.receives for m in a + b] == [1, 2]
+    by_b, by_a = execute(backend, app(calls), b), execute(backend, app(calls), a)
+    assert effects(backend) == 1 and calls == ["t0"]
+    assert (by_b["ok"], by_a.get("stale")) == (1, 1)
+    assert backend.store.queue_depth() == 0
+
+
+def test_a_message_delivered_twice_runs_once(backend: Backend) -> None:
+    """A relay that published an envelope twice: both deliveries are current; one runs."""
+    effects_table(backend)
+    calls: list[str] = []
+    due(backend, "write")
+    message = StoreQueue(backend.store, backend.clock).claim("a", 10, VISIBILITY)
+    assert execute(backend, app(calls), message + message) == {
+        "ok": 1,
+        "noop": 0,
+        "error": 0,
+        "failed": 0,
+        "stale": 1,
+    }
+    again = execute(backend, app(calls), message)
+    assert effects(backend) == 1 and calls == ["t0"]
+    assert again.get("stale") == 1
+
+
+def test_one_failing_message_runs_no_other_twice(backend: Backend) -> None:
+    """Bug 2: four messages, one raises: four handler calls, three effects (was eight calls)."""
+    effects_table(backend)
+    calls: list[str] = []
+    due(backend, "write", "write", "boom", "write")
+    messages = StoreQueue(backend.store, backend.clock).claim("w", 10, VISIBILITY)
+    counts = execute(backend, app(calls), messages)
+    assert (counts["ok"], counts["error"]) == (3, 1)
+    assert sorted(calls) == ["t0", "t1", "t2", "t3"]
+    assert effects(backend) == 3
+
+
+def test_a_retried_message_runs_again_and_its_stale_first_delivery_does_not(
+    backend: Backend,
+) -> None:
+    effects_table(backend)
+    calls: list[str] = []
+    r = Registry()
+    fails = iter([True, False])
+
+    @r.handler("flaky")
+    def flaky(ctx: Context, payload: dict[str, Any]) -> None:
+        calls.append(f"attempt {ctx.attempt}")
+        if next(fails):
+            raise RuntimeError("once")
+
+    due(backend, "flaky")
+    queue = StoreQueue(backend.store, backend.clock)
+    first = queue.claim("w", 10, VISIBILITY)
+    retry = Retry(base_ms=10)
+    assert (
+        backend.store.execute(
+            "w", first, r.runner(backend.clock.now_ms), retry, backend.clock.now_ms
+        )["error"]
+        == 1
+    )
+    backend.clock.advance(10)
+    second = queue.claim("w", 10, VISIBILITY)
+    assert [m.attempt for m in second] == [2]
+    run = r.runner(backend.clock.now_ms)
+    assert backend.store.execute("w", first, run, retry, backend.clock.now_ms)["stale"] == 1
+    assert backend.store.execute("w", second, run, retry, backend.clock.now_ms)["ok"] == 1
+    assert calls == ["attempt 1", "attempt 2"] and backend.status(1) == "DONE"
+
+
+def test_an_async_handler_runs_to_its_end(backend: Backend) -> None:
+    """Bug 7: an ``async def`` handler was recorded ok without running."""
+    effects_table(backend)
+    r = Registry()
+
+    @r.handler("write")
+    async def write(ctx: Context, payload: dict[str, Any]) -> None:
+        await asyncio.sleep(0)
+        sql = (
+            "INSERT INTO effects VALUES (?)"
+            if ctx.tx.dialect == "sqlite"
+            else ("INSERT INTO effects VALUES (%s)")
+        )
+        ctx.tx.execute(sql, (ctx.task_id,))
+
+    due(backend, "write")
+    messages = StoreQueue(backend.store, backend.clock).claim("w", 10, VISIBILITY)
+    assert execute(backend, r, messages)["ok"] == 1
+    assert effects(backend) == 1
+
+
+def test_a_step_run_twice_defers_the_same_follow_up_keys(backend: Backend) -> None:
+    """Bug 9: a transaction retried (a lost connection) numbered its follow-ups on from the
+    first try, so a later duplicate added a second follow-up."""
+    r = Registry()
+
+    @r.handler("chain")
+    def chain(ctx: Context, payload: dict[str, Any]) -> None:
+        ctx.defer("next", {})
+
+    keys: list[str] = []
+
+    class Tx:
+        dialect = "sqlite"
+
+        def add_task(self, task: NewTask) -> int:
+            keys.append(task.idempotency_key)
+            return 1
+
+    due(backend, "chain")
+    (message,) = StoreQueue(backend.store, backend.clock).claim("w", 10, VISIBILITY)
+    step = r.runner(backend.clock.now_ms).prepare(message)
+    step(Tx())  # type: ignore[arg-type]
+    step(Tx())  # type: ignore[arg-type]
+    assert keys == ["t0/then/next/1", "t0/then/next/1"]
