@@ -146,10 +146,14 @@ Run = Callable[[Message, Tx], bool]
 
 
 class Clock(Protocol):
-    """Wall time in integer epoch milliseconds."""
+    """Wall time in integer epoch milliseconds, and a monotonic clock for deadlines."""
 
     def now_ms(self) -> int:
-        """The current time."""
+        """The current wall time (it may jump: NTP, an operator, a VM resumed)."""
+        ...
+
+    def monotonic_ms(self) -> int:
+        """Milliseconds on a clock that never jumps (deadlines are measured on it)."""
         ...
 
     def sleep(self, seconds: float) -> None:

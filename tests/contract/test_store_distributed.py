@@ -201,3 +201,31 @@ def test_id_lists_and_execution_rows_survive_the_wire(store: PostgresStore) -> N
         )
     )
     assert [r[0] for r in store.query("SELECT error FROM executions ORDER BY id")] == tricky
+
+
+def test_a_replica_whose_clock_is_a_ttl_off_the_server_still_leads(store: PostgresStore) -> None:
+    """Bug 3 on the real server: expiry judged by the server's clock, the replica's deadline by
+    its own monotonic clock, due-ness by the server's: it dispatches, on time, never early."""
+    from cronlab.election.store import StoreElector
+    from cronlab.queues.store import StoreQueue
+    from cronlab.runtime.scheduler import Scheduler, SchedulerConfig
+
+    for offset in (15_000, -15_000):
+        clock = FakeClock(store.server_ms() + offset)
+        now = store.server_ms()
+        store.add_tasks(invoices(3, now + 500, prefix=f"o{offset}"))
+        sched = Scheduler(
+            SchedulerConfig(replica=0, ttl_ms=10_000, batch=100),
+            store=store,
+            queue=StoreQueue(store, clock),
+            elector=StoreElector(store, clock),
+            clock=clock,
+            owner=f"skewed{offset}",
+        )
+        early = sched.step() and sched.dispatched
+        time.sleep(1.6)
+        clock.advance(1_600)
+        sched.next_scan_ms = 0  # scan now
+        sched.step()
+        assert (early, sched.dispatched) == (0, 3), offset
+        store.lease_release(f"skewed{offset}")

@@ -51,12 +51,12 @@ def test_leader_stops_by_itself_when_it_cannot_renew() -> None:
     clock, store = FakeClock(T0), MemoryStore()
     a = replica(store, clock, 0)
     a.step()
-    assert a.leading(clock.now_ms())
+    assert a.leading()
     store.lease_cas("intruder", clock.now_ms() + 3_000, 60_000)  # a's lease expired, taken
     clock.advance(3_000)
     seed(store, 5, clock.now_ms())
     a.step()
-    assert not a.leading(clock.now_ms()) and a.dispatched == 0
+    assert not a.leading() and a.dispatched == 0
 
 
 def test_stale_leader_is_fenced_and_records_it() -> None:
@@ -67,9 +67,10 @@ def test_stale_leader_is_fenced_and_records_it() -> None:
     b = replica(store, clock, 1)
     b.step()  # b takes over with epoch 2
     seed(store, 5, clock.now_ms())
-    a.next_renew_ms = clock.now_ms() + 10_000  # a woke up believing its old lease holds
+    a.next_renew_ms = clock.monotonic_ms() + 10_000  # a woke up believing its old lease holds
     assert a.lease is not None
     a.lease = type(a.lease)(holder="r0", epoch=1, expires_ms=clock.now_ms() + 1)
+    a.deadline_ms = clock.monotonic_ms() + 1
     a.step()
     assert a.dispatched == 0 and store.counts()["PENDING"] == 5
     fenced = [e for e in store.events() if e.kind == "fenced"]
@@ -210,3 +211,48 @@ def test_fast_handlers_grow_the_batch_to_its_cap() -> None:
 def test_slow_handlers_shrink_the_batch_to_what_fits_in_the_target() -> None:
     sizes = batch_sizes(400, 40, max_batch=1_000)  # 0.4 s a task: 2 fit in one second
     assert sizes[0] == 10 and sizes[1:4] == [2, 2, 2]
+
+
+class SkewedClock(FakeClock):
+    """A replica's wall clock ``offset`` ms off the store's; its monotonic clock ticks true."""
+
+    def __init__(self, base: FakeClock, offset: int) -> None:
+        super().__init__()
+        self.base, self.offset = base, offset
+
+    def now_ms(self) -> int:
+        return self.base.now_ms() + self.offset
+
+    def monotonic_ms(self) -> int:
+        return self.base.now_ms()
+
+    def sleep(self, seconds: float) -> None:
+        self.base.sleep(seconds)
+
+
+def test_a_replica_with_its_clock_a_ttl_ahead_of_the_store_leads_and_dispatches_on_time(
+    tmp_path: Any,
+) -> None:
+    """Bug 3: the lease expiry came from the store's clock and was compared with the replica's
+    wall clock; a replica a TTL ahead held the lease for ever and dispatched nothing."""
+    from cronlab.stores.sqlite import Seams, SqliteStore
+
+    server = FakeClock(T0)
+    store = SqliteStore(tmp_path / "s.db", seams=Seams(clock=server))
+    ahead = SkewedClock(server, 3_500)  # TTL is 3,000 ms
+    a = Scheduler(
+        SchedulerConfig(replica=0, ttl_ms=3_000, batch=100),
+        store=store,
+        queue=StoreQueue(store, ahead),
+        elector=StoreElector(store, ahead),
+        clock=ahead,
+        owner="ahead",
+    )
+    seed(store, 5, T0 + 2_000)  # due in two seconds by the store's clock
+    for _ in range(40):
+        server.sleep(a.step() / 1000)
+        if a.dispatched:
+            break
+    assert a.dispatched == 5
+    assert server.now_ms() - (T0 + 2_000) <= 1_000  # on time by the store's clock, not early
+    assert all(not e.detail for e in store.events() if e.kind == "fenced")

@@ -12,6 +12,9 @@ class SystemClock:
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
 
+    def monotonic_ms(self) -> int:
+        return time.monotonic_ns() // 1_000_000
+
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
             time.sleep(seconds)
@@ -24,6 +27,9 @@ class FakeClock:
         self._now = start_ms
 
     def now_ms(self) -> int:
+        return self._now
+
+    def monotonic_ms(self) -> int:
         return self._now
 
     def sleep(self, seconds: float) -> None:

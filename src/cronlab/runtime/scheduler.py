@@ -1,10 +1,13 @@
 """A scheduler replica: hold the lease, dispatch due tasks in large fenced batches.
 
-The loop (one thread): renew every TTL/3; dispatch only while the lease it holds has not
-expired by its own clock (so a replica that cannot renew stops by itself); scan at every
-whole ``scan_ms`` boundary, and again at once while batches come back full. Every dispatch
-carries the epoch, and the store refuses a stale one (``FencedError``) inside the same
-transaction — the backstop for a replica paused between its check and its write.
+The loop (one thread): renew every TTL/3; dispatch only until the lease's *local deadline*:
+the monotonic instant its request was sent, plus the TTL, less a margin — never the expiry
+the lease store reports, which is on another clock (so a replica whose wall clock is ahead or
+behind neither dispatches past its lease nor stops holding one it cannot use). A replica that
+cannot renew stops by itself. It scans at every whole ``scan_ms`` boundary of its wall clock,
+and again at once while batches come back full. Every dispatch carries the epoch, and the
+store refuses a stale one (``FencedError``) inside the same transaction — the backstop for a
+replica paused between its check and its write.
 
 Anti-patterns for the lab (documented in docs/engine.md): ``election="off"`` reads the due
 rows without claiming and enqueues its own copy; ``timers="in-memory"`` dispatches only what
@@ -24,6 +27,7 @@ Election = Literal["lease", "off"]
 Timers = Literal["durable", "in-memory"]
 UNBOUNDED = 1 << 62
 STANDBY_POLL_MS = 500
+MARGIN_DIVISOR = 10  # a leader stops TTL/10 before its lease can have expired anywhere
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,7 +59,8 @@ class Scheduler:
         self.cfg, self.store, self.queue = cfg, store, queue
         self.elector, self.clock, self.owner, self.pid = elector, clock, owner, pid
         self.lease: Lease | None = None
-        self.next_renew_ms = 0
+        self.deadline_ms = 0  # monotonic: lead until then
+        self.next_renew_ms = 0  # monotonic
         # Scans fall on whole scan_ms boundaries, so replicas scan together (the model does too).
         self.next_scan_ms = -(-clock.now_ms() // cfg.scan_ms) * cfg.scan_ms
         self.dispatched = 0
@@ -69,35 +74,41 @@ class Scheduler:
 
     def step(self) -> int:
         """One round; returns milliseconds to sleep before the next."""
+        if self.clock.monotonic_ms() >= self.next_renew_ms:
+            self._renew()
+        mono = self.clock.monotonic_ms()
+        if not self.leading():
+            return max(1, self.next_renew_ms - mono)
         now = self.clock.now_ms()
-        if now >= self.next_renew_ms:
-            self._renew(now)
-        if not self.leading(now):
-            return max(1, self.next_renew_ms - now)
         if now >= self.next_scan_ms:
             if self._dispatch(now) >= self.cfg.batch and self.cfg.election == "lease":
                 return 0  # more is due: claim the next batch at once
             self.store.record_sample(now, self.queue.depth())
             self.next_scan_ms = (now // self.cfg.scan_ms + 1) * self.cfg.scan_ms
-        return max(1, min(self.next_scan_ms, self.next_renew_ms) - self.clock.now_ms())
+        until_scan = self.next_scan_ms - self.clock.now_ms()
+        until_renew = self.next_renew_ms - self.clock.monotonic_ms()
+        return max(1, min(until_scan, until_renew))
 
-    def leading(self, now_ms: int) -> bool:
-        """True while this replica's lease is unexpired by its own clock."""
-        return self.lease is not None and now_ms < self.lease.expires_ms
+    def leading(self) -> bool:
+        """True until the local deadline of the lease this replica holds."""
+        return self.lease is not None and self.clock.monotonic_ms() < self.deadline_ms
 
-    def _renew(self, now: int) -> None:
-        self.next_renew_ms = now + max(1, self.cfg.ttl_ms // 3)
+    def _renew(self) -> None:
+        sent = self.clock.monotonic_ms()
+        self.next_renew_ms = sent + max(1, self.cfg.ttl_ms // 3)
         try:
             lease = self.elector.acquire_or_renew(self.owner, self.cfg.ttl_ms)
         except BackendUnavailable:
-            return  # keep what we have; it still expires by our own clock
+            return  # keep what we have; it still ends at its local deadline
         fresh = lease is not None and (self.lease is None or self.lease.epoch != lease.epoch)
         self.lease = lease
         if lease is None:
             # A standby asks often so it takes over within STANDBY_POLL_MS of the expiry.
-            self.next_renew_ms = now + min(self.cfg.ttl_ms // 3, STANDBY_POLL_MS)
-        if fresh and lease is not None and self.cfg.election == "lease":
-            self._took_over(lease, now)
+            self.next_renew_ms = sent + min(self.cfg.ttl_ms // 3, STANDBY_POLL_MS)
+            return
+        self.deadline_ms = sent + self.cfg.ttl_ms - self.cfg.ttl_ms // MARGIN_DIVISOR
+        if fresh and self.cfg.election == "lease":
+            self._took_over(lease, self.clock.now_ms())
 
     def _record(self, kind: str, now: int, epoch: int, **detail: object) -> None:
         """Append this replica's event to the store's log."""
@@ -140,4 +151,4 @@ class Scheduler:
     def _fenced(self, exc: FencedError, now: int) -> None:
         self._record("fenced", now, exc.epoch, current=exc.current, replica=self.cfg.replica)
         self.lease = None
-        self.next_renew_ms = now
+        self.next_renew_ms = self.clock.monotonic_ms()

@@ -270,6 +270,9 @@ class SimClock:
     def now_ms(self) -> int:
         return self.world.now_ms + self.world.machine_offset_ms + self.proc.offset_ms
 
+    def monotonic_ms(self) -> int:
+        return self.world.now_ms  # a clock jump moves the wall clock only
+
     def sleep(self, seconds: float) -> None:
         self.world.sleep(int(seconds * 1000))
 
@@ -281,6 +284,9 @@ class TrueClock:
         self.world = world
 
     def now_ms(self) -> int:
+        return self.world.now_ms
+
+    def monotonic_ms(self) -> int:
         return self.world.now_ms
 
     def sleep(self, seconds: float) -> None:

@@ -115,8 +115,11 @@ class SqlStore:
         return self.d.transaction(lambda c: self._dispatch(c, now_ms, limit, epoch))
 
     def _dispatch(self, c: Conn, now_ms: int, limit: int, epoch: int) -> int:
-        """Fence, claim, plan schedules, enqueue. A full batch leaves the next scan a place to
-        resume from; a resumed scan that comes back short looks once more from the start."""
+        """Fence, claim, plan schedules, enqueue — all judged by the store's clock where it has
+        one (a server's: a replica whose clock is ahead dispatches nothing early). A full
+        batch leaves the next scan a place to resume from; a resumed scan that comes back
+        short looks once more from the start."""
+        now_ms = self.d.now(c, now_ms)
         self._fence(c, epoch, now_ms)
         args = {"epoch": epoch, "now": now_ms, "limit": limit}
         if self._resume is None:
@@ -143,7 +146,7 @@ class SqlStore:
                 raise FencedError(epoch, max_epoch)
         else:
             state = _lease_state(c.execute(self.q["lease_read_locked"]).fetchone())
-            if epoch < max_epoch or not rules.holds(state, epoch, self.d.now(c, now_ms)):
+            if epoch < max_epoch or not rules.holds(state, epoch, now_ms):
                 raise FencedError(epoch, state.epoch)
         c.execute(self.q["fence_raise"], {"epoch": epoch})
 
