@@ -172,7 +172,7 @@ def test_the_engine_report_runs_on_postgres(store: PostgresStore) -> None:
     store.dispatch_due(now, 100, lease.epoch)
     r = report.measure(store, now + 1)
     assert (r.due, r.dispatched, r.executed, r.duplicates) == (5, 5, 0, 0)
-    assert r.dispatch_lateness_ms["p50"] == 10
+    assert 10 <= (r.dispatch_lateness_ms["p50"] or 0) < 2_000  # dispatched by the server clock
 
 
 def test_an_unreachable_server_is_a_one_line_error_naming_it() -> None:
