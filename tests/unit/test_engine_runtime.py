@@ -256,3 +256,29 @@ def test_a_replica_with_its_clock_a_ttl_ahead_of_the_store_leads_and_dispatches_
     assert a.dispatched == 5
     assert server.now_ms() - (T0 + 2_000) <= 1_000  # on time by the store's clock, not early
     assert all(not e.detail for e in store.events() if e.kind == "fenced")
+
+
+def test_replicas_started_alike_get_different_identities(monkeypatch: Any) -> None:
+    """Bug 4: the name was ``scheduler-0@1`` in every pod (PID 1, no --replica): two replicas
+    shared one lease and both dispatched at epoch 1."""
+    from cronlab.runtime.cluster import NONCE_ENV, identity
+
+    monkeypatch.delenv(NONCE_ENV, raising=False)
+    a, b = (identity("scheduler", 0, host="pod", pid=1) for _ in range(2))
+    assert a != b and a.startswith("scheduler-0@pod:1:")
+    monkeypatch.setenv(NONCE_ENV, "given")  # a supervisor names the process it starts
+    assert identity("scheduler", 0, host="h", pid=7) == "scheduler-0@h:7:given"
+
+
+def test_two_replicas_with_one_identity_would_both_lead_and_distinct_ones_do_not() -> None:
+    clock, store = FakeClock(T0), MemoryStore()
+    same = [replica(store, clock, i) for i in range(2)]
+    for r in same:
+        r.owner = "scheduler-0@1"  # what every pod was called before
+        r.step()
+    assert all(r.leading() for r in same)  # the hazard the identity fix removes
+    store2 = MemoryStore()
+    distinct = [replica(store2, clock, i) for i in range(2)]
+    for r in distinct:
+        r.step()
+    assert [r.leading() for r in distinct] == [True, False]

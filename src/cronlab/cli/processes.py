@@ -190,7 +190,7 @@ def scheduler_cmd(
         queue=queue,
         elector=elector,
         clock=CLOCK,
-        owner=cluster.owner_name("scheduler", replica, pid),
+        owner=cluster.identity("scheduler", replica),
         pid=pid,
     ).run(Stop())
 
@@ -231,7 +231,7 @@ def worker_cmd(
     cfg = WorkerConfig(
         index=index, batch=batch, visibility_ms=int(visibility * 1000), rate=rate, retry=retry
     )
-    name = cluster.owner_name("worker", index, os.getpid())
+    name = cluster.identity("worker", index)
     cluster.tune_gc()
     Worker(cfg, store=store, queue=queue, registry=app.registry, clock=CLOCK, name=name).run(Stop())
 

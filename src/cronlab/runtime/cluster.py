@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -51,9 +53,25 @@ class ClusterConfig:
     worker_batch: int = 10_000
 
 
-def owner_name(role: str, index: int, pid: int) -> str:
-    """The name a process uses as lease holder and in the registry."""
-    return f"{role}-{index}@{pid}"
+NONCE_ENV = "CRONLAB_NONCE"
+
+
+def identity(
+    role: str,
+    index: int,
+    *,
+    host: str | None = None,
+    pid: int | None = None,
+    nonce: str | None = None,
+) -> str:
+    """The name a process uses as lease holder and in the registry:
+    ``ROLE-INDEX@HOST:PID:NONCE``. Unique even where every replica is PID 1 with the same
+    ``--replica`` (pods started from one manifest): the nonce is random per process start,
+    or ``CRONLAB_NONCE`` when a supervisor chose it (so it can name the process it started)."""
+    host = host if host is not None else socket.gethostname()
+    pid = pid if pid is not None else os.getpid()
+    nonce = nonce or os.environ.get(NONCE_ENV) or secrets.token_hex(4)
+    return f"{role}-{index}@{host}:{pid}:{nonce}"
 
 
 def command(cfg: ClusterConfig, role: str, index: int) -> list[str]:
@@ -113,13 +131,15 @@ class Cluster:
 
     def _spawn(self, slot: tuple[str, int]) -> None:
         role, index = slot
-        child = subprocess.Popen(command(self.cfg, role, index), stdin=subprocess.DEVNULL)
+        nonce = secrets.token_hex(4)
+        env = {**os.environ, NONCE_ENV: nonce}
+        child = subprocess.Popen(command(self.cfg, role, index), stdin=subprocess.DEVNULL, env=env)
         self.children[slot] = child
         info = ProcessInfo(
             role=role,
             index=index,
             pid=child.pid,
-            owner=owner_name(role, index, child.pid),
+            owner=identity(role, index, pid=child.pid, nonce=nonce),
             started_ms=self.clock.now_ms(),
         )
         self.store.register_process(info)

@@ -181,7 +181,11 @@ class _Run:
                 cfg = SchedulerConfig(replica=index, ttl_ms=sc.TTL_MS, scan_ms=sc.SCAN_MS, batch=50)
                 same = any(f.kind == "identity" for f in self.s.faults)
                 pid = 1 if same else 100 + self.restarts
-                owner = cluster.owner_name("scheduler", 0 if same else index, pid)
+                nonce = f"{self.world.rng.getrandbits(32):08x}"
+                host = "pod" if same else f"host-{index}"
+                owner = cluster.identity(
+                    "scheduler", 0 if same else index, host=host, pid=pid, nonce=nonce
+                )
                 recording = _Recording(store, self.ledger, proc, self.world)
                 queue = StoreQueue(store, clock)
                 elector = StoreElector(store, clock)
