@@ -341,7 +341,8 @@ class ScheduleStore(Protocol):
         """Insert, or with ``replace`` upsert by name; False when the same one was stored.
 
         Without ``replace`` an existing name is a ``ConflictError`` (nothing written). A changed
-        definition drops its PENDING occurrence and materialises ``next_fire(now)``.
+        definition drops its occurrence still to come and materialises ``next_fire(now)``; one
+        already due stays and runs (it was due under the definition in force at its time).
         """
         ...
 
@@ -353,16 +354,18 @@ class ScheduleStore(Protocol):
         """Every schedule, by name."""
         ...
 
-    def pause_schedule(self, name: str) -> bool:
-        """Stop firing: drop the PENDING occurrence. False if it was already paused."""
+    def pause_schedule(self, name: str, now_ms: int) -> bool:
+        """Stop firing: drop the occurrence still to come (one already due is recorded
+        SKIPPED as it is dispatched). False if it was already paused."""
         ...
 
     def resume_schedule(self, name: str, now_ms: int) -> bool:
         """Fire again from the next fire time after ``now_ms`` (no catch-up of the pause)."""
         ...
 
-    def remove_schedule(self, name: str) -> None:
-        """Delete the schedule and its PENDING occurrence; past tasks stay as history."""
+    def remove_schedule(self, name: str, now_ms: int) -> None:
+        """Delete the schedule and its occurrence still to come (one already due is recorded
+        SKIPPED as it is dispatched); past tasks stay as history."""
         ...
 
     def trigger_schedule(self, name: str, now_ms: int) -> str:

@@ -98,11 +98,11 @@ def test_a_stale_leader_writes_nothing(store: PostgresStore) -> None:
 
 def test_pause_resume_trigger_remove(store: PostgresStore) -> None:
     store.put_schedule(tick(), T0, replace=True)
-    assert store.pause_schedule("tick") is True and statuses(store) == {}
+    assert store.pause_schedule("tick", T0) is True and statuses(store) == {}
     key = store.trigger_schedule("tick", T0)
     assert store.resume_schedule("tick", minute(5)) is True
     assert statuses(store) == {T0: "PENDING", minute(6): "PENDING"} and key.startswith("trigger:")
-    store.remove_schedule("tick")
+    store.remove_schedule("tick", minute(5))
     assert statuses(store) == {T0: "PENDING"}
     with pytest.raises(NotFoundError, match="'tick'"):
         store.get_schedule("tick")

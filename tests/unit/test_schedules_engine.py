@@ -192,8 +192,8 @@ def test_overlap_allow_dispatches_while_the_previous_run_is_running(lab: Lab) ->
 def test_pause_stops_firing_and_resume_goes_on_without_catching_up(lab: Lab) -> None:
     lab.cron(catchup="all")
     lab.run_for(2 * MIN)
-    assert lab.store.pause_schedule("tick") is True
-    assert lab.store.pause_schedule("tick") is False
+    assert lab.store.pause_schedule("tick", lab.clock.now_ms()) is True
+    assert lab.store.pause_schedule("tick", lab.clock.now_ms()) is False
     assert lab.store.get_schedule("tick").next_fire_ms is None
     lab.run_for(5 * MIN)
     assert lab.runs == [minute(1), minute(2)]
@@ -204,7 +204,7 @@ def test_pause_stops_firing_and_resume_goes_on_without_catching_up(lab: Lab) -> 
 
 def test_redeploying_the_app_keeps_an_operator_pause(lab: Lab) -> None:
     lab.cron()
-    lab.store.pause_schedule("tick")
+    lab.store.pause_schedule("tick", lab.clock.now_ms())
     lab.cron()
     lab.run_for(3 * MIN)
     assert lab.runs == [] and lab.store.get_schedule("tick").schedule.paused
@@ -212,7 +212,7 @@ def test_redeploying_the_app_keeps_an_operator_pause(lab: Lab) -> None:
 
 def test_trigger_runs_once_now_even_while_paused(lab: Lab) -> None:
     lab.cron()
-    lab.store.pause_schedule("tick")
+    lab.store.pause_schedule("tick", lab.clock.now_ms())
     key = lab.store.trigger_schedule("tick", lab.clock.now_ms())
     lab.run_for(1_000)
     assert lab.runs == [T0] and key == f"trigger:tick:{T0}"
@@ -222,13 +222,13 @@ def test_trigger_runs_once_now_even_while_paused(lab: Lab) -> None:
 def test_remove_drops_the_waiting_occurrence_and_keeps_history(lab: Lab) -> None:
     lab.cron()
     lab.run_for(MIN)
-    lab.store.remove_schedule("tick")
+    lab.store.remove_schedule("tick", lab.clock.now_ms())
     lab.run_for(3 * MIN)
     assert lab.runs == [minute(1)] and lab.statuses() == {minute(1): "DONE"}
     with pytest.raises(NotFoundError, match="'tick'"):
         lab.store.get_schedule("tick")
     with pytest.raises(NotFoundError, match="'tick'"):
-        lab.store.remove_schedule("tick")
+        lab.store.remove_schedule("tick", lab.clock.now_ms())
 
 
 def test_deploying_twice_changes_nothing_and_a_change_moves_the_occurrence(lab: Lab) -> None:
@@ -269,3 +269,30 @@ def _occurrence(s: Schedule, fire_ms: int) -> Any:
     from cronlab.stores.schedules import occurrence
 
     return occurrence(s, fire_ms)
+
+
+def test_a_redeploy_keeps_the_occurrence_already_due_and_runs_it(lab: Lab) -> None:
+    """Bug 5: a deploy at 09:01:05 with a changed definition deleted the 09:01 occurrence, due
+    but not yet dispatched (the leader was between scans, or down): lost, with no record."""
+    lab.cron()
+    lab.clock.advance(minute(1) - T0 + 5_000)  # 09:01:05, nothing dispatched yet
+    lab.cron(expr="*/5 * * * *")
+    assert lab.statuses() == {minute(1): "PENDING", minute(5): "PENDING"}
+    lab.run_for(1_000)
+    assert lab.runs == [minute(1)]
+    lab.run_for(5 * MIN)
+    assert lab.runs == [minute(1), minute(5)]
+
+
+def test_pausing_or_removing_records_the_occurrence_already_due_as_skipped(lab: Lab) -> None:
+    lab.cron()
+    lab.clock.advance(minute(1) - T0 + 5_000)
+    lab.store.pause_schedule("tick", lab.clock.now_ms())
+    lab.run_for(1_000)
+    assert lab.runs == [] and lab.statuses() == {minute(1): "SKIPPED"}
+    assert lab.store.get_schedule("tick").last_reason == "paused"
+    lab.store.resume_schedule("tick", lab.clock.now_ms())
+    lab.clock.advance(MIN)
+    lab.store.remove_schedule("tick", lab.clock.now_ms())
+    lab.run_for(1_000)
+    assert lab.statuses() == {minute(1): "SKIPPED", minute(2): "SKIPPED"}

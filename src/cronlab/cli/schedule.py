@@ -210,8 +210,8 @@ def show_cmd(name: str, store_url: str, as_json: bool) -> None:
 @NAME
 @STORE
 def pause_cmd(name: str, store_url: str) -> None:
-    """Stop firing NAME (its waiting occurrence is dropped)."""
-    changed = open_schedules(store_url, create=False).pause_schedule(name)
+    """Stop firing NAME (its coming occurrence is dropped; one already due is skipped)."""
+    changed = open_schedules(store_url, create=False).pause_schedule(name, CLOCK.now_ms())
     click.echo(f"paused {name}" if changed else f"{name} was already paused")
 
 
@@ -229,8 +229,8 @@ def resume_cmd(name: str, store_url: str) -> None:
 @NAME
 @STORE
 def remove_cmd(name: str, store_url: str) -> None:
-    """Delete NAME and its waiting occurrence (past runs stay in the task history)."""
-    open_schedules(store_url, create=False).remove_schedule(name)
+    """Delete NAME and its coming occurrence (past runs stay in the task history)."""
+    open_schedules(store_url, create=False).remove_schedule(name, CLOCK.now_ms())
     click.echo(f"removed {name}")
 
 

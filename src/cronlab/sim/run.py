@@ -367,7 +367,7 @@ class _Run:
             return
 
         def remove(store: SqliteStore) -> None:
-            store.remove_schedule(SCHEDULE)
+            store.remove_schedule(SCHEDULE, self._authority())
             self.ledger.removed_ms = self._authority()
             self.ledger.definitions.append((self._authority(), None))
 

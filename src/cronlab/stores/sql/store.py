@@ -191,10 +191,16 @@ class SqlStore:
             return None, 0
         name, fire_ms = policy.parse_occurrence_key(key)
         info = self._schedule(c, name)
-        if info is None or info.schedule.paused:
-            return ("removed" if info is None else "paused"), 0
+        if info is None:
+            return "removed", 0
+        if info.schedule.paused:
+            fired = {"name": name, "fire": fire_ms, "next": None, "reason": "paused"}
+            c.execute(self.q["schedule_fired"], fired)
+            return "paused", 0
         s = info.schedule
         plan = policy.plan_dispatch(s, fire_ms, now_ms)
+        if policy.next_fire(s, fire_ms - 1) != fire_ms:  # due under the definition it replaced
+            plan = dataclasses.replace(plan, run=True, catch_up=())
         reason = None if plan.run else f"catchup={s.catchup}"
         running = c.execute(self.q["schedule_running_before"], {"name": name, "fire": fire_ms})
         if reason is None and policy.overlap_decision(s, running.fetchone() is not None) == "skip":
@@ -454,12 +460,12 @@ class SqlStore:
     def list_schedules(self) -> list[ScheduleInfo]:
         return [self.get_schedule(r[0]) for r in self.named("schedule_names")]
 
-    def pause_schedule(self, name: str) -> bool:
+    def pause_schedule(self, name: str, now_ms: int) -> bool:
         def pause(c: Conn) -> bool:
             self._must_exist(c, name, lock=True)
             args = {"name": name, "paused": 1}
             changed = int(c.execute(self.q["schedule_set_paused"], args).rowcount)
-            c.execute(self.q["schedule_drop_pending"], {"name": name})
+            c.execute(self.q["schedule_drop_pending"], {"name": name, "now": now_ms})
             c.execute(self.q["schedule_set_next"], {"name": name, "next": None})
             return changed > 0
 
@@ -476,10 +482,10 @@ class SqlStore:
 
         return self.d.transaction(resume)
 
-    def remove_schedule(self, name: str) -> None:
+    def remove_schedule(self, name: str, now_ms: int) -> None:
         def remove(c: Conn) -> None:
             self._must_exist(c, name, lock=True)
-            c.execute(self.q["schedule_drop_pending"], {"name": name})
+            c.execute(self.q["schedule_drop_pending"], {"name": name, "now": now_ms})
             c.execute(self.q["schedule_delete"], {"name": name})
 
         self.d.transaction(remove)
@@ -511,8 +517,9 @@ class SqlStore:
         return info
 
     def _rematerialise(self, c: Conn, s: Schedule, now_ms: int, paused: bool) -> None:
-        """Replace the schedule's waiting occurrence by ``next_fire(now)`` (none while paused)."""
-        c.execute(self.q["schedule_drop_pending"], {"name": s.name})
+        """Replace the schedule's occurrence still to come by ``next_fire(now)`` (none while
+        paused); one already due stays, and runs."""
+        c.execute(self.q["schedule_drop_pending"], {"name": s.name, "now": now_ms})
         next_ms = None if paused else policy.next_fire(s, now_ms)
         if next_ms is not None:
             self._add(c, schedules.occurrence(s, next_ms))

@@ -277,7 +277,7 @@ DELETE FROM schedules WHERE name = %(name)s;
 -- name: schedule_drop_pending
 WITH dropped AS (
   DELETE FROM tasks WHERE schedule = %(name)s AND status = 'PENDING'
-    AND idempotency_key LIKE 'schedule:%%'
+    AND idempotency_key LIKE 'schedule:%%' AND trigger_ms > %(now)s
   RETURNING id, trigger_ms
 )
 DELETE FROM pending p USING dropped d WHERE p.trigger_ms = d.trigger_ms AND p.task_id = d.id;

@@ -257,9 +257,10 @@ UPDATE schedules SET paused = :paused WHERE name = :name AND paused != :paused;
 DELETE FROM schedules WHERE name = :name;
 
 -- name: schedule_drop_pending
--- Only waiting occurrences: one-off `trigger` runs and history stay.
+-- Only occurrences still to come: one already due stays and is planned as it is dispatched
+-- (run, or recorded SKIPPED as paused or removed); one-off `trigger` runs and history stay.
 DELETE FROM tasks WHERE schedule = :name AND status = 'PENDING'
-  AND idempotency_key LIKE 'schedule:%';
+  AND idempotency_key LIKE 'schedule:%' AND trigger_ms > :now;
 
 -- name: schedule_fired
 UPDATE schedules
