@@ -18,7 +18,7 @@ import asyncio
 import inspect
 import json
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
@@ -182,7 +182,7 @@ class Runner:
             ctx.tx, ctx._follow_ups = tx, 0
             result = fn(ctx, payload)
             if inspect.isawaitable(result):  # an async def handler: run it to its end
-                result = self._loop().run_until_complete(result)
+                result = self._await(result)
             return result is not False
 
         return step
@@ -223,6 +223,18 @@ class Runner:
             for i, applied in zip(indexes, batch(tx), strict=True):
                 out[i] = applied
         return out
+
+    def _await(self, awaitable: Awaitable[Any]) -> Any:
+        """Run ``awaitable`` to its end on this runner's own loop, in this thread (the
+        transaction's connection belongs to it). A loop already running here (the worker
+        called from async code, a notebook) is blocked by this synchronous call anyway: it is
+        set aside for the duration, not run re-entrantly."""
+        outer = asyncio._get_running_loop()
+        asyncio._set_running_loop(None)
+        try:
+            return self._loop().run_until_complete(awaitable)
+        finally:
+            asyncio._set_running_loop(outer)
 
     def _loop(self) -> asyncio.AbstractEventLoop:
         """This runner's event loop, for async handlers (made on first use)."""

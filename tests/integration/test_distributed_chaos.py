@@ -26,6 +26,7 @@ from cronlab.queues.redis import connect, stream_keys
 from cronlab.queues.redis import parse_url as parse_redis
 from cronlab.runtime import chaos, report
 from cronlab.runtime.clock import SystemClock
+from cronlab.runtime.cluster import pid_of
 from cronlab.stores.postgres import PostgresStore
 
 from .conftest import stop_cluster
@@ -105,7 +106,7 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
 def hit_leader(d: Dist, store: PostgresStore, signum: int, kind: str) -> Lease:
     """Signal the process holding the etcd leader key; record it so ``report`` can time it."""
     lease = wait_until(d.leader, 20, "a leader")
-    pid = int(lease.holder.rsplit("@", 1)[1])
+    pid = pid_of(lease.holder)
     os.kill(pid, signum)
     detail = {"target": "leader", "was_leader": True}
     event = Event(
@@ -173,7 +174,7 @@ def test_leader_paused_past_its_ttl_is_fenced_no_duplicate_dispatch(dist: Dist) 
         # the new one for it.
         cronlab("invoices", "seed", "--store", dist.store_url, "--count", "2000", "--at", "+2")
         wait_until(lambda: trigger_passed(store), 20, "the second bucket's trigger")
-        os.kill(int(paused.holder.rsplit("@", 1)[1]), signal.SIGCONT)
+        os.kill(pid_of(paused.holder), signal.SIGCONT)
         wait_until(lambda: done(store, 4000), 40, "every invoice")
         time.sleep(1.5)  # the resumed old leader gets a few rounds
     r = assert_every_invoice_once(store, 4000)

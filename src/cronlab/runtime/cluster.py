@@ -74,6 +74,11 @@ def identity(
     return f"{role}-{index}@{host}:{pid}:{nonce}"
 
 
+def pid_of(name: str) -> int:
+    """The PID inside an :func:`identity`; ``ValueError`` if ``name`` is not one."""
+    return int(name.rsplit(":", 2)[-2])
+
+
 def command(cfg: ClusterConfig, role: str, index: int) -> list[str]:
     """The child's command line."""
     base = [sys.executable, "-m", "cronlab", role, "--store", cfg.store_url]
