@@ -76,6 +76,22 @@ def test_stale_epoch_writes_nothing(backend: Backend) -> None:
     assert backend.store.queue_depth() == 0
 
 
+def test_an_earlier_election_kind_does_not_fence_the_next(backend: Backend) -> None:
+    """Bug 6: after an etcd-elected leader (epoch = a revision, 5,000) the store's own lease
+    starts at epoch 1, and every dispatch was refused for ever."""
+    now = backend.clock.now_ms()
+    backend.store.add_tasks(tasks(4, now))
+    backend.store.fencing = "epoch"  # the same database, as an etcd-elected leader used it
+    assert backend.store.dispatch_due(now, 1, 5_000) == 1
+    backend.store.fencing = "lease"
+    epoch = lead(backend)
+    assert epoch < 5_000
+    assert backend.store.dispatch_due(now + 3, 100, epoch) == 3
+    backend.store.fencing = "epoch"  # and back: the revision fence still stands
+    with pytest.raises(FencedError):
+        backend.store.dispatch_due(now + 3, 100, 4_999)
+
+
 def test_expired_lease_refuses_its_own_epoch(backend: Backend) -> None:
     now = backend.clock.now_ms()
     backend.store.add_tasks(tasks(2, now))

@@ -28,11 +28,12 @@ class Migration:
 
 
 def migrations(files: Mapping[str, str], shared: Mapping[str, str]) -> list[Migration]:
-    """The dialect's numbered files in order, each after its part in ``shared/`` (the SQL both
-    dialects take as it is), if it has one."""
+    """The numbered files in order: each its part in ``shared/`` (the SQL both dialects take
+    as it is), then the dialect's own, either of which may be absent."""
     found = []
-    for name, script in files.items():
+    for name in sorted(files.keys() | shared.keys()):
         if name[:3].isdigit():
+            script = files.get(name, "")
             first = script.splitlines()[0] if script else ""
             old = tuple(first.removeprefix("-- replaces:").split()) if "replaces:" in first else ()
             full = shared.get(name, "") + "\n" + script

@@ -140,7 +140,7 @@ class SqlStore:
         return sorted(c.execute(self.q["claim_due"], full).fetchall(), key=lambda r: (r[3], r[0]))
 
     def _fence(self, c: Conn, epoch: int, now_ms: int) -> None:
-        (max_epoch,) = c.execute(self.q["fence_lock"]).fetchone()
+        (max_epoch,) = c.execute(self.q["fence_lock"], {"kind": self.fencing}).fetchone()
         if self.fencing == "epoch":
             if epoch < max_epoch:
                 raise FencedError(epoch, max_epoch)
@@ -148,7 +148,7 @@ class SqlStore:
             state = _lease_state(c.execute(self.q["lease_read_locked"]).fetchone())
             if epoch < max_epoch or not rules.holds(state, epoch, now_ms):
                 raise FencedError(epoch, state.epoch)
-        c.execute(self.q["fence_raise"], {"epoch": epoch})
+        c.execute(self.q["fence_raise"], {"epoch": epoch, "kind": self.fencing})
 
     def enqueue(
         self, c: Conn, tasks: Sequence[tuple[int, int]], now_ms: int, visible_ms: int = 0

@@ -51,11 +51,13 @@ RETURNING holder, epoch, expires_ms;
 UPDATE lease SET holder = NULL, expires_ms = 0 WHERE name = 'scheduler' AND holder = %(owner)s;
 
 -- name: fence_lock
+-- One fence per election kind (:kind 'lease' or 'epoch'): an etcd revision never fences
+-- the SQL lease's epochs, nor the reverse.
 -- Serialises dispatches: a second leader's dispatch waits here and then sees the raised epoch.
-SELECT max_epoch FROM fence WHERE name = 'scheduler' FOR UPDATE;
+SELECT max_epoch FROM fence WHERE name = %(kind)s FOR UPDATE;
 
 -- name: fence_raise
-UPDATE fence SET max_epoch = %(epoch)s WHERE name = 'scheduler' AND max_epoch < %(epoch)s;
+UPDATE fence SET max_epoch = %(epoch)s WHERE name = %(kind)s AND max_epoch < %(epoch)s;
 
 -- name: claim_due
 WITH due AS (

@@ -38,10 +38,12 @@ RETURNING holder, epoch, expires_ms;
 UPDATE lease SET holder = NULL, expires_ms = 0 WHERE name = 'scheduler' AND holder = :owner;
 
 -- name: fence_lock
-SELECT max_epoch FROM fence WHERE name = 'scheduler';
+-- One fence per election kind (:kind 'lease' or 'epoch'): an etcd revision never fences
+-- the SQL lease's epochs, nor the reverse.
+SELECT max_epoch FROM fence WHERE name = :kind;
 
 -- name: fence_raise
-UPDATE fence SET max_epoch = :epoch WHERE name = 'scheduler' AND max_epoch < :epoch;
+UPDATE fence SET max_epoch = :epoch WHERE name = :kind AND max_epoch < :epoch;
 
 -- name: claim_due
 -- Claimed (id, key, attempts so far, trigger_ms), oldest due PENDING rows first. A claimed row
