@@ -14,7 +14,9 @@ import pytest
 
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import BackendUnavailable, ConfigError, FencedError
-from cronlab.ports import NewTask
+from cronlab.handlers import Context, Registry
+from cronlab.ports import NewTask, Retry
+from cronlab.queues.store import StoreQueue
 from cronlab.runtime import report
 from cronlab.runtime.clock import FakeClock, SystemClock
 from cronlab.stores.postgres import PostgresStore
@@ -206,8 +208,6 @@ def test_id_lists_and_execution_rows_survive_the_wire(store: PostgresStore) -> N
 def test_a_replica_whose_clock_is_a_ttl_off_the_server_still_leads(store: PostgresStore) -> None:
     """Bug 3 on the real server: expiry judged by the server's clock, the replica's deadline by
     its own monotonic clock, due-ness by the server's: it dispatches, on time, never early."""
-    from cronlab.election.store import StoreElector
-    from cronlab.queues.store import StoreQueue
     from cronlab.runtime.scheduler import Scheduler, SchedulerConfig
 
     for offset in (15_000, -15_000):
@@ -229,3 +229,34 @@ def test_a_replica_whose_clock_is_a_ttl_off_the_server_still_leads(store: Postgr
         sched.step()
         assert (early, sched.dispatched) == (0, 3), offset
         store.lease_release(f"skewed{offset}")
+
+
+def test_a_handler_statement_error_is_its_failure_not_a_lost_connection(url: str) -> None:
+    """Bug 8: a handler's ``LockNotAvailable`` (an ``OperationalError``) was retried as a lost
+    connection, re-running the batch until the worker died; the attempt never grew. It is
+    the handler's failure: recorded, retried as the policy says, attempt 2 next."""
+    store = PostgresStore(url, time_source="caller", retry_s=2.0)
+    clock = FakeClock(1_700_000_000_000)
+    store.write(lambda tx: tx.execute("CREATE TABLE hot (id INT PRIMARY KEY)"))
+    store.write(lambda tx: tx.execute("INSERT INTO hot VALUES (1)"))
+    registry = Registry()
+
+    @registry.handler("locker")
+    def locker(ctx: Context, payload: dict[str, object]) -> None:
+        ctx.tx.execute("SET LOCAL lock_timeout = '50ms'")
+        ctx.tx.execute("SELECT id FROM hot WHERE id = 1 FOR UPDATE")
+
+    store.add_tasks([NewTask(idempotency_key="k", handler="locker", trigger_ms=clock.now_ms())])
+    lease = StoreElector(store, clock).acquire_or_renew("a", 10_000)
+    assert lease is not None
+    store.dispatch_due(clock.now_ms(), 10, lease.epoch)
+    queue = StoreQueue(store, clock)
+    with psycopg.connect(url) as holder:
+        holder.execute("SELECT id FROM hot WHERE id = 1 FOR UPDATE")
+        run = registry.runner(clock.now_ms)
+        counts = store.execute("w", queue.claim("w", 10, 60_000), run, Retry(), clock.now_ms)
+    assert counts["error"] == 1
+    assert "LockNotAvailable" in (store.last_error(1) or "")
+    clock.advance(60_000)
+    assert [m.attempt for m in queue.claim("w", 10, 60_000)] == [2]
+    store.close()

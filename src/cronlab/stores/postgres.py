@@ -39,6 +39,27 @@ SCHEMES = ("postgresql", "postgres")
 QUERIES = base.parse_queries(base.sql_files("postgresql")["queries.sql"])
 
 
+CONFLICT_TRIES = 3
+_SHUTDOWN = frozenset({"57P01", "57P02", "57P03"})  # admin/crash shutdown, cannot connect now
+_CONFLICT = frozenset({"40001", "40P01"})  # serialization failure, deadlock
+
+
+def error_kind(exc: BaseException) -> Literal["connection", "conflict", "statement"]:
+    """What an error says about the server: ``connection`` (SQLSTATE class 08, a shutdown, or a
+    client-side loss with no SQLSTATE: retried until the backend is back), ``conflict``
+    (40001, 40P01: retried a few times), or ``statement`` (``QueryCanceled``,
+    ``LockNotAvailable``, a constraint...: the statement's own failure, a handler's if it ran
+    one; never retried as the backend's)."""
+    if not isinstance(exc, psycopg.Error):
+        return "statement"
+    state = exc.sqlstate
+    if state is None:
+        return "connection" if isinstance(exc, psycopg.OperationalError) else "statement"
+    if state.startswith("08") or state in _SHUTDOWN:
+        return "connection"
+    return "conflict" if state in _CONFLICT else "statement"
+
+
 class PostgresDialect:
     """``sql.Dialect`` for one PostgreSQL database."""
 
@@ -59,13 +80,22 @@ class PostgresDialect:
         self._pool = _open_pool(url, pool_size, connect_timeout_s)
 
     def transaction(self, fn: Callable[[sql.Conn], T]) -> T:
-        """``fn`` in one transaction; a dropped connection is retried with backoff."""
-        deadline, delay = time.monotonic() + self.retry_s, 0.1
+        """``fn`` in one transaction. A lost connection (or a server shutting down) is retried
+        with backoff for ``retry_s``, then ``BackendUnavailable``; a serialization failure or
+        deadlock is retried ``CONFLICT_TRIES`` times; any other error is raised at once."""
+        deadline, delay, conflicts = time.monotonic() + self.retry_s, 0.1, 0
         while True:
             try:
                 with self._pool.connection() as conn, conn.transaction():
                     return fn(cast(sql.Conn, conn))
-            except psycopg.OperationalError as exc:
+            except psycopg.Error as exc:
+                kind = error_kind(exc)
+                if kind == "conflict" and conflicts < CONFLICT_TRIES:
+                    conflicts += 1
+                    time.sleep(0.01 * conflicts)
+                    continue
+                if kind != "connection":
+                    raise
                 if time.monotonic() + delay > deadline:
                     reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
                     raise BackendUnavailable(f"postgresql {safe_url(self.url)}: {reason}") from exc
@@ -79,7 +109,7 @@ class PostgresDialect:
         return cast(AbstractContextManager[None], cast(Any, c).transaction())
 
     def is_connection_error(self, exc: BaseException) -> bool:
-        return isinstance(exc, psycopg.OperationalError)
+        return error_kind(exc) == "connection"
 
     def ints(self, values: Iterable[int]) -> str:
         return "{" + ",".join(map(str, values)) + "}"
