@@ -6,7 +6,9 @@ epoch, and the store refusing a dispatch that carries a superseded epoch (fencin
 
 from __future__ import annotations
 
+import http.server
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -15,7 +17,7 @@ from typing import TypeVar
 
 import pytest
 
-from cronlab.election.etcd import EtcdElector, parse_url, ping
+from cronlab.election.etcd import EtcdElector, api_path, parse_url, ping
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import BackendUnavailable, FencedError
 from cronlab.ports import LeaseElector, NewTask
@@ -140,3 +142,44 @@ def _poll(fn: Callable[[], T | None], deadline_s: float) -> T:
             return got
         time.sleep(0.1)
     raise AssertionError(f"nothing within {deadline_s} s")
+
+
+@pytest.mark.etcd
+def test_the_gateway_path_is_the_one_the_server_answers() -> None:
+    """Bug 10: the path was fixed at /v3beta/, which etcd 3.5 and later no longer serve."""
+    url = parse_url(ETCD)
+    need(lambda: ping(url), "bash scripts/etcd.sh start")
+    assert api_path(url) == "/v3/"
+
+
+@pytest.mark.parametrize(("served", "found"), [("/v3beta/", "/v3beta/"), ("/v2/", None)])
+def test_an_older_gateway_is_found_and_none_is_a_one_line_error(
+    served: str, found: str | None
+) -> None:
+    """A stand-in HTTP server for paths no etcd here serves: /v3beta/ only (etcd 3.3), or no
+    v3 gateway at all."""
+
+    class Gateway(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            ok = self.path == f"{served}maintenance/status"
+            self.send_response(200 if ok else 404)
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Gateway)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = parse_url(f"etcd://127.0.0.1:{server.server_port}/x")
+    try:
+        if found is not None:
+            assert api_path(url) == found
+        else:
+            with pytest.raises(BackendUnavailable, match="no v3 HTTP gateway") as info:
+                api_path(url)
+            assert "\n" not in str(info.value)
+    finally:
+        server.shutdown()
+        server.server_close()

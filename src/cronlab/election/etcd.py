@@ -10,7 +10,8 @@ store keeps the highest epoch it has seen and refuses a dispatch that carries a 
 Renewal is a keep-alive of the lease plus a check that the key is still ours. Expiry is judged
 by etcd's clock (it deletes the key when the lease runs out); this replica's own ``expires_ms``
 starts counting BEFORE the request, so the replica believes it leads no longer than etcd does.
-Talks to etcd's HTTP gateway (``etcd3gw``), which Debian's etcd 3.4 serves under ``/v3beta/``.
+Talks to etcd's HTTP gateway (``etcd3gw``): ``/v3/`` (etcd 3.4 and later; the only one from
+3.5), else ``/v3beta/`` (etcd 3.3), whichever the server answers first.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ConfigError("etcd:// election needs the etcd extra: pip install 'cronlab[etcd]'") from exc
 from cronlab.ports import Clock, Lease
 
-API_PATH = "/v3beta/"
+API_PATHS = ("/v3/", "/v3beta/")
 DEFAULT_PREFIX = "/cronlab"
 REQUEST_TIMEOUT_S = 2.0
 
@@ -78,11 +79,20 @@ class EtcdElector:
     def __init__(self, url: EtcdUrl, clock: Clock, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         self.url = url
         self._clock = clock
-        self._client = etcd3gw.client(
-            host=url.host, port=url.port, api_path=API_PATH, timeout=timeout_s
-        )
+        self._timeout_s = timeout_s
+        self._gateway: Any = None
         self._key = _b64(url.leader_key)
         self._held: _Held | None = None
+
+    @property
+    def _client(self) -> Any:
+        """The gateway client, at the API path the server answers (found on first use)."""
+        if self._gateway is None:
+            path = api_path(self.url, self._timeout_s)
+            self._gateway = etcd3gw.client(
+                host=self.url.host, port=self.url.port, api_path=path, timeout=self._timeout_s
+            )
+        return self._gateway
 
     def acquire_or_renew(self, owner: str, ttl_ms: int) -> Lease | None:
         """Renew our key's lease, or create the key if absent; None when another holds it."""
@@ -170,11 +180,22 @@ class EtcdElector:
 
 def ping(url: EtcdUrl, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
     """Raise ``BackendUnavailable`` naming the server unless etcd answers a status request."""
-    client = etcd3gw.client(host=url.host, port=url.port, api_path=API_PATH, timeout=timeout_s)
-    try:
-        client.status()
-    except (Etcd3Exception, requests.RequestException) as exc:
-        raise BackendUnavailable(f"etcd {url.text} unreachable: {_reason(exc)}") from exc
+    api_path(url, timeout_s)
+
+
+def api_path(url: EtcdUrl, timeout_s: float = REQUEST_TIMEOUT_S) -> str:
+    """The first of ``API_PATHS`` where the server answers a status request;
+    ``BackendUnavailable`` names the server when it is unreachable or answers on neither."""
+    for path in API_PATHS:
+        status = f"http://{url.host}:{url.port}{path}maintenance/status"
+        try:
+            answer = requests.post(status, json={}, timeout=timeout_s)
+        except requests.RequestException as exc:
+            raise BackendUnavailable(f"etcd {url.text} unreachable: {_reason(exc)}") from exc
+        if answer.status_code == 200:
+            return path
+    tried = " or ".join(API_PATHS)
+    raise BackendUnavailable(f"etcd {url.text}: no v3 HTTP gateway at {tried}")
 
 
 def _reason(exc: Exception) -> str:
