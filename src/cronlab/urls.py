@@ -6,12 +6,21 @@ Election (``etcd://``) and queue (``redis://``) URLs are parsed in ``cronlab.dis
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from cronlab.exceptions import ConfigError
 
 SCHEMES = ("sqlite", "postgresql", "postgres")
+_SECRET_PARAM = re.compile(r"([?&](?:password|passwd|pass|sslpassword|token|secret)=)[^&#]*", re.I)
+_USERINFO = re.compile(r"^([a-z][a-z0-9+.-]*://[^/?#@:]*):[^/?#@]*@", re.I)
+
+
+def redact(url: str) -> str:
+    """``url`` fit for a message or a log: a password in the user part and the values of
+    ``password``, ``sslpassword``, ``token``, ``secret``... parameters become ``***``."""
+    return _SECRET_PARAM.sub(r"\1***", _USERINFO.sub(r"\1:***@", url))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,13 +36,13 @@ def parse(text: str) -> StoreUrl:
     """Parse ``--store``; ConfigError names an unknown scheme or a malformed URL."""
     scheme, sep, rest = text.partition("://")
     if not sep:
-        raise ConfigError(f"malformed store URL {text!r}: expected sqlite:///PATH")
+        raise ConfigError(f"malformed store URL {redact(text)!r}: expected sqlite:///PATH")
     if scheme not in SCHEMES:
         raise ConfigError(
-            f"unknown store scheme {scheme!r} in {text!r} (supported: sqlite, postgresql)"
+            f"unknown store scheme {scheme!r} in {redact(text)!r} (supported: sqlite, postgresql)"
         )
     if scheme != "sqlite":
         return StoreUrl(scheme=scheme, path=Path(), text=text)
     if not rest.startswith("/") or rest == "/":
-        raise ConfigError(f"malformed store URL {text!r}: expected sqlite:///PATH")
+        raise ConfigError(f"malformed store URL {redact(text)!r}: expected sqlite:///PATH")
     return StoreUrl(scheme=scheme, path=Path(rest[1:] or "/"), text=text)

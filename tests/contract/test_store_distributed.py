@@ -177,9 +177,18 @@ def test_the_engine_report_runs_on_postgres(store: PostgresStore) -> None:
     assert 10 <= (r.dispatch_lateness_ms["p50"] or 0) < 2_000  # dispatched by the server clock
 
 
-def test_an_unreachable_server_is_a_one_line_error_naming_it() -> None:
-    with pytest.raises(BackendUnavailable, match=r"postgresql://postgres@127\.0\.0\.1:1/x") as e:
-        PostgresStore("postgresql://postgres:secret@127.0.0.1:1/x", connect_timeout_s=1)
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://postgres:secret@127.0.0.1:1/x",
+        "postgresql://postgres@127.0.0.1:1/x?password=secret&sslmode=disable",  # bug 11
+    ],
+)
+def test_an_unreachable_server_is_a_one_line_error_naming_it(url: str) -> None:
+    with pytest.raises(
+        BackendUnavailable, match=r"postgresql://postgres(:\*\*\*)?@127\.0\.0\.1:1/x"
+    ) as e:
+        PostgresStore(url, connect_timeout_s=1)
     assert "\n" not in str(e.value) and "secret" not in str(e.value)
 
 

@@ -12,6 +12,7 @@ from cronlab.exceptions import ConfigError
 from cronlab.lab.invoices import tasks as invoice_tasks
 from cronlab.ports import Event
 from cronlab.runtime.report import takeover_delays
+from cronlab.urls import redact
 
 NOW = 1_800_000_000_000
 
@@ -66,3 +67,33 @@ def test_takeover_delay_is_hit_to_next_higher_epoch_acquisition() -> None:
 def test_a_second_hit_on_the_same_leadership_is_not_a_second_takeover() -> None:
     events = [acquire(0, 1), hit(1_000, 1), hit(1_000, 1), acquire(9_000, 2)]
     assert takeover_delays(events) == (8.0,)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://u:pw@h:5432/db", "postgresql://u:***@h:5432/db"),
+        (
+            "postgresql://u@h/db?password=pw&sslmode=require",
+            "postgresql://u@h/db?password=***&sslmode=require",
+        ),
+        (
+            "postgresql://u@h/db?sslmode=require&sslpassword=pw",
+            "postgresql://u@h/db?sslmode=require&sslpassword=***",
+        ),
+        ("redis://:pw@h:6379/0?prefix=x", "redis://:***@h:6379/0?prefix=x"),
+        ("redis://h:6379/0?Token=pw", "redis://h:6379/0?Token=***"),
+        ("etcd://h:2379/cronlab", "etcd://h:2379/cronlab"),
+        ("sqlite:////tmp/a@b:c.db", "sqlite:////tmp/a@b:c.db"),
+    ],
+)
+def test_a_url_is_shown_without_its_secrets(url: str, shown: str) -> None:
+    """Bug 11: a password given as ``?password=`` was printed in errors."""
+    assert redact(url) == shown
+    assert "pw" not in redact(url)
+
+
+def test_a_malformed_url_error_shows_no_password() -> None:
+    with pytest.raises(ConfigError) as info:
+        urls.parse("mysql://u:pw@h/db")
+    assert "pw" not in str(info.value) and "mysql" in str(info.value)

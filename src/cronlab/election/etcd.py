@@ -32,6 +32,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ConfigError("etcd:// election needs the etcd extra: pip install 'cronlab[etcd]'") from exc
 from cronlab.ports import Clock, Lease
+from cronlab.urls import redact
 
 API_PATHS = ("/v3/", "/v3beta/")
 DEFAULT_PREFIX = "/cronlab"
@@ -46,6 +47,11 @@ class EtcdUrl:
     port: int
     prefix: str
     text: str
+
+    @property
+    def shown(self) -> str:
+        """The URL as messages show it: no password, no token."""
+        return redact(self.text)
 
     @property
     def leader_key(self) -> str:
@@ -175,7 +181,7 @@ class EtcdElector:
         try:
             return fn(*args)
         except (Etcd3Exception, requests.RequestException) as exc:
-            raise BackendUnavailable(f"etcd {self.url.text} unreachable: {_reason(exc)}") from exc
+            raise BackendUnavailable(f"etcd {self.url.shown} unreachable: {_reason(exc)}") from exc
 
 
 def ping(url: EtcdUrl, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
@@ -191,11 +197,11 @@ def api_path(url: EtcdUrl, timeout_s: float = REQUEST_TIMEOUT_S) -> str:
         try:
             answer = requests.post(status, json={}, timeout=timeout_s)
         except requests.RequestException as exc:
-            raise BackendUnavailable(f"etcd {url.text} unreachable: {_reason(exc)}") from exc
+            raise BackendUnavailable(f"etcd {url.shown} unreachable: {_reason(exc)}") from exc
         if answer.status_code == 200:
             return path
     tried = " or ".join(API_PATHS)
-    raise BackendUnavailable(f"etcd {url.text}: no v3 HTTP gateway at {tried}")
+    raise BackendUnavailable(f"etcd {url.shown}: no v3 HTTP gateway at {tried}")
 
 
 def _reason(exc: Exception) -> str:

@@ -47,6 +47,7 @@ from cronlab.ports import (
     Task,
 )
 from cronlab.stores.rows import Envelope
+from cronlab.urls import redact
 
 GROUP = "workers"
 RELAY_BATCH = 10_000
@@ -148,12 +149,17 @@ class RedisUrl:
     prefix: str
     text: str
 
+    @property
+    def shown(self) -> str:
+        """The URL as messages show it: no password, no token."""
+        return redact(self.text)
+
 
 def parse_url(text: str) -> RedisUrl:
     """Parse ``--queue redis://…``; ConfigError names a malformed URL."""
     parts = urlsplit(text)
     if parts.scheme not in ("redis", "rediss") or not parts.hostname:
-        raise ConfigError(f"malformed Redis URL {text!r}: expected redis://host:6379")
+        raise ConfigError(f"malformed Redis URL {redact(text)!r}: expected redis://host:6379")
     query = dict(parse_qsl(parts.query))
     prefix = query.pop("prefix", "cronlab")
     client = urlunsplit(parts._replace(query=urlencode(query)))
@@ -169,7 +175,7 @@ def connect(url: RedisUrl, timeout_s: float = 5.0) -> redis.Redis:
         client.ping()
     except redis.RedisError as exc:
         client.close()
-        raise BackendUnavailable(f"redis {url.text} unreachable: {exc}") from exc
+        raise BackendUnavailable(f"redis {url.shown} unreachable: {exc}") from exc
     return client
 
 
@@ -244,7 +250,7 @@ class RedisQueue:
             flat = self._call(self._claim, self.keys[:2], [GROUP, worker, limit, visibility_ms])
         except redis.ResponseError as exc:  # an entry this release cannot read
             raise ConfigError(
-                f"redis {self.url.text}: {str(exc).partition(' script:')[0]}"
+                f"redis {self.url.shown}: {str(exc).partition(' script:')[0]}"
             ) from exc
         deliveries = []
         for i in range(0, len(flat), 6):
@@ -318,7 +324,7 @@ class RedisQueue:
                 return fn(*args)
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 if time.monotonic() + delay > deadline:
-                    raise BackendUnavailable(f"redis {self.url.text} unreachable: {exc}") from exc
+                    raise BackendUnavailable(f"redis {self.url.shown} unreachable: {exc}") from exc
                 time.sleep(delay)
                 delay = min(2.0, delay * 2)
 

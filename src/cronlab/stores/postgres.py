@@ -24,6 +24,7 @@ from cronlab.exceptions import BackendUnavailable, ConfigError
 from cronlab.stores import Fencing, sql
 from cronlab.stores.rows import ENVELOPE
 from cronlab.stores.sql import dialect as base
+from cronlab.urls import redact
 
 try:
     import psycopg
@@ -98,7 +99,7 @@ class PostgresDialect:
                     raise
                 if time.monotonic() + delay > deadline:
                     reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                    raise BackendUnavailable(f"postgresql {safe_url(self.url)}: {reason}") from exc
+                    raise BackendUnavailable(f"postgresql {redact(self.url)}: {reason}") from exc
                 time.sleep(delay)
                 delay = min(2.0, delay * 2)
 
@@ -150,7 +151,7 @@ class PostgresDialect:
         c.execute(script)
 
     def describe(self) -> str:
-        return f"postgresql {safe_url(self.url)}"
+        return f"postgresql {redact(self.url)}"
 
     def server_ms(self) -> int:
         """The server's clock, epoch milliseconds (what lease expiry is judged by)."""
@@ -205,7 +206,7 @@ def _open_pool(url: str, size: int, timeout_s: float) -> ConnectionPool[Any]:
     except (PoolTimeout, psycopg.Error) as exc:
         pool.close()
         raise BackendUnavailable(
-            f"postgresql {safe_url(url)} unreachable within {timeout_s:g} s ({type(exc).__name__})"
+            f"postgresql {redact(url)} unreachable within {timeout_s:g} s ({type(exc).__name__})"
         ) from exc
     return pool
 
@@ -215,17 +216,10 @@ def _probe(url: str, timeout_s: float) -> None:
         psycopg.connect(url, connect_timeout=max(1, int(timeout_s))).close()
     except psycopg.Error as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise BackendUnavailable(f"postgresql {safe_url(url)} unreachable: {reason}") from exc
+        raise BackendUnavailable(f"postgresql {redact(url)} unreachable: {reason}") from exc
 
 
 def with_database(url: str, name: str) -> str:
     """``url`` pointing at database ``name`` instead (host, port, user and options kept)."""
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path=f"/{name}"))
-
-
-def safe_url(url: str) -> str:
-    """The URL without a password, for messages."""
-    scheme, sep, rest = url.partition("://")
-    creds, at, host = rest.rpartition("@")
-    return f"{scheme}{sep}{creds.split(':')[0]}{at}{host}" if at else url
