@@ -30,6 +30,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, CroniterError, croniter
 
+from cronlab.core import cron_syntax
 from cronlab.exceptions import ConfigError
 
 ALIASES: dict[str, str] = {
@@ -52,14 +53,16 @@ _EARLIEST = datetime(1, 1, 3, tzinfo=UTC)
 class Cron:
     """A validated cron expression bound to a time zone.
 
-    ``spec`` is the expression croniter walks (aliases expanded); ``fixed`` says which DST
-    rule applies (see the module docstring).
+    ``spec`` is the expression croniter walks (aliases expanded, checked and rewritten by
+    :mod:`cron_syntax`); ``day_or``: either day field is enough (cronie's rule); ``fixed``
+    says which DST rule applies (see the module docstring).
     """
 
     expr: str
     tz: ZoneInfo
     spec: str
     fixed: bool
+    day_or: bool = True
 
 
 def zone(name: str) -> ZoneInfo:
@@ -84,13 +87,16 @@ def parse(expr: str, tz: str = "UTC") -> Cron:
             f"bad cron expression {expr!r}: expected 5 fields (6 with seconds) or one of "
             f"{', '.join(ALIASES)}"
         )
-    _check_fires(expr, spec)
-    return Cron(expr=expr, tz=zone(tz), spec=spec, fixed=_is_fixed(fields))
+    checked = cron_syntax.normalise(expr, spec)
+    _check_fires(expr, checked)
+    fixed = _is_fixed(checked.text.split(" "))
+    return Cron(expr=expr, tz=zone(tz), spec=checked.text, fixed=fixed, day_or=checked.day_or)
 
 
-def _check_fires(expr: str, spec: str) -> None:
+def _check_fires(expr: str, checked: cron_syntax.Spec) -> None:
+    spec = checked.text
     try:
-        croniter(spec, datetime(2000, 1, 1)).get_next(datetime)
+        croniter(spec, datetime(2000, 1, 1), day_or=checked.day_or).get_next(datetime)
     except CroniterBadDateError:
         raise ConfigError(f"bad cron expression {expr!r}: it never fires") from None
     except (CroniterError, ValueError, KeyError) as exc:
@@ -142,7 +148,7 @@ def _wildcard_fires(cron: Cron, start: datetime) -> Iterator[datetime]:
     inclusive = False
     while True:
         offset, checked = _offset(cron.tz, start), start
-        for wall in _walls(cron.spec, _wall(cron.tz, start), inclusive=inclusive):
+        for wall in _walls(cron, _wall(cron.tz, start), inclusive=inclusive):
             instant = (wall - offset).replace(tzinfo=UTC)
             change = next_change(cron.tz, checked, instant)
             if change is not None:
@@ -156,7 +162,7 @@ def _wildcard_fires(cron: Cron, start: datetime) -> Iterator[datetime]:
 def _fixed_fires(cron: Cron, start: datetime) -> Iterator[datetime]:
     """The first instant at which each matching wall time is reached, once per instant."""
     last: datetime | None = None
-    for wall in _walls(cron.spec, _high_water(cron.tz, start), inclusive=False):
+    for wall in _walls(cron, _high_water(cron.tz, start), inclusive=False):
         instant = first_reached(cron.tz, wall)
         if instant != last:
             yield instant
@@ -217,10 +223,10 @@ def _bisect(tz: ZoneInfo, lo: datetime, hi: datetime, offset: timedelta) -> date
     return hi
 
 
-def _walls(spec: str, start: datetime, *, inclusive: bool) -> Iterator[datetime]:
+def _walls(cron: Cron, start: datetime, *, inclusive: bool) -> Iterator[datetime]:
     """Matching naive wall times after ``start`` (or at it, if ``inclusive``)."""
     origin = start - SECOND if inclusive else start
-    return croniter(spec, origin).all_next(datetime)
+    return croniter(cron.spec, origin, day_or=cron.day_or).all_next(datetime)
 
 
 def _offset(tz: ZoneInfo, instant: datetime) -> timedelta:
@@ -258,5 +264,5 @@ def _skipped_match(cron: Cron, instant: datetime) -> datetime | None:
     if after <= before:
         return None
     gap_start = (instant + before).replace(tzinfo=None)
-    first = next(_walls(cron.spec, gap_start, inclusive=True))
+    first = next(_walls(cron, gap_start, inclusive=True))
     return first if first < (instant + after).replace(tzinfo=None) else None

@@ -1,0 +1,137 @@
+"""The cron syntax cronlab accepts, checked field by field and rewritten for croniter.
+
+The grammar (docs/scheduling.md, "Expressions", says the same in prose):
+
+* every field: a comma-separated list of items, each ``*``, ``N``, ``A-B``, ``*/S``, ``A-B/S``
+  or ``N/S`` (from N to the field's end, every S); ``A <= B``: a range that runs backwards
+  (``5-1``) is refused, as cronie refuses it, instead of wrapping round;
+* ranges with equal ends are the one value (``5-5`` is ``5``, ``59-59/15`` is ``59``), as in
+  cronie (croniter would read them as the whole field);
+* month: names ``JAN``-``DEC``; day of week: ``0``-``7`` (0 and 7 Sunday), names
+  ``SUN``-``SAT``, ``D#K`` (the K-th weekday D of the month, K 1-5), ``DL`` or ``LD`` (the
+  last weekday D of the month); day of month: ``L`` (its last day); ``?`` is ``*`` in either
+  day field;
+* refused, naming the token: ``H`` (hashed) and ``R`` (random), whose value would differ
+  between processes, so replicas would disagree on when a schedule fires; ``W`` (nearest
+  weekday).
+
+Day of month and day of week combine as in cronie: when either field starts with ``*`` both
+must match (``0 16 */2 * sat`` is Saturdays that are odd days); otherwise either is enough
+(``0 0 1,15 * mon`` is the 1st, the 15th and every Monday).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cronlab.exceptions import ConfigError
+
+_MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+_DAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
+
+
+@dataclass(frozen=True)
+class _Field:
+    name: str
+    low: int
+    high: int
+    names: dict[str, int]
+
+
+_MINUTE = _Field("minute", 0, 59, {})
+_HOUR = _Field("hour", 0, 23, {})
+_DOM = _Field("day of month", 1, 31, {})
+_MONTH = _Field("month", 1, 12, {m: i for i, m in enumerate(_MONTHS, 1)})
+_DOW = _Field("day of week", 0, 7, {d: i for i, d in enumerate(_DAYS)})
+_SECOND = _Field("second", 0, 59, {})
+Bad = Callable[[str], ConfigError]
+_ITEM = re.compile(r"^(\*|\w+)(?:-(\w+))?(?:/(\d+))?$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spec:
+    """An expression rewritten for croniter, and how its day fields combine."""
+
+    text: str
+    day_or: bool
+
+
+def normalise(expr: str, spec: str) -> Spec:
+    """Check ``spec`` (5 or 6 space-separated fields) against the grammar above; ConfigError
+    naming ``expr`` and the bad token otherwise."""
+    fields = spec.split(" ")
+    kinds = [_MINUTE, _HOUR, _DOM, _MONTH, _DOW, _SECOND][: len(fields)]
+    out = [_field(expr, text, kind) for text, kind in zip(fields, kinds, strict=True)]
+    day_or = not (out[2].startswith("*") or out[4].startswith("*"))
+    return Spec(text=" ".join(out), day_or=day_or)
+
+
+def _field(expr: str, text: str, kind: _Field) -> str:
+    if text == "?" and kind in (_DOM, _DOW):
+        return "*"
+    return ",".join(_item(expr, item, kind) for item in text.split(","))
+
+
+def _item(expr: str, given: str, kind: _Field) -> str:
+    def bad(why: str) -> ConfigError:
+        return ConfigError(f"bad cron expression {expr!r}: {kind.name} {given!r}: {why}")
+
+    item = given.lower()
+    if "w" in item and kind is _DOM:
+        raise bad("W (the nearest weekday) is not supported")
+
+    if item in ("h", "r") or item.startswith(("h(", "r(")):
+        which = "hashed" if item.startswith("h") else "random"
+        raise bad(
+            f"{which} values ({item[0].upper()}) are not supported: each process would pick "
+            "its own, so replicas would disagree on when the schedule fires; write the value"
+        )
+    if kind is _DOM and item == "l":
+        return item
+    if kind is _DOW and (special := _dow_special(item, bad)) is not None:
+        return special
+    match = _ITEM.match(item)
+    if not match:
+        raise bad("expected *, N, A-B, */S, A-B/S or N/S")
+    start, end, step = match.groups()
+    if step is not None and int(step) == 0:
+        raise bad("a step of 0")
+    if start == "*":
+        if end is not None:
+            raise bad("expected *, N, A-B, */S, A-B/S or N/S")
+        return item
+    low = _value(start, kind, bad)
+    if end is None:
+        return item
+    high = _value(end, kind, bad)
+    if low > high:
+        raise bad(f"the range runs backwards ({low} > {high}); list both parts instead")
+    if low == high:
+        return str(low)  # one value, with or without a step (cronie's reading)
+    return f"{low}-{high}" + (f"/{step}" if step else "")
+
+
+def _dow_special(item: str, bad: Bad) -> str | None:
+    """``D#K``, ``DL`` and ``LD`` (as croniter's ``LD``); None for an ordinary item."""
+    if m := re.fullmatch(r"(\w+)#(\d+)", item):
+        day, nth = _value(m[1], _DOW, bad), int(m[2])
+        if not 1 <= nth <= 5:
+            raise bad(f"#{nth}: a month has a 1st to a 5th of each weekday")
+        return f"{day % 7}#{nth}"
+    if (m := re.fullmatch(r"(\w+)l", item)) or (m := re.fullmatch(r"l(\w+)", item)):
+        return f"l{_value(m[1], _DOW, bad) % 7}"
+    return None
+
+
+def _value(token: str, kind: _Field, bad: Bad) -> int:
+    if token.isdigit():
+        value = int(token)
+    elif token in kind.names:
+        value = kind.names[token]
+    else:
+        raise bad(f"{token!r} is not a {kind.name} value")
+    if not kind.low <= value <= kind.high:
+        raise bad(f"{value} is out of range {kind.low}-{kind.high}")
+    return value

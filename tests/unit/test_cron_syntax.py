@@ -1,0 +1,69 @@
+"""The accepted cron syntax, exactly (docs/scheduling.md "Expressions"): cronie's readings where
+croniter differs (bugs 12-14 of issue 12), each case failing before the syntax check."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from cronlab.core import cron
+from cronlab.exceptions import ConfigError
+
+START = datetime(2026, 5, 1, tzinfo=UTC)  # a Friday
+
+
+def fires(expr: str, n: int = 4) -> list[str]:
+    walk = cron.fires_after(cron.parse(expr), START)
+    return [f"{next(walk):%m-%d %H:%M}" for _ in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        # Bug 12: a day field starting with * makes both day fields required (cronie).
+        ("0 16 */2 * sat", ["05-09 16:00", "05-23 16:00", "06-13 16:00", "06-27 16:00"]),
+        ("1 1 1-7 * */7", ["05-03 01:01", "06-07 01:01", "07-05 01:01", "08-02 01:01"]),
+        ("0 0 * * mon", ["05-04 00:00", "05-11 00:00", "05-18 00:00", "05-25 00:00"]),
+        ("0 0 ? * 1", ["05-04 00:00", "05-11 00:00", "05-18 00:00", "05-25 00:00"]),
+        # ... and neither starting with * makes either enough.
+        ("0 0 1,15 * mon", ["05-04 00:00", "05-11 00:00", "05-15 00:00", "05-18 00:00"]),
+        # Bug 13: a range with equal ends is that one value.
+        ("5-5 * * * *", ["05-01 00:05", "05-01 01:05", "05-01 02:05", "05-01 03:05"]),
+        ("59-59/15 * * * *", ["05-01 00:59", "05-01 01:59", "05-01 02:59", "05-01 03:59"]),
+        ("0 0 1 JAN-JAN *", ["01-01 00:00"] * 4),
+        ("0 0 * * 0-0", ["05-03 00:00", "05-10 00:00", "05-17 00:00", "05-24 00:00"]),
+        # The last and the nth weekday, in either spelling; the last day of the month.
+        ("0 0 * * 5L", ["05-29 00:00", "06-26 00:00", "07-31 00:00", "08-28 00:00"]),
+        ("0 0 * * L5", ["05-29 00:00", "06-26 00:00", "07-31 00:00", "08-28 00:00"]),
+        ("0 0 * * FRI#2", ["05-08 00:00", "06-12 00:00", "07-10 00:00", "08-14 00:00"]),
+        ("0 0 L * *", ["05-31 00:00", "06-30 00:00", "07-31 00:00", "08-31 00:00"]),
+        ("0 0 * * 7", ["05-03 00:00", "05-10 00:00", "05-17 00:00", "05-24 00:00"]),
+        ("50/5 23 * * *", ["05-01 23:50", "05-01 23:55", "05-02 23:50", "05-02 23:55"]),
+    ],
+)
+def test_fire_times_follow_cronie(expr: str, expected: list[str]) -> None:
+    assert fires(expr) == expected
+
+
+@pytest.mark.parametrize(
+    ("expr", "named"),
+    [
+        ("0 0 * * R", "random values (R) are not supported"),  # bug 14
+        ("R 0 * * *", "random values (R) are not supported"),
+        ("H 0 * * *", "hashed values (H) are not supported"),
+        ("* * 5-1 * *", "the range runs backwards (5 > 1)"),
+        ("0 0 * * fri-mon", "the range runs backwards (5 > 1)"),
+        ("0 0 15W * *", "W (the nearest weekday) is not supported"),
+        ("0 0 * * 5#6", "a 1st to a 5th"),
+        ("61 * * * *", "61 is out of range 0-59"),
+        ("*/0 * * * *", "a step of 0"),
+        ("1-2-3 * * * *", "expected *, N, A-B"),
+        ("0 0 * foo *", "'foo' is not a month value"),
+    ],
+)
+def test_what_is_refused_is_named_in_one_line(expr: str, named: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        cron.parse(expr)
+    message = str(info.value)
+    assert named in message and repr(expr) in message and "\n" not in message
