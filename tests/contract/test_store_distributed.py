@@ -269,3 +269,16 @@ def test_a_handler_statement_error_is_its_failure_not_a_lost_connection(url: str
     clock.advance(60_000)
     assert [m.attempt for m in queue.claim("w", 10, 60_000)] == [2]
     store.close()
+
+
+def test_a_stray_pending_entry_never_redispatches_a_task(store: PostgresStore) -> None:
+    """Risk (mixed versions): ``claim_due`` updated by id with no status guard, so a pending
+    entry left by another writer for a DISPATCHED task dispatched it again."""
+    now = store.server_ms()
+    store.add_tasks(invoices(1, now - 1_000))
+    lease = StoreElector(store, SystemClock()).acquire_or_renew("a", 10_000)
+    assert lease is not None
+    assert store.dispatch_due(now, 10, lease.epoch) == 1
+    store.write(lambda tx: tx.execute("INSERT INTO pending SELECT trigger_ms, id FROM tasks"))
+    assert store.dispatch_due(now, 10, lease.epoch) == 0
+    assert store.queue_depth() == 1

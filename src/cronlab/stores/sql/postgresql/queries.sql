@@ -69,6 +69,7 @@ WITH due AS (
 )
 UPDATE tasks t SET status = 'DISPATCHED', epoch = %(epoch)s, dispatched_ms = %(now)s
 WHERE t.id = ANY(ARRAY(SELECT task_id FROM due))  -- by key: the CTE has no estimate
+  AND t.status = 'PENDING'  -- a stray pending row (an older writer's) never re-dispatches
 RETURNING t.id, t.idempotency_key, t.attempts, t.trigger_ms;
 
 -- name: enqueue
