@@ -187,6 +187,58 @@ def test_leader_paused_past_its_ttl_is_fenced_no_duplicate_dispatch(dist: Dist) 
     store.close()
 
 
+class FrozenVmClock(SystemClock):
+    """A VM's clock: its monotonic time stands still while the VM is frozen (a live migration,
+    a hypervisor pause), so on resuming, a replica believes its lease deadline not passed."""
+
+    def __init__(self) -> None:
+        self.frozen_for_ms = 0
+
+    def monotonic_ms(self) -> int:
+        return super().monotonic_ms() - self.frozen_for_ms
+
+
+def test_a_frozen_vm_leader_is_stopped_by_the_store_fence_alone(dist: Dist) -> None:
+    """Only the store's fence can stop this zombie: its own clock says it still leads. Run with
+    the epoch check removed from ``SqlStore._fence``, it dispatches the second bucket at its
+    old epoch and this test fails (tried: see docs/engine.md, Guarantees)."""
+    from cronlab.queues.store import StoreQueue
+    from cronlab.runtime.scheduler import Scheduler, SchedulerConfig
+
+    def replica(name: str, clock: SystemClock) -> Scheduler:
+        store = dist.store()
+        elector = EtcdElector(parse_url(dist.etcd_url), clock)
+        cfg = SchedulerConfig(replica=0, election="etcd", ttl_ms=2_000, scan_ms=100)
+        queue = StoreQueue(store, clock)
+        return Scheduler(cfg, store=store, queue=queue, elector=elector, clock=clock, owner=name)
+
+    def step_until(s: Scheduler, what: Callable[[], bool], timeout: float, why: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not what():
+            assert time.monotonic() < deadline, f"timed out waiting for {why}"
+            time.sleep(s.step() / 1000)
+
+    cronlab("invoices", "seed", "--store", dist.store_url, "--count", "100", "--at", "+1")
+    vm = FrozenVmClock()
+    zombie = replica("zombie", vm)
+    step_until(zombie, lambda: zombie.dispatched == 100, 20, "the first bucket")
+    first_epoch = zombie.lease.epoch if zombie.lease else 0
+    frozen_at = time.monotonic()
+    heir = replica("heir", SystemClock())
+    step_until(heir, heir.leading, 20, "a takeover")
+    cronlab("invoices", "seed", "--store", dist.store_url, "--count", "100", "--at", "+0")
+    vm.frozen_for_ms = int((time.monotonic() - frozen_at) * 1000)  # the VM thaws
+    assert zombie.leading()  # by its own clock
+    zombie.step()
+    assert zombie.dispatched == 100 and not zombie.leading()
+    step_until(heir, lambda: heir.dispatched == 100, 20, "the heir's dispatch")
+    store = dist.store()
+    epochs = store.query("SELECT epoch, count(*) FROM tasks GROUP BY epoch ORDER BY epoch")
+    assert epochs == [(first_epoch, 100), (heir.lease.epoch if heir.lease else -1, 100)]
+    assert store.query("SELECT holder FROM events WHERE kind = 'fenced'") == [("zombie",)]
+    store.close()
+
+
 def test_an_etcd_restart_mid_run_loses_nothing(tmp_path: Path) -> None:
     port = 23790 + os.getpid() % 100 * 2
     env = os.environ | {"ETCD_PORT": str(port), "ETCD_DIR": str(tmp_path / "etcd")}
