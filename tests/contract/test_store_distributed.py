@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -282,3 +283,49 @@ def test_a_stray_pending_entry_never_redispatches_a_task(store: PostgresStore) -
     store.write(lambda tx: tx.execute("INSERT INTO pending SELECT trigger_ms, id FROM tasks"))
     assert store.dispatch_due(now, 10, lease.epoch) == 0
     assert store.queue_depth() == 1
+
+
+def test_a_leader_paused_inside_its_transaction_loses_its_session_before_a_takeover(
+    url: str,
+) -> None:
+    """Risk: a dispatch holds the fence row FOR UPDATE; a leader paused there froze every
+    other dispatch. A scheduler's session (``lock_wait_s``, TTL / 2) has ``lock_timeout`` and
+    ``idle_in_transaction_session_timeout``: the paused one loses its session and its locks,
+    the next leader's dispatch waits at most ``lock_wait_s`` per try and goes through."""
+    paused = PostgresStore(url, lock_wait_s=0.5, retry_s=0.0)
+    heir = PostgresStore(url, lock_wait_s=0.5)
+    heir.add_tasks(invoices(3, heir.server_ms() - 1_000))
+    holding = threading.Event()
+
+    def pause_inside(c: Any) -> None:
+        c.execute("SELECT max_epoch FROM fence WHERE name = 'lease' FOR UPDATE")
+        holding.set()
+        time.sleep(2.0)  # SIGSTOPped, as far as the server can tell
+        c.execute("SELECT 1")
+
+    errors: list[BaseException] = []
+    thread = threading.Thread(
+        target=lambda: _catch(errors, lambda: paused.dialect.transaction(pause_inside))
+    )
+    thread.start()
+    assert holding.wait(5)
+    lease = StoreElector(heir, SystemClock()).acquire_or_renew("heir", 10_000)
+    assert lease is not None
+    started, dispatched = time.monotonic(), None
+    while dispatched is None and time.monotonic() - started < 5:
+        try:
+            dispatched = heir.dispatch_due(0, 10, lease.epoch)
+        except BackendUnavailable as exc:
+            assert "a lock was not free in time" in str(exc)
+    assert dispatched == 3 and time.monotonic() - started < 1.9  # before the pause ends
+    thread.join(10)
+    assert errors and isinstance(errors[0], BackendUnavailable)  # its session was ended
+    paused.close()
+    heir.close()
+
+
+def _catch(errors: list[BaseException], fn: Callable[[], object]) -> None:
+    try:
+        fn()
+    except BaseException as exc:
+        errors.append(exc)

@@ -36,7 +36,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     [
         (
             ["status", "--store", "postgresql://postgres:pw@127.0.0.1:1/x"],
-            "postgresql://postgres@127.0.0.1:1/x unreachable",
+            "postgresql://postgres:***@127.0.0.1:1/x unreachable",
         ),
         (
             ["scheduler", "--store", "sqlite:///{tmp}/s.db", "--election", "etcd://127.0.0.1:1"],

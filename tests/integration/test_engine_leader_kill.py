@@ -20,14 +20,14 @@ def test_leader_killed_while_dispatching_every_invoice_once(url: str) -> None:
         wait_until(lambda: scanned_by_all(url, 3), 30, "the cluster to come up")
         first = leader_of(url)
         assert first is not None
-        cli("invoices", "seed", "--store", url, "--count", "20000", "--at", "+1")
+        cli("invoices", "seed", "--store", url, "--count", "20000", "--at", "+3")
         store, clock = store_of(url), SystemClock()
 
         def dispatching() -> dict[str, int] | None:
             c = store.counts()
             return c if c["PENDING"] < 20_000 and c["PENDING"] > 0 else None
 
-        at_kill = wait_until(dispatching, 30, "the leader to be mid-dispatch")
+        at_kill = wait_until(dispatching, 40, "the leader to be mid-dispatch")
         chaos.crash_leader(store, clock)
         second = wait_until(
             lambda: (lead := leader_of(url)) and lead["epoch"] != first["epoch"] and lead,

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import threading
+from pathlib import Path
 from typing import Any
 
 from cronlab.election.off import NoElection
 from cronlab.election.store import StoreElector
+from cronlab.exceptions import BackendUnavailable
 from cronlab.handlers import Context, Registry
 from cronlab.ports import NewTask, Retry
 from cronlab.queues.store import StoreQueue
@@ -13,6 +18,7 @@ from cronlab.runtime.clock import FakeClock
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig
 from cronlab.runtime.worker import TokenBucket, Worker, WorkerConfig
 from cronlab.stores.memory import MemoryStore
+from cronlab.stores.sqlite import SqliteStore
 
 T0 = 1_700_000_000_000
 
@@ -282,3 +288,93 @@ def test_two_replicas_with_one_identity_would_both_lead_and_distinct_ones_do_not
     for r in distinct:
         r.step()
     assert [r.leading() for r in distinct] == [True, False]
+
+
+class Flaky:
+    """A store that is unreachable while ``down`` (every call raises ``BackendUnavailable``)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store, self.down = store, False
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.store, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.down:
+                raise BackendUnavailable("store unreachable (test)")
+            return attr(*args, **kwargs)
+
+        return call
+
+
+def test_a_scheduler_and_a_worker_stay_up_through_an_outage_and_say_so() -> None:
+    """Risk: an outage took the processes down, restarted only by the supervisor."""
+    clock, memory = FakeClock(T0), MemoryStore()
+    store = Flaky(memory)
+    said: list[str] = []
+    elector = StoreElector(store, clock)  # type: ignore[arg-type]
+    queue = StoreQueue(store, clock)  # type: ignore[arg-type]
+    cfg = SchedulerConfig(replica=0, ttl_ms=3_000, batch=100)
+    s = Scheduler(cfg, store=store, queue=queue, elector=elector, clock=clock, owner="r0")  # type: ignore[arg-type]
+    w = Worker(
+        WorkerConfig(index=0, batch=8, retry=Retry()),
+        store=store,  # type: ignore[arg-type]
+        queue=queue,
+        registry=ok_registry(),
+        clock=clock,
+        name="w0",
+    )
+    s.outage.say = w.outage.say = said.append
+    s.step()
+    store.down = True
+    s_waits, w_waits = [], []
+    for _ in range(8):
+        s_waits.append(s.step())
+        w_waits.append(w.step())
+        clock.advance(min(s_waits[-1], w_waits[-1]))
+    assert w_waits == [100, 200, 400, 800, 1_600, 3_200, 5_000, 5_000]  # backoff, capped
+    assert all(0 < ms <= 5_000 for ms in s_waits)
+    clock.advance(10_000)
+    assert len(said) == 2 and all("staying up" in line for line in said)
+    store.down = False
+    seed(memory, 5, clock.now_ms())
+    s.step()
+    while w.step() == 0:
+        pass
+    assert s.dispatched == 5 and w.totals["ok"] == 5
+    assert [e.kind for e in memory.events()][-1] == "backend_down"
+    assert memory.events()[-1].detail["lasted_ms"] >= 10_000
+    assert sum("reachable again" in line for line in said) == 2
+
+
+def test_a_writer_paused_inside_its_transaction_makes_others_wait_a_bounded_time(
+    tmp_path: Path,
+) -> None:
+    """Risk: the SQLite writer lock had no deadline: a standby blocked until the paused leader
+    resumed. Now a write gives up after ``lock_wait_s`` with a one-line error."""
+    SqliteStore(tmp_path / "s.db").close()
+    paused = os.open(f"{tmp_path / 's.db'}.writer", os.O_RDWR)
+    fcntl.flock(paused, fcntl.LOCK_EX)  # the paused leader's hold
+    store = SqliteStore(tmp_path / "s.db", lock_wait_s=0.2)
+    outcome: list[BaseException | None] = []
+
+    def write() -> None:
+        try:
+            store.add_tasks([NewTask(idempotency_key="k", handler="ok", trigger_ms=T0)])
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    writer.join(5)
+    fcntl.flock(paused, fcntl.LOCK_UN)
+    os.close(paused)
+    assert outcome and isinstance(outcome[0], BackendUnavailable)
+    assert "write lock was not free within 0.2 s" in str(outcome[0])
+    assert store.counts()["PENDING"] == 0
+    store.add_tasks([NewTask(idempotency_key="k", handler="ok", trigger_ms=T0)])
+    assert store.counts()["PENDING"] == 1
+    store.close()

@@ -58,9 +58,11 @@ OBSERVE_ELECTION = click.option(
 )
 
 
-def open_store(url: str, *, create: bool, election: str = "lease") -> SqlStore:
+def open_store(
+    url: str, *, create: bool, election: str = "lease", lock_wait_s: float | None = None
+) -> SqlStore:
     """The store behind ``--store``; ``create=False`` refuses a missing one (nothing written)."""
-    return distributed.open_store(url, create=create, election=election)
+    return distributed.open_store(url, create=create, election=election, lock_wait_s=lock_wait_s)
 
 
 def app_for(spec: str | None) -> App:

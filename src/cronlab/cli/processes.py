@@ -28,6 +28,7 @@ from cronlab.ports import Retry
 from cronlab.runtime import cluster
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig, Timers
 from cronlab.runtime.worker import Worker, WorkerConfig
+from cronlab.stores import LOCK_WAIT_S
 
 
 @click.command("cluster")
@@ -170,7 +171,8 @@ def scheduler_cmd(
 ) -> None:
     """One scheduler replica (the cluster starts these)."""
     app = app_for(app_spec)  # a bad --app: one line, nothing written
-    sql_store = open_store(store_url, create=True, election=election)
+    wait_s = min(LOCK_WAIT_S, lease_ttl / 2)  # a paused writer is given up before a takeover
+    sql_store = open_store(store_url, create=True, election=election, lock_wait_s=wait_s)
     app.deploy(schedule_store(sql_store))
     elector, mode = distributed.open_elector(election, sql_store, CLOCK)
     queue, store = distributed.open_queue(queue_url, sql_store, CLOCK)

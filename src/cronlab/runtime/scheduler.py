@@ -16,12 +16,14 @@ falls due after this replica took over and marks what fell due before as MISSED.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from cronlab.exceptions import BackendUnavailable, FencedError
 from cronlab.ports import Clock, Event, Lease, LeaseElector, Queue, Store, Task
+from cronlab.runtime.outage import Outage
 
 Election = Literal["lease", "off"]
 Timers = Literal["durable", "in-memory"]
@@ -64,6 +66,8 @@ class Scheduler:
         # Scans fall on whole scan_ms boundaries, so replicas scan together (the model does too).
         self.next_scan_ms = -(-clock.now_ms() // cfg.scan_ms) * cfg.scan_ms
         self.dispatched = 0
+        self.outage = Outage(clock, owner)
+        self._unreachable: BackendUnavailable | None = None
 
     def run(self, stopping: Callable[[], bool]) -> None:
         """Loop until ``stopping()``; then give the lease up so a standby takes over at once."""
@@ -73,7 +77,28 @@ class Scheduler:
             self.elector.release(self.owner)
 
     def step(self) -> int:
-        """One round; returns milliseconds to sleep before the next."""
+        """One round; returns milliseconds to sleep before the next. A backend outage is
+        waited out with backoff (the lease still ends at its local deadline)."""
+        self._unreachable = None
+        try:
+            wait = self._round()
+        except BackendUnavailable as exc:
+            self.next_renew_ms = 0  # the next round asks the backends again
+            return self.outage.failed(exc)
+        if self._unreachable is not None:  # the election backend, while the store answered
+            self.next_renew_ms = 0
+            return min(wait, self.outage.failed(self._unreachable))
+        if (lasted := self.outage.recovered()) is not None:
+            self._note_outage(lasted)
+        return wait
+
+    def _note_outage(self, lasted_ms: int) -> None:
+        epoch = self.lease.epoch if self.lease else 0
+        detail = {"lasted_ms": lasted_ms, "error": self.outage.error, "replica": self.cfg.replica}
+        with contextlib.suppress(BackendUnavailable):  # down again already: said next time
+            self._record("backend_down", self.clock.now_ms(), epoch, **detail)
+
+    def _round(self) -> int:
         if self.clock.monotonic_ms() >= self.next_renew_ms:
             self._renew()
         mono = self.clock.monotonic_ms()
@@ -98,8 +123,9 @@ class Scheduler:
         self.next_renew_ms = sent + max(1, self.cfg.ttl_ms // 3)
         try:
             lease = self.elector.acquire_or_renew(self.owner, self.cfg.ttl_ms)
-        except BackendUnavailable:
-            return  # keep what we have; it still ends at its local deadline
+        except BackendUnavailable as exc:
+            self._unreachable = exc  # keep what we have; it still ends at its local deadline
+            return
         fresh = lease is not None and (self.lease is None or self.lease.epoch != lease.epoch)
         self.lease = lease
         if lease is None:

@@ -16,8 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cronlab.exceptions import BackendUnavailable
 from cronlab.handlers import Registry
 from cronlab.ports import Clock, Queue, Retry, Store
+from cronlab.runtime.outage import Outage
 
 IDLE_MS = 100
 FIRST_BATCH = 10
@@ -74,13 +76,24 @@ class Worker:
         self.bucket = TokenBucket(cfg.rate, clock.now_ms()) if cfg.rate else None
         self.totals = dict.fromkeys(("ok", "noop", "error", "failed", "stale"), 0)
         self.limit = min(cfg.batch, FIRST_BATCH)
+        self.outage = Outage(clock, name)
 
     def run(self, stopping: Callable[[], bool]) -> None:
         while not stopping():
             self.clock.sleep(self.step() / 1000)
 
     def step(self) -> int:
-        """Claim and run one batch; returns milliseconds to sleep before the next."""
+        """Claim and run one batch; returns milliseconds to sleep before the next. A backend
+        outage is waited out with backoff (the batch's transaction rolled back: its messages
+        come back after the visibility timeout)."""
+        try:
+            wait = self._batch()
+        except BackendUnavailable as exc:
+            return self.outage.failed(exc)
+        self.outage.recovered()
+        return wait
+
+    def _batch(self) -> int:
         limit = self.limit
         if self.bucket is not None:
             limit = min(limit, self.bucket.available(self.clock.now_ms()))

@@ -168,7 +168,8 @@ class _Run:
 
     def _open(self, proc: Proc) -> SqliteStore:
         server = TrueClock(self.world) if self.s.server_clock else None
-        seams = Seams(lock=SimLock(self.world, None), before=self.world.point, clock=server)
+        wait_ms = sc.TTL_MS // 2  # as a scheduler's (cronlab scheduler: TTL / 2)
+        seams = Seams(lock=SimLock(self.world, wait_ms), before=self.world.point, clock=server)
         store = SqliteStore(self.path, seams=seams)
         store.dialect.conn._conn.create_function("sim_now", 0, self._authority)
         return store
@@ -192,6 +193,7 @@ class _Run:
                 sched = Scheduler(
                     cfg, store=recording, queue=queue, elector=elector, clock=clock, owner=owner
                 )
+                sched.outage.say = self.world.log
                 while True:
                     clock.sleep(sched.step() / 1000)
             finally:
@@ -218,6 +220,7 @@ class _Run:
                     clock=clock,
                     name=f"worker-{index}@{100 + self.restarts}",
                 )
+                worker.outage.say = self.world.log
                 while True:
                     clock.sleep(worker.step() / 1000)
             finally:

@@ -14,18 +14,27 @@ if TYPE_CHECKING:
     from cronlab.stores.sql import SqlStore
 
 Fencing = Literal["lease", "epoch"]
+LOCK_WAIT_S = 5.0  # a write's longest wait for a lock: below the default 10 s lease TTL
 
 
-def open_store(url: str, *, create: bool, fencing: Fencing = "lease") -> SqlStore:
+def open_store(
+    url: str, *, create: bool, fencing: Fencing = "lease", lock_wait_s: float | None = None
+) -> SqlStore:
     """The store behind ``--store``: ``sqlite:///PATH`` or ``postgresql://…``.
 
     ``create=False`` refuses a store that does not exist yet (nothing written).
+    ``lock_wait_s``: how long a write may wait for a lock before ``BackendUnavailable`` (a
+    scheduler passes half its lease TTL, so a writer paused inside its transaction cannot
+    hold it past a takeover); None: ``LOCK_WAIT_S`` on SQLite, no limit on PostgreSQL (where
+    handlers run inside the transaction, as long as they take).
     """
     parsed = urls.parse(url)
     if parsed.scheme == "sqlite":
         from cronlab.stores.sqlite import SqliteStore
 
-        return SqliteStore(parsed.path, create=create, fencing=fencing)
+        if lock_wait_s is None:
+            return SqliteStore(parsed.path, create=create, fencing=fencing)
+        return SqliteStore(parsed.path, create=create, fencing=fencing, lock_wait_s=lock_wait_s)
     from cronlab.stores.postgres import PostgresStore
 
-    return PostgresStore(url, create=create, fencing=fencing)
+    return PostgresStore(url, create=create, fencing=fencing, lock_wait_s=lock_wait_s)

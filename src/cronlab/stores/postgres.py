@@ -41,14 +41,16 @@ QUERIES = base.parse_queries(base.sql_files("postgresql")["queries.sql"])
 
 
 CONFLICT_TRIES = 3
-_SHUTDOWN = frozenset({"57P01", "57P02", "57P03"})  # admin/crash shutdown, cannot connect now
+# Admin/crash shutdown, cannot connect now; a session ended for idling in its transaction.
+_SHUTDOWN = frozenset({"57P01", "57P02", "57P03", "25P03"})
 _CONFLICT = frozenset({"40001", "40P01"})  # serialization failure, deadlock
 
 
-def error_kind(exc: BaseException) -> Literal["connection", "conflict", "statement"]:
+def error_kind(exc: BaseException) -> Literal["connection", "conflict", "busy", "statement"]:
     """What an error says about the server: ``connection`` (SQLSTATE class 08, a shutdown, or a
     client-side loss with no SQLSTATE: retried until the backend is back), ``conflict``
-    (40001, 40P01: retried a few times), or ``statement`` (``QueryCanceled``,
+    (40001, 40P01: retried a few times), ``busy`` (55P03: a lock not free within the session's
+    ``lock_timeout``; outside a handler, the store is busy), or ``statement`` (``QueryCanceled``,
     ``LockNotAvailable``, a constraint...: the statement's own failure, a handler's if it ran
     one; never retried as the backend's)."""
     if not isinstance(exc, psycopg.Error):
@@ -58,6 +60,8 @@ def error_kind(exc: BaseException) -> Literal["connection", "conflict", "stateme
         return "connection" if isinstance(exc, psycopg.OperationalError) else "statement"
     if state.startswith("08") or state in _SHUTDOWN:
         return "connection"
+    if state == "55P03":  # lock_not_available: this session's lock_timeout
+        return "busy"
     return "conflict" if state in _CONFLICT else "statement"
 
 
@@ -76,9 +80,13 @@ class PostgresDialect:
         pool_size: int = 2,
         connect_timeout_s: float = 5.0,
         retry_s: float = 60.0,
+        lock_wait_s: float | None = None,
     ) -> None:
+        """``lock_wait_s`` (a scheduler's, half its TTL): the session's ``lock_timeout`` and
+        ``idle_in_transaction_session_timeout``, so a leader paused inside its transaction
+        loses its session and its locks before a standby's lease is due."""
         self.url, self.time_source, self.retry_s = url, time_source, retry_s
-        self._pool = _open_pool(url, pool_size, connect_timeout_s)
+        self._pool = _open_pool(url, pool_size, connect_timeout_s, lock_wait_s)
 
     def transaction(self, fn: Callable[[sql.Conn], T]) -> T:
         """``fn`` in one transaction. A lost connection (or a server shutting down) is retried
@@ -95,6 +103,10 @@ class PostgresDialect:
                     conflicts += 1
                     time.sleep(0.01 * conflicts)
                     continue
+                if kind == "busy":
+                    raise BackendUnavailable(
+                        f"postgresql {redact(self.url)}: a lock was not free in time"
+                    ) from exc
                 if kind != "connection":
                     raise
                 if time.monotonic() + delay > deadline:
@@ -174,6 +186,7 @@ class PostgresStore(sql.SqlStore):
         pool_size: int = 2,
         connect_timeout_s: float = 5.0,
         retry_s: float = 60.0,
+        lock_wait_s: float | None = None,
     ) -> None:
         self.url = url
         self.dialect = PostgresDialect(
@@ -182,6 +195,7 @@ class PostgresStore(sql.SqlStore):
             pool_size=pool_size,
             connect_timeout_s=connect_timeout_s,
             retry_s=retry_s,
+            lock_wait_s=lock_wait_s,
         )
         super().__init__(self.dialect, create=create, fencing=fencing)
 
@@ -190,16 +204,17 @@ class PostgresStore(sql.SqlStore):
         return self.dialect.server_ms()
 
 
-def _open_pool(url: str, size: int, timeout_s: float) -> ConnectionPool[Any]:
+def _open_pool(
+    url: str, size: int, timeout_s: float, lock_wait_s: float | None
+) -> ConnectionPool[Any]:
     """A pool whose first connection is up, or a one-line ``BackendUnavailable``."""
     _probe(url, timeout_s)  # says why (refused, unknown database …) instead of a pool timeout
+    kwargs: dict[str, Any] = {"connect_timeout": max(1, int(timeout_s))}
+    if lock_wait_s is not None:
+        ms = max(1, int(lock_wait_s * 1000))
+        kwargs["options"] = f"-c lock_timeout={ms} -c idle_in_transaction_session_timeout={ms}"
     pool: ConnectionPool[Any] = ConnectionPool(
-        url,
-        min_size=1,
-        max_size=max(1, size),
-        timeout=timeout_s,
-        kwargs={"connect_timeout": max(1, int(timeout_s))},
-        open=False,
+        url, min_size=1, max_size=max(1, size), timeout=timeout_s, kwargs=kwargs, open=False
     )
     try:
         pool.open(wait=True, timeout=timeout_s)

@@ -14,6 +14,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -21,12 +22,11 @@ from typing import Any, NamedTuple, TypeVar
 
 from cronlab.exceptions import BackendUnavailable, ConfigError
 from cronlab.ports import Clock
-from cronlab.stores import Fencing, sql
+from cronlab.stores import LOCK_WAIT_S, Fencing, sql
 from cronlab.stores.rows import ENVELOPE
 from cronlab.stores.sql import dialect as base
 
 T = TypeVar("T")
-BUSY_TIMEOUT_MS = 60_000
 MEMORY = ":memory:"
 QUERIES = base.parse_queries(base.sql_files("sqlite")["queries.sql"])
 
@@ -79,15 +79,20 @@ class SqliteDialect:
     resume_scan = False  # a claimed row leaves the partial index at once: nothing to skip
 
     def __init__(
-        self, path: str | Path, *, create: bool = True, seams: Seams | None = None
+        self,
+        path: str | Path,
+        *,
+        create: bool = True,
+        seams: Seams | None = None,
+        lock_wait_s: float = LOCK_WAIT_S,
     ) -> None:
         self.path = Path(path)
         self.memory = str(path) == MEMORY
         self.seams = seams = seams or REAL
-        conn = _connect(str(path), create, self.memory)
+        conn = _connect(str(path), create, self.memory, lock_wait_s)
         self.conn: Any = conn if seams.before is None else _Watched(conn, seams.before)
         self._writer: AbstractContextManager[None] = seams.lock or (
-            _ThreadLock() if self.memory else _WriterLock(self.path)
+            _ThreadLock() if self.memory else _WriterLock(self.path, lock_wait_s)
         )
         self._wal = self.memory
 
@@ -162,9 +167,10 @@ class SqliteStore(sql.SqlStore):
         create: bool = True,
         fencing: Fencing = "lease",
         seams: Seams | None = None,
+        lock_wait_s: float = LOCK_WAIT_S,
     ) -> None:
         self.path = Path(path)
-        self.dialect = SqliteDialect(path, create=create, seams=seams)
+        self.dialect = SqliteDialect(path, create=create, seams=seams, lock_wait_s=lock_wait_s)
         super().__init__(self.dialect, create=create, fencing=fencing)
 
 
@@ -190,11 +196,32 @@ class _WriterLock:
     store. SQLite's own lock stays the guarantee; this only orders the writers.
     """
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: Path, wait_s: float) -> None:
         self._fd = os.open(f"{db}.writer", os.O_RDWR | os.O_CREAT, 0o600)
+        self.db, self.wait_s = db, wait_s
 
     def __enter__(self) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        """Take the lock, waiting at most ``wait_s``: a writer paused or stuck inside its
+        transaction must not hang every other process (a standby would never even ask for the
+        lease). Free: at once; taken: polled every 0.5 ms doubling to 2 ms."""
+        if self._try():
+            return
+        deadline, delay = time.monotonic() + self.wait_s, 0.0005
+        while not self._try():
+            if time.monotonic() >= deadline:
+                raise BackendUnavailable(
+                    f"sqlite {self.db}: the write lock was not free within {self.wait_s:g} s "
+                    "(a writer paused or stuck inside its transaction)"
+                )
+            time.sleep(delay)
+            delay = min(0.002, delay * 2)
+
+    def _try(self) -> bool:
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
 
     def __exit__(self, *exc: object) -> None:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
@@ -241,7 +268,7 @@ class _ThreadLock:
         """Nothing to release."""
 
 
-def _connect(path: str, create: bool, memory: bool) -> sqlite3.Connection:
+def _connect(path: str, create: bool, memory: bool, wait_s: float) -> sqlite3.Connection:
     if not memory and not create and not Path(path).is_file():
         raise ConfigError(f"no store at {path!r} (file does not exist)")
     uri = MEMORY if memory else f"file:{path}?mode={'rwc' if create else 'rw'}"
@@ -250,10 +277,10 @@ def _connect(path: str, create: bool, memory: bool) -> sqlite3.Connection:
             uri,
             uri=not memory,
             isolation_level=None,
-            timeout=BUSY_TIMEOUT_MS / 1000,
+            timeout=wait_s,
             check_same_thread=not memory,
         )
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
         conn.execute("PRAGMA synchronous = NORMAL")
     except sqlite3.Error as exc:
         raise ConfigError(f"cannot open store {path!r}: {exc}") from exc
