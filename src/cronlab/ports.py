@@ -277,6 +277,10 @@ class QueueTable(Protocol):
         """Messages not yet acked."""
         ...
 
+    def reconcile(self, now_ms: int, epoch: int) -> int:
+        """Enqueue again, fenced by ``epoch``, DISPATCHED tasks whose message is gone."""
+        ...
+
 
 class LeaseElector(Protocol):
     """Leader election with fencing epochs."""
@@ -307,6 +311,11 @@ class Queue(Protocol):
 
     def depth(self) -> int:
         """Messages not yet acked (visible or in flight)."""
+        ...
+
+    def reconcile(self, now_ms: int, epoch: int) -> int:
+        """Enqueue again, fenced by ``epoch``, the DISPATCHED tasks whose message this queue
+        lost; returns how many (the leader calls it every ``reconcile_ms``)."""
         ...
 
 

@@ -229,3 +229,29 @@ def test_unknown_handler_fails_its_message_only(backend: Backend) -> None:
     counts = run_batch(backend, Retry(max_attempts=1))
     assert (counts["ok"], counts["failed"]) == (1, 1)
     assert backend.last_error(2) == "NotFoundError: no handler named 'nope'"
+
+
+def test_a_task_whose_message_was_lost_is_enqueued_again_once(backend: Backend) -> None:
+    """Risk: a lost queue message left its task DISPATCHED for ever (and, with overlap skip,
+    silenced its schedule). The leader's fenced reconcile enqueues it again; a task whose
+    message waits or is in flight is left alone."""
+    now = backend.clock.now_ms()
+    backend.store.add_tasks(tasks(3, now))
+    epoch = lead(backend)
+    queue = StoreQueue(backend.store, backend.clock)
+    assert backend.store.dispatch_due(now + 3, 100, epoch) == 3
+    in_flight = queue.claim("w", 1, 600_000)  # k0: claimed, not acked
+    backend.store.write(lambda tx: tx.execute("DELETE FROM queue WHERE size = 2"))  # k1, k2
+    assert queue.reconcile(backend.clock.now_ms(), epoch) == 0  # too recent to judge
+    backend.clock.advance(11_000)
+    epoch = lead(backend)
+    assert queue.reconcile(backend.clock.now_ms(), epoch) == 2
+    assert queue.reconcile(backend.clock.now_ms(), epoch) == 0  # once
+    again = queue.claim("w", 10, 60_000)
+    assert sorted(m.idempotency_key for m in again) == ["k1", "k2"]
+    assert [m.attempt for m in again] == [1, 1]
+    assert [m.idempotency_key for m in in_flight] == ["k0"]
+    with pytest.raises(FencedError):
+        backend.clock.advance(TTL)
+        lead(backend, "b")
+        queue.reconcile(backend.clock.now_ms(), epoch)

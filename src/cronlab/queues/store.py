@@ -25,3 +25,7 @@ class StoreQueue:
 
     def depth(self) -> int:
         return self._table.queue_depth()
+
+    def reconcile(self, now_ms: int, epoch: int) -> int:
+        """Enqueue again the leader's DISPATCHED tasks whose message is gone (fenced)."""
+        return self._table.reconcile(now_ms, epoch)

@@ -42,6 +42,7 @@ class SchedulerConfig:
     ttl_ms: int = 10_000
     scan_ms: int = 1_000
     batch: int = 10_000
+    reconcile_ms: int = 10_000  # how often the leader looks for tasks whose message was lost
 
 
 class Scheduler:
@@ -68,6 +69,7 @@ class Scheduler:
         self.dispatched = 0
         self.outage = Outage(clock, owner)
         self._unreachable: BackendUnavailable | None = None
+        self.next_reconcile_ms = 0  # monotonic
 
     def run(self, stopping: Callable[[], bool]) -> None:
         """Loop until ``stopping()``; then give the lease up so a standby takes over at once."""
@@ -109,6 +111,7 @@ class Scheduler:
             if self._dispatch(now) >= self.cfg.batch and self.cfg.election == "lease":
                 return 0  # more is due: claim the next batch at once
             self.store.record_sample(now, self.queue.depth())
+            self._reconcile(now)
             self.next_scan_ms = (now // self.cfg.scan_ms + 1) * self.cfg.scan_ms
         until_scan = self.next_scan_ms - self.clock.now_ms()
         until_renew = self.next_renew_ms - self.clock.monotonic_ms()
@@ -162,6 +165,19 @@ class Scheduler:
             return 0
         self.dispatched += n
         return n
+
+    def _reconcile(self, now: int) -> None:
+        mono = self.clock.monotonic_ms()
+        if self.cfg.election == "off" or self.lease is None or mono < self.next_reconcile_ms:
+            return
+        self.next_reconcile_ms = mono + self.cfg.reconcile_ms
+        try:
+            n = self.queue.reconcile(now, self.lease.epoch)
+        except FencedError as exc:
+            self._fenced(exc, now)
+            return
+        if n:
+            self._record("reconciled", now, self.lease.epoch, count=n, replica=self.cfg.replica)
 
     def _dispatch_unclaimed(self, now: int) -> int:
         # Cron on every replica: no claim, one scan a second, everything due at once. What

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
@@ -42,7 +43,9 @@ def check(o: Outcome) -> list[Violation]:
 def late_bound_ms(s: sc.Scenario) -> int:
     """How late an effect may be, given the scenario's faults."""
     bound = 5_000 + sc.TTL_MS + sc.VISIBILITY_MS
-    bound += max((j.work_ms for j in s.jobs), default=0) + 8_000 * any(j.fail_first for j in s.jobs)
+    # Handlers run inside the write transaction: on the one-writer store, slow ones queue
+    # every other write behind them, so their times add up.
+    bound += sum(j.work_ms for j in s.jobs) + 8_000 * any(j.fail_first for j in s.jobs)
     for f in s.faults:
         bound += {
             "kill": sc.RESTART_MS + sc.TTL_MS + sc.VISIBILITY_MS,
@@ -56,27 +59,29 @@ def late_bound_ms(s: sc.Scenario) -> int:
 
 
 def _tasks(o: Outcome) -> list[Violation]:
-    effects = Counter(key for key, _, _ in o.effects)
-    first = {key: at for key, _, at in sorted(o.effects, key=lambda e: e[2])}
+    effects = Counter(e[0] for e in o.effects)
+    first = {key: at for key, _, at, _ in sorted(o.effects, key=lambda e: e[3], reverse=True)}
+    first_true = {key: t for key, _, _, t in sorted(o.effects, key=lambda e: e[3], reverse=True)}
     bound = late_bound_ms(o.scenario)
     out = []
     for key, status, trigger_ms, error in o.tasks:
-        if not _expected(o, key, trigger_ms):
+        if not _expected(o, key, trigger_ms, first_true.get(key)):
             if effects[key]:
                 out.append(Violation(kind="unexpected", key=key, detail="never due, yet ran"))
             continue
         n = effects[key]
         if n > 1:
             out.append(Violation(kind="duplicated", key=key, detail=f"{n} committed effects"))
-        if status not in SETTLED:
+        waiting = status == "PENDING" and trigger_ms > _high_water(o, o.end_ms)
+        if status not in SETTLED and not waiting:  # (a clock set back delays what is due)
             out.append(Violation(kind="stuck", key=key, detail=f"{status} at the end"))
         elif status in ("DONE", "FAILED") and n == 0:
             out.append(Violation(kind="lost", key=key, detail=f"{status} without effect ({error})"))
         if n and first[key] - trigger_ms > bound:
             late = first[key] - trigger_ms
             out.append(Violation(kind="late", key=key, detail=f"{late} ms late (bound {bound})"))
-        if n and first[key] < trigger_ms:
-            ahead = trigger_ms - first[key]
+        if n and (reached := _high_water(o, first_true[key])) < trigger_ms:
+            ahead = trigger_ms - reached
             out.append(Violation(kind="unexpected", key=key, detail=f"ran {ahead} ms early"))
     seen = {t[0] for t in o.tasks} | {d[0] for d in o.dropped}
     for job in o.scenario.jobs:
@@ -118,12 +123,28 @@ def _split_brain(o: Outcome) -> list[Violation]:
     ]
 
 
-def _expected(o: Outcome, key: str, trigger_ms: int) -> bool:
-    """Was this task due? Jobs are; an occurrence is when its definition was in force."""
+def _high_water(o: Outcome, true_ms: int) -> int:
+    """The latest time the authority's clock had shown by ``true_ms`` (a clock set back does
+    not make an earlier run early: it was due when that clock said so)."""
+    segments = [*o.ledger.offsets, (true_ms, 0)]
+    return max(
+        min(end, true_ms) + offset
+        for (start, offset), (end, _) in itertools.pairwise(segments)
+        if start <= true_ms
+    )
+
+
+def _expected(o: Outcome, key: str, trigger_ms: int, ran_true_ms: int | None = None) -> bool:
+    """Was this task due? Jobs are; an occurrence is when its definition was in force. One that
+    took effect is judged by the definitions written before it did (a change made later, at a
+    clock set back, cannot undo what was due when it ran)."""
     if not key.startswith("schedule:"):
         return True
     _, fire_ms = policy.parse_occurrence_key(key)
-    in_force = [d for since, d in o.ledger.definitions if since < fire_ms]
+    changes = [
+        (a, d) for a, t, d in o.ledger.definitions if ran_true_ms is None or t <= ran_true_ms
+    ]
+    in_force = [d for since, d in changes if since < fire_ms]
     if not in_force or in_force[-1] is None:
         return False
     return policy.next_fire(in_force[-1], fire_ms - 1) == fire_ms

@@ -34,7 +34,9 @@ from cronlab.stores.sqlite import QUERIES, Seams, SqliteStore
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z: whole seconds line up with the schedule
 SCHEDULE = "tick"
 SETUP_SQL = """
-CREATE TABLE sim_effects (key TEXT, task_id INTEGER, attempt INTEGER, inv INTEGER, at_ms INTEGER);
+CREATE TABLE sim_effects (
+  key TEXT, task_id INTEGER, attempt INTEGER, inv INTEGER, at_ms INTEGER, true_ms INTEGER
+);
 CREATE TABLE sim_dropped (key TEXT, trigger_ms INTEGER, at_ms INTEGER);
 CREATE TRIGGER sim_drop AFTER DELETE ON tasks WHEN old.status = 'PENDING'
 BEGIN INSERT INTO sim_dropped VALUES (old.idempotency_key, old.trigger_ms, sim_now()); END;
@@ -58,8 +60,11 @@ class Invocation:
 class Ledger:
     invocations: list[Invocation] = field(default_factory=list)
     dispatches: list[tuple[str, int, int, int]] = field(default_factory=list)  # proc, epoch, n, at
-    # (since ms, the definition in force from then on; None once removed), in time order
-    definitions: list[tuple[int, Schedule | None]] = field(default_factory=list)
+    # (since ms by the authority's clock, true ms, the definition in force from then on; None
+    # once removed), in true-time order
+    definitions: list[tuple[int, int, Schedule | None]] = field(default_factory=list)
+    # (true ms, the authority clock's offset from then on): where a jump moved it
+    offsets: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
     removed_ms: int | None = None
 
 
@@ -70,7 +75,7 @@ class Outcome:
     scenario: sc.Scenario
     ledger: Ledger
     tasks: list[tuple[str, str, int, str | None]]  # key, status, trigger_ms, last_error
-    effects: list[tuple[str, int, int]]  # key, inv, at_ms
+    effects: list[tuple[str, int, int, int]]  # key, inv, at_ms (authority), true_ms
     dropped: list[tuple[str, int, int]]  # key, trigger_ms, dropped at
     trace: list[tuple[int, str]]
     end_ms: int
@@ -129,7 +134,7 @@ class _Run:
         )
         tick = self._definition(self.s.every_s)
         store.put_schedule(tick, T0, replace=True)
-        self.ledger.definitions.append((T0, tick))
+        self.ledger.definitions.append((T0, T0, tick))
         if any(f.kind == "switch" for f in self.s.faults):
             self._earlier_etcd_era(store)
         store.close()
@@ -269,8 +274,8 @@ class _Run:
             raise RuntimeError(f"{inv.key} fails on attempt {ctx.attempt}")
         if work := int(payload.get("work_ms", 0)):
             self.world.sleep(work)
-        row = (inv.key, ctx.task_id, ctx.attempt, inv.id, self._authority())
-        ctx.tx.execute("INSERT INTO sim_effects VALUES (?, ?, ?, ?, ?)", row)
+        row = (inv.key, ctx.task_id, ctx.attempt, inv.id, self._authority(), self.world.now_ms)
+        ctx.tx.execute("INSERT INTO sim_effects VALUES (?, ?, ?, ?, ?, ?)", row)
         inv.completed = True
         return True
 
@@ -319,6 +324,7 @@ class _Run:
     def _jump(self, f: sc.Fault) -> None:
         if not self.s.server_clock:
             self.world.machine_offset_ms += f.amount
+            self.ledger.offsets.append((self.world.now_ms, self.world.machine_offset_ms))
             self.world.log(f"the machine's clock jumps {f.amount} ms")
             return
         proc = self._live(f.target)
@@ -359,9 +365,9 @@ class _Run:
         self._operator("redeploy", lambda st: self._put(st, every_s))
 
     def _put(self, store: SqliteStore, every_s: int) -> None:
-        tick = self._definition(every_s)
-        store.put_schedule(tick, self._authority(), replace=True)
-        self.ledger.definitions.append((self._authority(), tick))
+        tick, now = self._definition(every_s), self._authority()  # as the operator's CLI does
+        store.put_schedule(tick, now, replace=True)  # (which may wait for the write lock)
+        self.ledger.definitions.append((now, self.world.now_ms, tick))
 
     def _remove_schedule(self) -> None:
         """The operator removes the schedule once no deploy is under way (so the run ends)."""
@@ -370,14 +376,16 @@ class _Run:
             return
 
         def remove(store: SqliteStore) -> None:
-            store.remove_schedule(SCHEDULE, self._authority())
-            self.ledger.removed_ms = self._authority()
-            self.ledger.definitions.append((self._authority(), None))
+            now = self._authority()
+            store.remove_schedule(SCHEDULE, now)
+            self.ledger.removed_ms = now
+            self.ledger.definitions.append((now, self.world.now_ms, None))
 
         self._operator("remove", remove)
 
-    def _operator(self, what: str, act: Callable[[SqliteStore], None]) -> None:
-        """An operator's command: a short-lived process of its own."""
+    def _operator(self, what: str, act: Callable[[SqliteStore], None], again: bool = False) -> None:
+        """An operator's command: a short-lived process of its own, run again a second after
+        it fails. ``operators`` counts the commands not yet done, retries included."""
 
         def body(proc: Proc) -> None:
             store = None
@@ -385,15 +393,16 @@ class _Run:
                 store = self._open(proc)
                 act(store)
                 self.world.log(f"operator {what} done")
+                self.operators -= 1
             except BackendUnavailable as exc:
                 self.world.log(f"operator {what} failed: {exc}")
-                self.world.at(self.world.now_ms + 1_000, lambda: self._operator(what, act))
+                self.world.at(self.world.now_ms + 1_000, lambda: self._operator(what, act, True))
             finally:
-                self.operators -= 1
                 if store is not None:
                     store.close()
 
-        self.operators += 1
+        if not again:
+            self.operators += 1
         self.world.spawn(f"operator-{what}", body)
 
     # -- the end -----------------------------------------------------------------------------
@@ -421,7 +430,7 @@ class _Run:
             tasks = conn.execute(
                 "SELECT idempotency_key, status, trigger_ms, last_error FROM tasks"
             ).fetchall()
-            effects = conn.execute("SELECT key, inv, at_ms FROM sim_effects").fetchall()
+            effects = conn.execute("SELECT key, inv, at_ms, true_ms FROM sim_effects").fetchall()
             dropped = conn.execute("SELECT key, trigger_ms, at_ms FROM sim_dropped").fetchall()
         return Outcome(
             scenario=self.s,

@@ -36,6 +36,9 @@ T = TypeVar("T")
 START = (-(1 << 62), -(1 << 62))  # a (trigger_ms, id) before every row
 PAGE = 16  # envelopes a claim looks at per query while it fills its limit
 CHUNK = 50_000  # tasks per bulk insert
+RECONCILE_AGE_MS = 10_000  # DISPATCHED this long with no message: the message was lost
+RECONCILE_LIMIT = 1_000  # tasks a reconcile looks at
+RECONCILE_MAX_QUEUED = 200_000  # messages waiting above which a reconcile waits its turn
 
 
 class SqlStore:
@@ -133,6 +136,34 @@ class SqlStore:
         rows = self._plan_schedules(c, claimed, args)
         self.enqueue(c, [(r[0], r[2]) for r in rows], now_ms)
         return len(rows)
+
+    def reconcile(self, now_ms: int, epoch: int, older_than_ms: int = RECONCILE_AGE_MS) -> int:
+        """Enqueue again, in one fenced transaction, the leader-dispatched tasks whose message
+        is gone (a queue that lost it: a restore, a failover, a hand-deleted row), DISPATCHED
+        for more than ``older_than_ms``; at most ``RECONCILE_LIMIT`` a call. A message always
+        commits with its task's DISPATCHED (dispatch, retry) and leaves with its DONE (the ack),
+        so a DISPATCHED task without one will never move otherwise. Skipped while more than
+        ``RECONCILE_MAX_QUEUED`` messages wait (their ids are read into memory): a backlog that
+        large is drained first. Returns how many were enqueued."""
+
+        def run(c: Conn) -> int:
+            now = self.d.now(c, now_ms)
+            self._fence(c, epoch, now)
+            if c.execute(self.q["queued_size"]).fetchone()[0] > RECONCILE_MAX_QUEUED:
+                return 0
+            args = {"before": now - older_than_ms, "limit": RECONCILE_LIMIT}
+            candidates = c.execute(self.q["reconcile_candidates"], args).fetchall()
+            if not candidates:
+                return 0
+            queued = {i for (ids,) in c.execute(self.q["queued_ids"]) for i in self.d.ids(ids)}
+            lost = [(int(r[0]), int(r[1])) for r in candidates if r[0] not in queued]
+            if lost:
+                self.d.enqueue(c, lost, now, 0)
+                touch = {"ids": self.d.ints(t[0] for t in lost), "now": now}
+                c.execute(self.q["reconcile_touch"], touch)
+            return len(lost)
+
+        return self.d.transaction(run)
 
     def _claim(self, c: Conn, args: dict[str, int], after: tuple[int, int]) -> list[Any]:
         """Claimed ``(id, key, attempts, trigger_ms)`` rows, oldest trigger first."""

@@ -301,3 +301,18 @@ ORDER BY trigger_ms DESC, id DESC LIMIT 1;
 
 -- name: task_skip
 UPDATE tasks SET status = 'SKIPPED', last_error = %(reason)s WHERE id = %(id)s;
+
+-- name: reconcile_candidates
+-- Leader-dispatched tasks (epoch set) that have been DISPATCHED since before %(before)s.
+SELECT id, attempts FROM tasks
+WHERE status = 'DISPATCHED' AND epoch IS NOT NULL AND dispatched_ms < %(before)s
+ORDER BY dispatched_ms LIMIT %(limit)s;
+
+-- name: queued_size
+SELECT coalesce(sum(size), 0) FROM queue;
+
+-- name: queued_ids
+SELECT task_ids FROM queue;
+
+-- name: reconcile_touch
+UPDATE tasks SET dispatched_ms = %(now)s WHERE id = ANY(%(ids)s::bigint[]);

@@ -280,3 +280,18 @@ ORDER BY trigger_ms DESC, id DESC LIMIT 1;
 
 -- name: task_skip
 UPDATE tasks SET status = 'SKIPPED', last_error = :reason WHERE id = :id;
+
+-- name: reconcile_candidates
+-- Leader-dispatched tasks (epoch set) that have been DISPATCHED since before :before.
+SELECT id, attempts FROM tasks
+WHERE status = 'DISPATCHED' AND epoch IS NOT NULL AND dispatched_ms < :before
+ORDER BY dispatched_ms LIMIT :limit;
+
+-- name: queued_size
+SELECT coalesce(sum(size), 0) FROM queue;
+
+-- name: queued_ids
+SELECT task_ids FROM queue;
+
+-- name: reconcile_touch
+UPDATE tasks SET dispatched_ms = :now WHERE id IN (SELECT value FROM json_each(:ids));
