@@ -168,6 +168,7 @@ class _Run:
         skews = [f.amount for f in self.s.faults if f.kind == "skew" and f.target == name]
         if not self.s.server_clock:
             self.world.machine_offset_ms = sum(f.amount for f in self.s.faults if f.kind == "skew")
+            self.ledger.offsets[0] = (0, self.world.machine_offset_ms)
             skews = []
         return self.world.spawn(name, body, offset_ms=sum(skews))
 

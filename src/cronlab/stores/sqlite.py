@@ -107,10 +107,11 @@ class SqliteDialect:
                 raise BackendUnavailable(f"sqlite {self.path}: {exc}") from exc
             try:
                 result = fn(self.conn)
+                self.conn.execute("COMMIT")
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                if self.conn.in_transaction:  # (a COMMIT that failed leaves it open)
+                    self.conn.execute("ROLLBACK")
                 raise
-            self.conn.execute("COMMIT")
             return result
 
     def read(self, fn: Callable[[sql.Conn], T]) -> T:
@@ -247,6 +248,10 @@ class _Watched:
     @property
     def total_changes(self) -> int:
         return self._conn.total_changes
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._conn.in_transaction
 
     def close(self) -> None:
         self._conn.close()
