@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 LINTED := $(wildcard src tests bench examples)
 
-.PHONY: lab test check bench venv deps services clean
+.PHONY: lab test check bench verify venv deps services clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,6 +31,10 @@ check: $(STAMP)
 
 test: deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+# Nightly size: the deterministic simulator over every fault kind (docs/engine.md, Guarantees).
+verify: $(STAMP)
+	$(BIN)/cronlab verify --seeds 100000 --jobs 2
 
 bench: $(STAMP)
 	for f in bench/*.py; do $(BIN)/python $$f || exit 1; done
