@@ -23,11 +23,17 @@ def test_leader_killed_while_dispatching_every_invoice_once(url: str) -> None:
         cli("invoices", "seed", "--store", url, "--count", "20000", "--at", "+3")
         store, clock = store_of(url), SystemClock()
 
+        seen: list[int] = []
+
         def dispatching() -> dict[str, int] | None:
             c = store.counts()
+            seen.append(c["PENDING"])
             return c if c["PENDING"] < 20_000 and c["PENDING"] > 0 else None
 
-        at_kill = wait_until(dispatching, 40, "the leader to be mid-dispatch")
+        try:
+            at_kill = wait_until(dispatching, 40, "the leader to be mid-dispatch")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; PENDING seen: {sorted(set(seen))}") from None
         chaos.crash_leader(store, clock)
         second = wait_until(
             lambda: (lead := leader_of(url)) and lead["epoch"] != first["epoch"] and lead,

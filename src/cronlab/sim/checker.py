@@ -65,7 +65,7 @@ def _tasks(o: Outcome) -> list[Violation]:
     bound = late_bound_ms(o.scenario)
     out = []
     for key, status, trigger_ms, error in o.tasks:
-        if not _expected(o, key, trigger_ms, first_true.get(key)):
+        if not _expected(o, key, trigger_ms, o.dispatched.get(key)):
             if effects[key]:
                 out.append(Violation(kind="unexpected", key=key, detail="never due, yet ran"))
             continue
@@ -134,16 +134,16 @@ def _high_water(o: Outcome, true_ms: int) -> int:
     )
 
 
-def _expected(o: Outcome, key: str, trigger_ms: int, ran_true_ms: int | None = None) -> bool:
+def _expected(o: Outcome, key: str, trigger_ms: int, dispatched: int | None = None) -> bool:
     """Was this task due? Jobs are; an occurrence is when its definition was in force. One that
-    took effect is judged by the definitions written before it did (a change made later, at a
-    clock set back, cannot undo what was due when it ran)."""
+    was dispatched is judged by the definitions committed before its dispatch (a change that
+    committed later — it waited for the write lock, or came at a clock set back — cannot undo
+    what was due when it was dispatched)."""
     if not key.startswith("schedule:"):
         return True
     _, fire_ms = policy.parse_occurrence_key(key)
-    changes = [
-        (a, d) for a, t, d in o.ledger.definitions if ran_true_ms is None or t <= ran_true_ms
-    ]
+    defs = o.ledger.definitions
+    changes = [(a, d) for a, turn, d in defs if dispatched is None or turn < dispatched]
     in_force = [d for since, d in changes if since < fire_ms]
     if not in_force or in_force[-1] is None:
         return False

@@ -40,6 +40,10 @@ CREATE TABLE sim_effects (
 CREATE TABLE sim_dropped (key TEXT, trigger_ms INTEGER, at_ms INTEGER);
 CREATE TRIGGER sim_drop AFTER DELETE ON tasks WHEN old.status = 'PENDING'
 BEGIN INSERT INTO sim_dropped VALUES (old.idempotency_key, old.trigger_ms, sim_now()); END;
+CREATE TABLE sim_dispatched (key TEXT, turn INTEGER);
+CREATE TRIGGER sim_dispatch AFTER UPDATE OF status ON tasks
+WHEN old.status = 'PENDING' AND new.status = 'DISPATCHED'
+BEGIN INSERT INTO sim_dispatched VALUES (new.idempotency_key, sim_turn()); END;
 """
 
 
@@ -60,8 +64,8 @@ class Invocation:
 class Ledger:
     invocations: list[Invocation] = field(default_factory=list)
     dispatches: list[tuple[str, int, int, int]] = field(default_factory=list)  # proc, epoch, n, at
-    # (since ms by the authority's clock, true ms, the definition in force from then on; None
-    # once removed), in true-time order
+    # (since ms by the authority's clock, the turn it committed at, the definition in force from
+    # then on; None once removed), in the order they committed
     definitions: list[tuple[int, int, Schedule | None]] = field(default_factory=list)
     # (true ms, the authority clock's offset from then on): where a jump moved it
     offsets: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
@@ -77,6 +81,7 @@ class Outcome:
     tasks: list[tuple[str, str, int, str | None]]  # key, status, trigger_ms, last_error
     effects: list[tuple[str, int, int, int]]  # key, inv, at_ms (authority), true_ms
     dropped: list[tuple[str, int, int]]  # key, trigger_ms, dropped at
+    dispatched: dict[str, int]  # key: the turn of its first dispatch
     trace: list[tuple[int, str]]
     end_ms: int
     deadlock: str | None = None
@@ -99,6 +104,7 @@ class _Run:
         self.tx_invs: dict[str, list[Invocation]] = {}
         self.restarts = 0
         self.operators = 0  # operator commands under way
+        self.turns = 0  # commits the checker orders (sim_turn)
         self.stopping = False
         self.world.on_point.append(self._watch_transactions)
         self.world.quiet.add(QUERIES["queue_any_visible"])
@@ -127,6 +133,7 @@ class _Run:
         store = SqliteStore(self.path)
         conn = store.dialect.conn
         conn.create_function("sim_now", 0, self._authority, deterministic=False)
+        conn.create_function("sim_turn", 0, self._turn, deterministic=False)
         for statement in SETUP_SQL.strip().split(";\n"):
             conn.execute(statement)
         store.add_tasks(
@@ -134,7 +141,7 @@ class _Run:
         )
         tick = self._definition(self.s.every_s)
         store.put_schedule(tick, T0, replace=True)
-        self.ledger.definitions.append((T0, T0, tick))
+        self.ledger.definitions.append((T0, 0, tick))
         if any(f.kind == "switch" for f in self.s.faults):
             self._earlier_etcd_era(store)
         store.close()
@@ -154,6 +161,11 @@ class _Run:
             catchup=self.s.catchup,  # type: ignore[arg-type]
             overlap=self.s.overlap,  # type: ignore[arg-type]
         )
+
+    def _turn(self) -> int:
+        """The next number in the true order of commits (several fall on one millisecond)."""
+        self.turns += 1
+        return self.turns
 
     def _authority(self) -> int:
         """The time due-ness is judged by: a database server's clock (true time), or the one
@@ -178,6 +190,7 @@ class _Run:
         seams = Seams(lock=SimLock(self.world, wait_ms), before=self.world.point, clock=server)
         store = SqliteStore(self.path, seams=seams)
         store.dialect.conn._conn.create_function("sim_now", 0, self._authority)
+        store.dialect.conn._conn.create_function("sim_turn", 0, self._turn)
         return store
 
     def _scheduler_body(self, index: int) -> Callable[[Proc], None]:
@@ -342,6 +355,7 @@ class _Run:
         """The operator's own connection (used only while no process runs)."""
         conn = sqlite3.connect(self.path, isolation_level=None)
         conn.create_function("sim_now", 0, self._authority)
+        conn.create_function("sim_turn", 0, self._turn)
         return conn
 
     def _lose(self, n: int) -> None:
@@ -368,7 +382,7 @@ class _Run:
     def _put(self, store: SqliteStore, every_s: int) -> None:
         tick, now = self._definition(every_s), self._authority()  # as the operator's CLI does
         store.put_schedule(tick, now, replace=True)  # (which may wait for the write lock)
-        self.ledger.definitions.append((now, self.world.now_ms, tick))
+        self.ledger.definitions.append((now, self._turn(), tick))
 
     def _remove_schedule(self) -> None:
         """The operator removes the schedule once no deploy is under way (so the run ends)."""
@@ -380,7 +394,7 @@ class _Run:
             now = self._authority()
             store.remove_schedule(SCHEDULE, now)
             self.ledger.removed_ms = now
-            self.ledger.definitions.append((now, self.world.now_ms, None))
+            self.ledger.definitions.append((now, self._turn(), None))
 
         self._operator("remove", remove)
 
@@ -433,12 +447,16 @@ class _Run:
             ).fetchall()
             effects = conn.execute("SELECT key, inv, at_ms, true_ms FROM sim_effects").fetchall()
             dropped = conn.execute("SELECT key, trigger_ms, at_ms FROM sim_dropped").fetchall()
+            dispatched = dict(
+                conn.execute("SELECT key, min(turn) FROM sim_dispatched GROUP BY key")
+            )
         return Outcome(
             scenario=self.s,
             ledger=self.ledger,
             tasks=tasks,
             effects=effects,
             dropped=dropped,
+            dispatched=dispatched,
             trace=self.world.trace,
             end_ms=self.world.now_ms,
             deadlock=deadlock,
