@@ -113,14 +113,21 @@ def _dropped(o: Outcome) -> list[Violation]:
 
 
 def _split_brain(o: Outcome) -> list[Violation]:
-    leaders = defaultdict(set)
+    """Two processes dispatched under one epoch, or a superseded epoch dispatched after a
+    newer one had (the fence's promise: epochs only move forward)."""
+    leaders, newest, out = defaultdict(set), 0, []
     for proc, epoch, _, _ in o.ledger.dispatches:
         leaders[epoch].add(proc)
-    return [
+        if epoch < newest:
+            detail = f"{proc} dispatched at epoch {epoch} after epoch {newest} had"
+            out.append(Violation(kind="split_brain", key=f"epoch {epoch}", detail=detail))
+        newest = max(newest, epoch)
+    out += [
         Violation(kind="split_brain", key=f"epoch {e}", detail=f"{sorted(p)} all dispatched")
         for e, p in leaders.items()
         if len(p) > 1
     ]
+    return out
 
 
 def _high_water(o: Outcome, true_ms: int) -> int:

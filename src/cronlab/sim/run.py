@@ -149,6 +149,8 @@ class _Run:
     def _earlier_etcd_era(self, store: SqliteStore) -> None:
         """What a leader elected by etcd leaves in the store: a fence raised to its revision."""
         era = SqliteStore(self.path, fencing="epoch")
+        era.dialect.conn.create_function("sim_now", 0, self._authority)
+        era.dialect.conn.create_function("sim_turn", 0, self._turn)
         era.dispatch_due(T0 - 60_000, 1, 5_000)
         era.close()
         del store

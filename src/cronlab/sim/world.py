@@ -300,6 +300,7 @@ class SimLock:
         self.world, self.timeout_ms = world, timeout_ms
 
     def __enter__(self) -> None:
+        self.world.point("LOCK")  # a process may stop just before it takes the write lock
         self.world.lock(self.timeout_ms)
 
     def __exit__(self, *exc: object) -> None:
