@@ -32,9 +32,8 @@ def open_store(
     if parsed.scheme == "sqlite":
         from cronlab.stores.sqlite import SqliteStore
 
-        if lock_wait_s is None:
-            return SqliteStore(parsed.path, create=create, fencing=fencing)
-        return SqliteStore(parsed.path, create=create, fencing=fencing, lock_wait_s=lock_wait_s)
+        wait_s = LOCK_WAIT_S if lock_wait_s is None else lock_wait_s
+        return SqliteStore(parsed.path, create=create, fencing=fencing, lock_wait_s=wait_s)
     from cronlab.stores.postgres import PostgresStore
 
     return PostgresStore(url, create=create, fencing=fencing, lock_wait_s=lock_wait_s)
