@@ -284,6 +284,21 @@ def test_a_redeploy_keeps_the_occurrence_already_due_and_runs_it(lab: Lab) -> No
     assert lab.runs == [minute(1), minute(5)]
 
 
+def test_a_kept_occurrence_never_makes_the_new_definition_catch_up_before_its_deploy(
+    lab: Lab,
+) -> None:
+    """Sim seed 48: the occurrence kept by a redeploy also matched the new cron, so it was
+    planned as the new definition's and caught up fire times from before the deploy."""
+    lab.cron(expr="*/2 * * * *")
+    lab.clock.advance(minute(7) - T0 + 5_000)  # the leader was down from 09:00:30 to 09:07:05
+    lab.cron(expr=EVERY_MINUTE, catchup="all")
+    lab.run_for(1_000)
+    assert lab.runs == [minute(2)]
+    assert lab.statuses() == {minute(2): "DONE", minute(8): "PENDING"}
+    lab.run_for(2 * MIN)
+    assert lab.runs == [minute(2), minute(8), minute(9)]
+
+
 def test_pausing_or_removing_records_the_occurrence_already_due_as_skipped(lab: Lab) -> None:
     lab.cron()
     lab.clock.advance(minute(1) - T0 + 5_000)

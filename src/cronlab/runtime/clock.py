@@ -21,13 +21,15 @@ class SystemClock:
 
 
 class FakeClock:
-    """A clock that only moves when told: ``sleep`` and ``advance`` add to ``now``."""
+    """A clock that only moves when told: ``sleep`` and ``advance`` move both clocks on;
+    ``jump`` steps the wall clock alone, either way (as NTP does)."""
 
     def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
         self._now = start_ms
+        self._offset = 0
 
     def now_ms(self) -> int:
-        return self._now
+        return self._now + self._offset
 
     def monotonic_ms(self) -> int:
         return self._now
@@ -37,6 +39,9 @@ class FakeClock:
 
     def advance(self, ms: int) -> None:
         self._now += max(0, ms)
+
+    def jump(self, ms: int) -> None:
+        self._offset += ms
 
 
 def to_datetime(ms: int) -> datetime:

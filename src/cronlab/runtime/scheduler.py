@@ -107,7 +107,8 @@ class Scheduler:
         if not self.leading():
             return max(1, self.next_renew_ms - mono)
         now = self.clock.now_ms()
-        if now >= self.next_scan_ms:
+        if now >= self.next_scan_ms or self.next_scan_ms - now > self.cfg.scan_ms:
+            # (the second: the wall clock was set back; scan now, not when it comes round)
             if self._dispatch(now) >= self.cfg.batch and self.cfg.election == "lease":
                 return 0  # more is due: claim the next batch at once
             self.store.record_sample(now, self.queue.depth())

@@ -6,7 +6,7 @@
   after the engine itself undid a run that had completed (its outside effect — an e-mail —
   happened twice with no fault to blame);
 * **unexpected** — took effect though never due (an occurrence of a definition not in force);
-* **late** — took effect later than the scenario's faults can explain (``late_bound_ms``);
+* **late** — took effect later than the scenario's faults can explain (``scenario.late_bound_ms``);
 * **stuck** — PENDING or DISPATCHED at the end with nothing left to move it;
 * **split_brain** — two processes dispatched under one fencing epoch.
 """
@@ -40,29 +40,11 @@ def check(o: Outcome) -> list[Violation]:
     return sorted(set(found), key=lambda v: (KINDS.index(v.kind), v.key))
 
 
-def late_bound_ms(s: sc.Scenario) -> int:
-    """How late an effect may be, given the scenario's faults."""
-    bound = 5_000 + sc.TTL_MS + sc.VISIBILITY_MS
-    # Handlers run inside the write transaction: on the one-writer store, slow ones queue
-    # every other write behind them, so their times add up.
-    bound += sum(j.work_ms for j in s.jobs) + 8_000 * any(j.fail_first for j in s.jobs)
-    for f in s.faults:
-        bound += {
-            "kill": sc.RESTART_MS + sc.TTL_MS + sc.VISIBILITY_MS,
-            "pause": f.ms + sc.TTL_MS + sc.VISIBILITY_MS,
-            "outage": f.ms + 2 * (sc.RESTART_MS + sc.TTL_MS),
-            "jump": abs(f.amount) + sc.TTL_MS,
-            "skew": abs(f.amount) + sc.TTL_MS,
-            "lose": 60_000,
-        }.get(f.kind, 0)
-    return bound
-
-
 def _tasks(o: Outcome) -> list[Violation]:
     effects = Counter(e[0] for e in o.effects)
     first = {key: at for key, _, at, _ in sorted(o.effects, key=lambda e: e[3], reverse=True)}
     first_true = {key: t for key, _, _, t in sorted(o.effects, key=lambda e: e[3], reverse=True)}
-    bound = late_bound_ms(o.scenario)
+    bound = sc.late_bound_ms(o.scenario)
     out = []
     for key, status, trigger_ms, error in o.tasks:
         if not _expected(o, key, trigger_ms, o.dispatched.get(key)):
@@ -72,7 +54,7 @@ def _tasks(o: Outcome) -> list[Violation]:
         n = effects[key]
         if n > 1:
             out.append(Violation(kind="duplicated", key=key, detail=f"{n} committed effects"))
-        waiting = status == "PENDING" and trigger_ms > _high_water(o, o.end_ms)
+        waiting = status == "PENDING" and trigger_ms > _clock_at_end(o)
         if status not in SETTLED and not waiting:  # (a clock set back delays what is due)
             out.append(Violation(kind="stuck", key=key, detail=f"{status} at the end"))
         elif status in ("DONE", "FAILED") and n == 0:
@@ -104,9 +86,10 @@ def _external(o: Outcome) -> list[Violation]:
 
 
 def _dropped(o: Outcome) -> list[Violation]:
-    out = []
+    """Rows deleted while due; one planned again under the same key is judged as a task."""
+    out, kept = [], {t[0] for t in o.tasks}
     for key, trigger_ms, at_ms in o.dropped:
-        if trigger_ms <= at_ms and _expected(o, key, trigger_ms):
+        if key not in kept and trigger_ms <= at_ms and _expected(o, key, trigger_ms):
             detail = f"due at {trigger_ms - T0} ms, deleted at {at_ms - T0} ms, never run"
             out.append(Violation(kind="lost", key=key, detail=detail))
     return out
@@ -128,6 +111,12 @@ def _split_brain(o: Outcome) -> list[Violation]:
         if len(p) > 1
     ]
     return out
+
+
+def _clock_at_end(o: Outcome) -> int:
+    """What the authority's clock shows as the run ends: a row it does not yet call due is
+    waiting, not stuck (a clock set back by X delays what was due by up to X — ``late``)."""
+    return o.end_ms + (o.ledger.offsets[-1][1] if o.ledger.offsets else 0)
 
 
 def _high_water(o: Outcome, true_ms: int) -> int:

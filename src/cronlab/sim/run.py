@@ -198,8 +198,9 @@ class _Run:
     def _scheduler_body(self, index: int) -> Callable[[Proc], None]:
         def body(proc: Proc) -> None:
             clock = SimClock(self.world, proc)
-            store = self._open(proc)
+            store = None
             try:
+                store = self._open(proc)
                 cfg = SchedulerConfig(replica=index, ttl_ms=sc.TTL_MS, scan_ms=sc.SCAN_MS, batch=50)
                 same = any(f.kind == "identity" for f in self.s.faults)
                 pid = 1 if same else 100 + self.restarts
@@ -225,8 +226,9 @@ class _Run:
     def _worker_body(self, index: int) -> Callable[[Proc], None]:
         def body(proc: Proc) -> None:
             clock = SimClock(self.world, proc)
-            store = self._open(proc)
+            store = None
             try:
+                store = self._open(proc)
                 cfg = WorkerConfig(
                     index=index,
                     batch=8,
@@ -249,10 +251,12 @@ class _Run:
 
         return body
 
-    def _died(self, proc: Proc, body: Callable[[Proc], None], store: SqliteStore) -> None:
-        """The supervisor (``cronlab cluster``) starts a dead process again after a while."""
-        with contextlib.suppress(sqlite3.Error):
-            store.close()
+    def _died(self, proc: Proc, body: Callable[[Proc], None], store: SqliteStore | None) -> None:
+        """The supervisor (``cronlab cluster``) starts a dead process again after a while,
+        however it died (on its way up too)."""
+        if store is not None:
+            with contextlib.suppress(sqlite3.Error):
+                store.close()
         if self.stopping:
             return
         self.restarts += 1
@@ -426,7 +430,7 @@ class _Run:
 
     def _run_until_settled(self) -> None:
         """Run a second at a time until the work is done, or the horizon is reached."""
-        end = T0 + sc.HORIZON_MS
+        end = T0 + sc.horizon_ms(self.s)
         while self.world.now_ms < end:
             self.world.run_until(min(end, self.world.now_ms + 1_000))
             if self.world.now_ms >= T0 + sc.WORK_END_MS and self._settled():

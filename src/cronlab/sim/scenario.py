@@ -26,7 +26,7 @@ KINDS = (
 )
 TTL_MS, SCAN_MS, VISIBILITY_MS, RESTART_MS = 3_000, 1_000, 5_000, 5_000
 WORK_END_MS = 20_000  # tasks fall due and faults strike before this
-HORIZON_MS = 120_000  # the run ends here at the latest
+HORIZON_MS = 120_000  # the run ends here at the latest (later if the late bound is later)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +74,30 @@ class Scenario:
         """The same run with the faults at these indexes left out."""
         kept = tuple(f for i, f in enumerate(self.faults) if i not in drop)
         return dataclasses.replace(self, faults=kept)
+
+
+def late_bound_ms(s: Scenario) -> int:
+    """How late an effect may be, given the scenario's faults."""
+    bound = 5_000 + TTL_MS + VISIBILITY_MS
+    # Handlers run inside the write transaction: on the one-writer store, slow ones queue
+    # every other write behind them, so their times add up.
+    bound += sum(j.work_ms for j in s.jobs) + 8_000 * any(j.fail_first for j in s.jobs)
+    for f in s.faults:
+        bound += {
+            "kill": RESTART_MS + TTL_MS + VISIBILITY_MS,
+            "pause": f.ms + TTL_MS + VISIBILITY_MS,
+            "outage": f.ms + 2 * (RESTART_MS + TTL_MS),
+            "jump": abs(f.amount) + TTL_MS,
+            "skew": abs(f.amount) + TTL_MS,
+            "lose": 60_000,
+        }.get(f.kind, 0)
+    return bound
+
+
+def horizon_ms(s: Scenario) -> int:
+    """When the run ends at the latest: by then everything due must have taken effect, or it
+    is late — so a row still open then is stuck, not merely slow."""
+    return max(HORIZON_MS, WORK_END_MS + late_bound_ms(s))
 
 
 def draw(seed: int, kinds: tuple[str, ...] = KINDS) -> Scenario:

@@ -230,8 +230,11 @@ class SqlStore:
             return "paused", 0
         s = info.schedule
         plan = policy.plan_dispatch(s, fire_ms, now_ms)
-        if policy.next_fire(s, fire_ms - 1) != fire_ms:  # due under the definition it replaced
-            plan = dataclasses.replace(plan, run=True, catch_up=())
+        if info.next_fire_ms is not None and fire_ms < info.next_fire_ms:
+            # Planned before the one to come: a catch-up, or due under a definition since
+            # replaced. It runs as it is; what follows it is planned already (a redeploy's
+            # definition never fills in the time before it was deployed).
+            plan = policy.DispatchPlan(run=True, catch_up=(), next_fire_ms=info.next_fire_ms)
         reason = None if plan.run else f"catchup={s.catchup}"
         running = c.execute(self.q["schedule_running_before"], {"name": name, "fire": fire_ms})
         if reason is None and policy.overlap_decision(s, running.fetchone() is not None) == "skip":
