@@ -13,6 +13,7 @@ when a schedule's policy chose not to run an occurrence (overlap, catch-up, paus
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -311,6 +312,13 @@ class Queue(Protocol):
 
     def depth(self) -> int:
         """Messages not yet acked (visible or in flight)."""
+        ...
+
+    def holding(
+        self, messages: Sequence[Message], visibility_ms: int
+    ) -> AbstractContextManager[None]:
+        """While the block runs, no one else receives these deliveries, however long it takes
+        (the visibility heartbeat); after it, unacked ones come back after ``visibility_ms``."""
         ...
 
     def reconcile(self, now_ms: int, epoch: int) -> int:

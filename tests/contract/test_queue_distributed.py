@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from cronlab.election.store import StoreElector
-from cronlab.exceptions import BackendUnavailable, ConfigError
+from cronlab.exceptions import BackendUnavailable, ConfigError, FencedError
 from cronlab.handlers import Context, Registry
 from cronlab.ports import NewTask, Queue, Retry
 from cronlab.queues.redis import RedisQueue, RelayStore, connect, parse_url
@@ -240,6 +240,66 @@ def test_worker_batches_are_acked_on_the_stream_after_the_store_commits(
     assert again.idempotency_key == "b" and again.attempt == 2
     assert wrapped.execute("w2", [again], run, retry, CLOCK.now_ms)["failed"] == 1
     assert store.counts()["FAILED"] == 1 and q.depth() == 0
+
+
+@pytest.mark.redis
+def test_a_task_whose_stream_entry_was_lost_is_enqueued_again_once(
+    redis_setup: tuple[Any, Callable[[], RedisQueue]],
+) -> None:
+    """Risk: a stream entry lost after the relay (AOF ``everysec``, a failover) left its tasks
+    DISPATCHED for ever. The leader's fenced reconcile relays them again; a task whose entry
+    waits or is in flight is left alone."""
+    store, queue = redis_setup
+    now = CLOCK.now_ms()
+    store.add_tasks(
+        NewTask(idempotency_key=f"k{i}", handler="ok", trigger_ms=now) for i in range(4)
+    )
+    lease = StoreElector(store, CLOCK).acquire_or_renew("l", 60_000)
+    assert lease is not None
+    q = queue()
+    assert RelayStore(store, q).dispatch_due(now, 100, lease.epoch) == 4
+    in_flight = q.claim("w", 1, 600_000)  # k0 claimed; k1..k3 split off into a new entry
+    waiting = q.claim("w", 1, 600_000) and None  # k1 claimed; k2, k3 in the newest entry
+    client = connect(q.url)
+    newest = client.xrevrange(q.stream, count=1)[0][0]
+    assert client.xdel(q.stream, newest) == 1  # k2, k3: lost
+    assert q.reconcile(CLOCK.now_ms(), lease.epoch) == 0  # too recent to judge
+    store.write(lambda tx: tx.execute("UPDATE tasks SET dispatched_ms = dispatched_ms - 11000"))
+    assert q.reconcile(CLOCK.now_ms(), lease.epoch) == 2
+    assert q.reconcile(CLOCK.now_ms(), lease.epoch) == 0  # once
+    again = q.claim("w2", 10, 60_000)
+    assert sorted(m.idempotency_key for m in again) == ["k2", "k3"]
+    assert [m.attempt for m in again] == [1, 1]
+    assert [m.idempotency_key for m in in_flight] == ["k0"] and waiting is None
+    store.lease_release("l")
+    assert StoreElector(store, CLOCK).acquire_or_renew("m", 60_000) is not None
+    store.write(lambda tx: tx.execute("UPDATE tasks SET dispatched_ms = dispatched_ms - 11000"))
+    client.xdel(q.stream, *[e for e, _ in client.xrange(q.stream)])
+    with pytest.raises(FencedError):
+        q.reconcile(CLOCK.now_ms(), lease.epoch)
+    client.close()
+
+
+@pytest.mark.redis
+def test_a_held_delivery_is_not_received_again_however_long_its_batch_runs(
+    redis_setup: tuple[Any, Callable[[], RedisQueue]],
+) -> None:
+    """Risk: a handler longer than the visibility timeout was received again while it ran.
+    The worker holds its deliveries (``Queue.holding``: a heartbeat that resets their idle
+    time); once it stops, an unacked delivery comes back after the timeout."""
+    store, queue = redis_setup
+    vis = 1_000
+    store.add_tasks([NewTask(idempotency_key="k", handler="ok", trigger_ms=CLOCK.now_ms())])
+    lease = StoreElector(store, CLOCK).acquire_or_renew("l", 60_000)
+    assert lease is not None
+    a, b = queue(), queue()
+    RelayStore(store, a).dispatch_due(CLOCK.now_ms(), 10, lease.epoch)
+    batch = a.claim("a", 10, vis)
+    with a.holding(batch, vis):
+        time.sleep(2.5 * vis / 1000)
+        assert b.claim("b", 10, vis) == []
+    again = poll(lambda: b.claim("b", 10, vis))
+    assert [(m.idempotency_key, m.receives) for m in again] == [("k", 2)]
 
 
 BACKOFF_MS = 300

@@ -272,6 +272,31 @@ def test_a_handler_statement_error_is_its_failure_not_a_lost_connection(url: str
     store.close()
 
 
+def test_a_batch_keeps_its_messages_however_long_its_handler_runs(url: str) -> None:
+    """Risk: a handler longer than the visibility timeout was delivered again while it ran
+    (the second worker then waited on the task's row lock). The batch holds its envelopes'
+    rows locked, and a claim skips them until it commits."""
+    store, other = (PostgresStore(url, time_source="caller") for _ in range(2))
+    clock = FakeClock(1_700_000_000_000)
+    seen: list[list[str]] = []
+    registry = Registry()
+
+    @registry.handler("slow")
+    def slow(ctx: Context, payload: dict[str, object]) -> None:
+        clock.advance(10_000)  # ten visibility timeouts
+        seen.append([m.idempotency_key for m in StoreQueue(other, clock).claim("b", 10, 1_000)])
+
+    store.add_tasks([NewTask(idempotency_key="k", handler="slow", trigger_ms=clock.now_ms())])
+    lease = StoreElector(store, clock).acquire_or_renew("a", 10_000)
+    assert lease is not None
+    store.dispatch_due(clock.now_ms(), 10, lease.epoch)
+    batch = StoreQueue(store, clock).claim("a", 10, 1_000)
+    counts = store.execute("a", batch, registry.runner(clock.now_ms), Retry(), clock.now_ms)
+    assert seen == [[]] and counts["ok"] == 1 and store.queue_depth() == 0
+    store.close()
+    other.close()
+
+
 def test_a_stray_pending_entry_never_redispatches_a_task(store: PostgresStore) -> None:
     """Risk (mixed versions): ``claim_due`` updated by id with no status guard, so a pending
     entry left by another writer for a DISPATCHED task dispatched it again."""

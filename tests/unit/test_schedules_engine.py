@@ -181,6 +181,17 @@ def test_overlap_skip_records_the_fire_while_the_previous_run_is_still_running(l
     assert lab.runs == [minute(1), minute(4)]
 
 
+def test_overlap_skip_stops_waiting_for_a_run_dispatched_over_an_hour_ago(lab: Lab) -> None:
+    """Risk: one run stuck DISPATCHED (its message lost, its worker gone) silenced an
+    ``overlap="skip"`` schedule for good. Past an hour it no longer counts as running."""
+    lab.cron()
+    lab.run_for(65 * MIN, work=False)  # nothing runs: minute 1 stays DISPATCHED
+    dispatched = sorted(t for t, s in lab.statuses().items() if s == "DISPATCHED")
+    assert dispatched[0] == minute(1) and dispatched[1] in (minute(61), minute(62))
+    between = [s for t, s in lab.statuses().items() if minute(1) < t < dispatched[1]]
+    assert len(between) >= 59 and set(between) == {"SKIPPED"}
+
+
 def test_overlap_allow_dispatches_while_the_previous_run_is_running(lab: Lab) -> None:
     lab.cron(overlap="allow")
     lab.run_for(3 * MIN, work=False)

@@ -26,8 +26,10 @@ worker's batch is acked on the stream after the store committed it.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -51,6 +53,8 @@ from cronlab.urls import redact
 
 GROUP = "workers"
 RELAY_BATCH = 10_000
+RECONCILE_MAX_ENTRIES = 50_000  # stream entries a reconcile reads at most (up to 500 ids each)
+RECONCILE_PAGE = 1_000
 
 # KEYS: stream, left hash. ARGV: group, consumer, limit, visibility ms. Returns, per entry
 # claimed: entry id, deliveries, envelope id, attempt, deliveries before the entry existed
@@ -125,6 +129,21 @@ for i = 3, #ARGV, 4 do
   end
 end
 if n > 0 then redis.call('DECRBY', depth, n) end
+return n
+"""
+
+# KEYS: stream. ARGV: group, consumer, then per delivery: entry id, deliveries. Resets the
+# idle time of each entry still held by that delivery (XCLAIM JUSTID keeps the count).
+TOUCH_SCRIPT = """
+local n = 0
+for i = 3, #ARGV, 2 do
+  local id = ARGV[i]
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
+  if p[1] and p[1][2] == ARGV[2] and tostring(p[1][4]) == ARGV[i + 1] then
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, id, 'JUSTID')
+    n = n + 1
+  end
+end
 return n
 """
 
@@ -206,6 +225,10 @@ class Outbox(Protocol):
         """Messages in the outbox."""
         ...
 
+    def reconcile(self, now_ms: int, epoch: int, *, queued_elsewhere: Collection[int] = ()) -> int:
+        """``SqlStore.reconcile``: ``queued_elsewhere`` are the task ids on the stream."""
+        ...
+
 
 @dataclass
 class _Held:
@@ -230,6 +253,7 @@ class RedisQueue:
         self._claim = self._redis.register_script(CLAIM_SCRIPT)
         self._ack = self._redis.register_script(ACK_SCRIPT)
         self._append = self._redis.register_script(PUBLISH_SCRIPT)
+        self._touch = self._redis.register_script(TOUCH_SCRIPT)
         self._call(self._ensure_group)
 
     def close(self) -> None:
@@ -280,10 +304,48 @@ class RedisQueue:
             for consumer, args in by_consumer.items()
         )
 
+    @contextlib.contextmanager
+    def holding(self, messages: Sequence[Message], visibility_ms: int) -> Iterator[None]:
+        """The visibility heartbeat: while the block runs, every ``visibility_ms / 3`` the
+        entries of these deliveries are touched (idle time reset, count kept) as long as this
+        delivery still holds them, so no one else receives them however long the handlers
+        take. A touch that fails is not fatal: the delivery may come back, and a worker
+        settles a stale delivery without running it."""
+        held = {id(h): h for m in messages if (h := self._held.get(_delivery(m)))}.values()
+        by_consumer: dict[str, list[Any]] = {}
+        for h in held:
+            by_consumer.setdefault(h.consumer, []).extend([h.entry, h.deliveries])
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(max(visibility_ms, 3) / 3000):
+                for consumer, args in by_consumer.items():
+                    with contextlib.suppress(BackendUnavailable, redis.RedisError):
+                        self._call(self._touch, [self.stream], [GROUP, consumer, *args])
+
+        thread = threading.Thread(target=beat, name="cronlab-visibility", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
     def reconcile(self, now_ms: int, epoch: int) -> int:
-        """Not done on Redis yet: a stream entry lost after the outbox relayed it (AOF
-        ``everysec``, a failover) is not detected, and its task stays DISPATCHED. Returns 0."""
-        return 0
+        """Enqueue again, fenced by ``epoch``, the tasks DISPATCHED for a while whose stream
+        entry is gone (AOF ``everysec``, a failover after the relay): the store's candidates
+        less every task id on the stream or in the outbox; then relay them. The stream is read
+        first: a task absent from it is DONE (the store commits before the ack deletes its
+        entry), in the outbox, or lost; one relayed meanwhile is sent twice, which a worker
+        settles as a stale delivery. Skipped while the stream holds more than
+        ``RECONCILE_MAX_ENTRIES`` entries. Returns how many were enqueued."""
+        on_stream = self._stream_task_ids()
+        if on_stream is None:
+            return 0
+        n = self._outbox.reconcile(now_ms, epoch, queued_elsewhere=on_stream)
+        if n:
+            self.relay()
+        return n
 
     def depth(self) -> int:
         """Messages on the stream not yet acked, plus those in the outbox."""
@@ -303,6 +365,22 @@ class RedisQueue:
         return total
 
     # -- Redis requests ---------------------------------------------------------------------
+
+    def _stream_task_ids(self) -> set[int] | None:
+        """Every task id an entry on the stream still holds (None: too many entries to read
+        now). Read outside the store's transaction: the write lock is not held meanwhile."""
+        if int(self._call(self._redis.xlen, self.stream)) > RECONCILE_MAX_ENTRIES:
+            return None
+        ids: set[int] = set()
+        left = self._call(self._redis.hgetall, self.keys[1])  # a split entry holds only these
+        start = "-"
+        while True:
+            chunk = self._call(self._redis.xrange, self.stream, start, "+", RECONCILE_PAGE)
+            for entry, fields in chunk:
+                ids.update(int(t) for t in left.get(entry, fields[b"ids"]).split(b","))
+            if len(chunk) < RECONCILE_PAGE:
+                return ids
+            start = "(" + chunk[-1][0].decode()
 
     def _ensure_group(self) -> None:
         try:

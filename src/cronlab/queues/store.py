@@ -5,7 +5,9 @@ delivery. A message whose worker dies becomes visible again after the timeout (a
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 
 from cronlab.ports import Clock, Message, QueueTable
 
@@ -25,6 +27,13 @@ class StoreQueue:
 
     def depth(self) -> int:
         return self._table.queue_depth()
+
+    def holding(
+        self, messages: Sequence[Message], visibility_ms: int
+    ) -> AbstractContextManager[None]:
+        """Nothing to do: the store's batch transaction holds its messages while it runs (the
+        write lock on SQLite, the envelopes' row locks on PostgreSQL)."""
+        return contextlib.nullcontext()
 
     def reconcile(self, now_ms: int, epoch: int) -> int:
         """Enqueue again the leader's DISPATCHED tasks whose message is gone (fenced)."""

@@ -105,9 +105,10 @@ class Worker:
         if self.bucket is not None:
             self.bucket.take(len(messages))
         started = self.clock.now_ms()
-        counts = self.store.execute(
-            self.name, messages, self.run_message, self.cfg.retry, self.clock.now_ms
-        )
+        with self.queue.holding(messages, self.cfg.visibility_ms):
+            counts = self.store.execute(
+                self.name, messages, self.run_message, self.cfg.retry, self.clock.now_ms
+            )
         for key, n in counts.items():
             self.totals[key] += n
         # Step aside briefly after a LONG batch (slow handlers): a single-writer store

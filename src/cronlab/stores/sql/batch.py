@@ -11,6 +11,10 @@ updates and the acks (``SqlStore.execute``).
 * Every message runs in a savepoint of its own: one that raises is undone alone, and no other
   message runs twice. A batch form runs once for the whole batch, in one savepoint; if it
   raises, each message runs once in its single form instead.
+* Nobody else receives a batch's messages while it runs, however long its handlers take
+  (the visibility heartbeat of a store queue): on SQLite the batch holds the write lock a claim
+  needs; on PostgreSQL it first locks its envelopes' rows, which a claim skips (``SKIP
+  LOCKED``) until the batch commits or its session dies.
 * A worker killed mid-batch commits nothing; its deliveries come back after the visibility
   timeout with ``receives`` one higher, which is how ``report`` counts abandoned runs.
 """
@@ -136,6 +140,8 @@ class _Batch:
         message carries (on PostgreSQL this locks them: a second worker with the same task
         waits, then finds it DONE). A message runs if that marked its task; a copy of
         ``--election off`` always runs. A failing run sets its task back (``_failed``)."""
+        if not self.relayed and (hold := self.q.get("queue_hold")):
+            self.c.execute(hold, {"ids": self.d.ints(sorted({m.id for m in messages}))})
         rows = json.dumps([[m.task_id, m.attempt - 1] for m in messages])
         started = dict(self.c.execute(self.q["batch_start"], {"rows": rows}).fetchall())
         missing = {m.task_id for m in messages} - started.keys()

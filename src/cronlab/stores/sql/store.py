@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from cronlab.core import lease as rules
@@ -36,6 +36,7 @@ T = TypeVar("T")
 START = (-(1 << 62), -(1 << 62))  # a (trigger_ms, id) before every row
 PAGE = 16  # envelopes a claim looks at per query while it fills its limit
 CHUNK = 50_000  # tasks per bulk insert
+OVERLAP_MAX_AGE_MS = 3_600_000  # a run DISPATCHED longer than this no longer blocks the next
 RECONCILE_AGE_MS = 10_000  # DISPATCHED this long with no message: the message was lost
 RECONCILE_LIMIT = 1_000  # tasks a reconcile looks at
 RECONCILE_MAX_QUEUED = 200_000  # messages waiting above which a reconcile waits its turn
@@ -137,14 +138,22 @@ class SqlStore:
         self.enqueue(c, [(r[0], r[2]) for r in rows], now_ms)
         return len(rows)
 
-    def reconcile(self, now_ms: int, epoch: int, older_than_ms: int = RECONCILE_AGE_MS) -> int:
+    def reconcile(
+        self,
+        now_ms: int,
+        epoch: int,
+        older_than_ms: int = RECONCILE_AGE_MS,
+        *,
+        queued_elsewhere: Collection[int] = (),
+    ) -> int:
         """Enqueue again, in one fenced transaction, the leader-dispatched tasks whose message
         is gone (a queue that lost it: a restore, a failover, a hand-deleted row), DISPATCHED
         for more than ``older_than_ms``; at most ``RECONCILE_LIMIT`` a call. A message always
         commits with its task's DISPATCHED (dispatch, retry) and leaves with its DONE (the ack),
         so a DISPATCHED task without one will never move otherwise. Skipped while more than
         ``RECONCILE_MAX_QUEUED`` messages wait (their ids are read into memory): a backlog that
-        large is drained first. Returns how many were enqueued."""
+        large is drained first. ``queued_elsewhere``: task ids a queue outside the store holds
+        (the Redis stream this table is the outbox of). Returns how many were enqueued."""
 
         def run(c: Conn) -> int:
             now = self.d.now(c, now_ms)
@@ -156,6 +165,7 @@ class SqlStore:
             if not candidates:
                 return 0
             queued = {i for (ids,) in c.execute(self.q["queued_ids"]) for i in self.d.ids(ids)}
+            queued.update(queued_elsewhere)
             lost = [(int(r[0]), int(r[1])) for r in candidates if r[0] not in queued]
             if lost:
                 self.d.enqueue(c, lost, now, 0)
@@ -236,7 +246,10 @@ class SqlStore:
             # definition never fills in the time before it was deployed).
             plan = policy.DispatchPlan(run=True, catch_up=(), next_fire_ms=info.next_fire_ms)
         reason = None if plan.run else f"catchup={s.catchup}"
-        running = c.execute(self.q["schedule_running_before"], {"name": name, "fire": fire_ms})
+        since = now_ms - OVERLAP_MAX_AGE_MS
+        running = c.execute(
+            self.q["schedule_running_before"], {"name": name, "fire": fire_ms, "since": since}
+        )
         if reason is None and policy.overlap_decision(s, running.fetchone() is not None) == "skip":
             reason = "overlap"
         added = sum(self._add(c, schedules.occurrence(s, f)) for f in plan.catch_up)

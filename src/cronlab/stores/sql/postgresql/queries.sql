@@ -173,6 +173,10 @@ SELECT (r ->> 0)::bigint, (r ->> 1)::bigint, (r ->> 2)::int, %(worker)s, (r ->> 
   %(start)s, (r ->> 4)::bigint, r ->> 5, r ->> 6
 FROM json_array_elements(%(rows)s::json) AS r;
 
+-- name: queue_hold
+-- A batch's envelopes, locked while it runs: claims skip them (the visibility heartbeat).
+SELECT id FROM queue WHERE id = ANY(%(ids)s::bigint[]) FOR UPDATE SKIP LOCKED;
+
 -- name: batch_start
 UPDATE tasks t SET status = 'DONE', attempts = t.attempts + 1
 FROM json_array_elements(%(rows)s::json) AS m
@@ -292,8 +296,10 @@ SET last_fire_ms = GREATEST(coalesce(last_fire_ms, %(fire)s), %(fire)s),
 WHERE name = %(name)s;
 
 -- name: schedule_running_before
+-- An earlier occurrence still running, dispatched since %(since)s (an older one no longer counts).
 SELECT 1 FROM tasks
-WHERE schedule = %(name)s AND status = 'DISPATCHED' AND trigger_ms < %(fire)s LIMIT 1;
+WHERE schedule = %(name)s AND status = 'DISPATCHED' AND trigger_ms < %(fire)s
+  AND dispatched_ms >= %(since)s LIMIT 1;
 
 -- name: schedule_last_outcome
 SELECT status FROM tasks WHERE schedule = %(name)s AND status != 'PENDING'

@@ -271,8 +271,10 @@ SET last_fire_ms = max(coalesce(last_fire_ms, :fire), :fire), next_fire_ms = :ne
 WHERE name = :name;
 
 -- name: schedule_running_before
+-- An earlier occurrence still running, dispatched since :since (an older one no longer counts).
 SELECT 1 FROM tasks
-WHERE schedule = :name AND status = 'DISPATCHED' AND trigger_ms < :fire LIMIT 1;
+WHERE schedule = :name AND status = 'DISPATCHED' AND trigger_ms < :fire
+  AND dispatched_ms >= :since LIMIT 1;
 
 -- name: schedule_last_outcome
 SELECT status FROM tasks WHERE schedule = :name AND status != 'PENDING'
