@@ -162,7 +162,7 @@ def redis_setup(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[tuple[Any, Callable[[], RedisQueue]]]:
     """Redis queues whose outbox is a SQLite store (claim/publish/delete) or a PostgreSQL store
-    (``outbox_take``: one delete … returning, published before it commits)."""
+    (``outbox_take``: read, publish, then delete)."""
     with ExitStack() as stack:
         if request.param == "sqlite-outbox":
             store: Any = SqliteStore(tmp_path / "outbox.db")
@@ -300,6 +300,28 @@ def test_a_held_delivery_is_not_received_again_however_long_its_batch_runs(
         assert b.claim("b", 10, vis) == []
     again = poll(lambda: b.claim("b", 10, vis))
     assert [(m.idempotency_key, m.receives) for m in again] == [("k", 2)]
+
+
+def test_a_relay_publishing_holds_no_write_lock(tmp_path: Path) -> None:
+    """Risk: on SQLite the relay published inside the write transaction, so a Redis outage
+    (retried for a minute) held every other writer of the store for that long."""
+    store = SqliteStore(tmp_path / "outbox.db")
+    other = SqliteStore(tmp_path / "outbox.db", lock_wait_s=0.2)
+    now = CLOCK.now_ms()
+    store.add_tasks([NewTask(idempotency_key="k", handler="ok", trigger_ms=now)])
+    lease = StoreElector(store, CLOCK).acquire_or_renew("l", 60_000)
+    assert lease is not None
+    store.dispatch_due(now, 10, lease.epoch)
+    store.write(lambda tx: tx.execute("CREATE TABLE cronlab_probe (x INT)"))
+    wrote: list[int] = []
+
+    def publish(envelopes: list[Any]) -> None:  # Redis hangs here; others write meanwhile
+        wrote.append(other.write(lambda tx: tx.execute("INSERT INTO cronlab_probe VALUES (1)")))
+
+    assert store.outbox_take(10, CLOCK.now_ms(), publish) == 1
+    assert wrote == [1] and store.queue_depth() == 0
+    store.close()
+    other.close()
 
 
 BACKOFF_MS = 300

@@ -11,8 +11,8 @@
   its tail goes back on the stream as a new entry; the hash ``<prefix>:tasks:left`` notes
   what the claimed entry still holds, for whoever receives it again.
 * Transactional outbox: a dispatch still writes DISPATCHED and the envelopes in the store's
-  ONE transaction (fenced as before); ``relay()`` then publishes those rows to the stream
-  and deletes them. A leader that dies between the two leaves rows that the next leader's
+  ONE transaction (fenced as before); ``relay()`` then publishes those rows to the stream,
+  outside any store transaction, and deletes them. A leader that dies between the two leaves rows that the next leader's
   relay publishes; a row published twice runs twice and the idempotency key keeps the
   effect single.
 * An ack settles the exact delivery that was claimed last (a Lua script checks consumer and
@@ -211,8 +211,8 @@ class Outbox(Protocol):
     def outbox_take(
         self, limit: int, now_ms: int, publish: Callable[[list[Envelope]], None]
     ) -> int:
-        """Delete up to ``limit`` visible envelopes, calling ``publish`` with them BEFORE the
-        delete commits (a failed publish deletes nothing). Returns the messages taken."""
+        """``publish`` up to ``limit`` visible envelopes, then delete them (a failed publish
+        deletes nothing; no write lock is held while it runs). Returns the messages taken."""
         ...
 
     def queue_messages(

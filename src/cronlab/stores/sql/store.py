@@ -383,20 +383,19 @@ class SqlStore:
     def outbox_take(
         self, limit: int, now_ms: int, publish: Callable[[list[Envelope]], None]
     ) -> int:
-        """Delete up to ``limit`` visible envelopes and ``publish`` them BEFORE the delete
-        commits. For a queue elsewhere (Redis): a crash or failed commit after publishing
-        leaves the rows, so they are published again (at-least-once); never lost."""
-
-        def take(c: Conn) -> int:
-            rows = c.execute(self.q["outbox_take"], {"limit": limit, "now": now_ms}).fetchall()
-            envelopes: list[Envelope] = sorted(
-                (env, self.d.ids(ids), attempt) for env, ids, attempt in rows
-            )
-            if envelopes:
-                publish(envelopes)
-            return sum(len(e[1]) for e in envelopes)
-
-        return self.d.transaction(take)
+        """``publish`` up to ``limit`` visible envelopes, then delete them. The publish runs
+        outside any transaction: a queue elsewhere that hangs (Redis down, retried for a
+        minute) holds no write lock meanwhile. A crash between the two, or two relays at once,
+        publish an envelope twice — a worker settles the second delivery as stale — and
+        never lose one."""
+        rows = self.named("outbox_visible", {"limit": limit, "now": now_ms})
+        envelopes: list[Envelope] = sorted((env, self.d.ids(ids), att) for env, ids, att in rows)
+        if not envelopes:
+            return 0
+        publish(envelopes)
+        ids = {"ids": self.d.ints(e[0] for e in envelopes)}
+        self.d.transaction(lambda c: c.execute(self.q["outbox_delete"], ids))
+        return sum(len(e[1]) for e in envelopes)
 
     def queue_ack(self, messages: Sequence[Message]) -> int:
         return self.d.transaction(lambda c: self.settle(c, messages, [], 0))

@@ -156,12 +156,12 @@ DELETE FROM queue WHERE id = %(id)s;
 -- name: queue_shrink
 UPDATE queue SET task_ids = %(ids)s::bigint[], size = %(size)s WHERE id = %(id)s;
 
--- name: outbox_take
-DELETE FROM queue WHERE id IN (
-  SELECT id FROM queue WHERE invisible_until_ms <= %(now)s ORDER BY id LIMIT %(limit)s
-  FOR UPDATE SKIP LOCKED
-)
-RETURNING id, task_ids, attempt;
+-- name: outbox_visible
+SELECT id, task_ids, attempt FROM queue WHERE invisible_until_ms <= %(now)s
+ORDER BY id LIMIT %(limit)s;
+
+-- name: outbox_delete
+DELETE FROM queue WHERE id = ANY(%(ids)s::bigint[]);
 
 -- name: queue_depth
 SELECT coalesce(sum(size), 0) FROM queue;

@@ -129,12 +129,12 @@ DELETE FROM queue WHERE id = :id;
 -- name: queue_shrink
 UPDATE queue SET task_ids = :ids, size = :size WHERE id = :id;
 
--- name: outbox_take
--- With a Redis queue the queue table is the outbox: take visible envelopes to publish.
-DELETE FROM queue WHERE id IN (
-  SELECT id FROM queue WHERE invisible_until_ms <= :now ORDER BY id LIMIT :limit
-)
-RETURNING id, task_ids, attempt;
+-- name: outbox_visible
+-- With a Redis queue the queue table is the outbox: the visible envelopes to publish.
+SELECT id, task_ids, attempt FROM queue WHERE invisible_until_ms <= :now ORDER BY id LIMIT :limit;
+
+-- name: outbox_delete
+DELETE FROM queue WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: queue_depth
 SELECT coalesce(sum(size), 0) FROM queue;
