@@ -12,9 +12,9 @@
   what the claimed entry still holds, for whoever receives it again.
 * Transactional outbox: a dispatch still writes DISPATCHED and the envelopes in the store's
   ONE transaction (fenced as before); ``relay()`` then publishes those rows to the stream,
-  outside any store transaction, and deletes them. A leader that dies between the two leaves rows that the next leader's
-  relay publishes; a row published twice runs twice and the idempotency key keeps the
-  effect single.
+  outside any store transaction, and deletes them. A leader that dies between the two leaves
+  rows that the next leader's relay publishes; a row published twice is delivered twice, and
+  the worker settles the second delivery as stale without running it.
 * An ack settles the exact delivery that was claimed last (a Lua script checks consumer and
   delivery count, so a stale delivery cannot ack a reclaimed message): an entry with nothing
   left is XACKed and XDELed; a partial ack notes what is left, which comes back after the
