@@ -70,7 +70,10 @@ def execute(
     """``Store.execute``; ``relayed``: see ``redis.OutboxStore``."""
     start = now()
     batched = _prepare_batch(run, messages, store.d.name)
-    steps = _prepare(run, messages)
+    ready = None if batched is not None else _prepare(run, messages)
+
+    def steps() -> Sequence[Step]:  # the single forms: prepared here unless a batch form runs
+        return ready if ready is not None else _prepare(run, messages)
 
     def transaction(c: Conn) -> dict[str, int]:
         b = _Batch(store, c, worker, start, retry, now, relayed)
@@ -120,7 +123,10 @@ class _Batch:
         self.copies: set[int] = set()
 
     def run(
-        self, messages: Sequence[Message], steps: Sequence[Step], batched: BatchStep | None
+        self,
+        messages: Sequence[Message],
+        steps: Callable[[], Sequence[Step]],
+        batched: BatchStep | None,
     ) -> dict[str, int]:
         live = self._live(messages)
         tx = SqlTx(self.c, self.store)
@@ -130,7 +136,7 @@ class _Batch:
             for m, ok in zip(messages, applied, strict=True):
                 self._succeeded(m, ok, end)
         else:
-            for m, step, is_live in zip(messages, steps, live, strict=True):
+            for m, step, is_live in zip(messages, steps(), live, strict=True):
                 self._run_one(m, step, is_live, tx)
         self._flush()
         return self.counts
@@ -142,8 +148,13 @@ class _Batch:
         ``--election off`` always runs. A failing run sets its task back (``_failed``)."""
         if not self.relayed and (hold := self.q.get("queue_hold")):
             self.c.execute(hold, {"ids": self.d.ints(sorted({m.id for m in messages}))})
-        rows = json.dumps([[m.task_id, m.attempt - 1] for m in messages])
-        started = dict(self.c.execute(self.q["batch_start"], {"rows": rows}).fetchall())
+        by_attempt: dict[int, set[int]] = {}
+        for m in messages:
+            by_attempt.setdefault(m.attempt - 1, set()).add(m.task_id)
+        started: dict[int, int] = {}
+        for before, tasks in sorted(by_attempt.items()):  # mostly one: every attempt is the 1st
+            args = {"ids": self.d.ints(sorted(tasks)), "before": before}
+            started.update(self.c.execute(self.q["batch_start"], args).fetchall())
         missing = {m.task_id for m in messages} - started.keys()
         if missing:
             ids = {"ids": self.d.ints(sorted(missing))}

@@ -178,11 +178,10 @@ FROM json_array_elements(%(rows)s::json) AS r;
 SELECT id FROM queue WHERE id = ANY(%(ids)s::bigint[]) FOR UPDATE SKIP LOCKED;
 
 -- name: batch_start
-UPDATE tasks t SET status = 'DONE', attempts = t.attempts + 1
-FROM json_array_elements(%(rows)s::json) AS m
-WHERE t.id = (m ->> 0)::bigint AND t.attempts = (m ->> 1)::int AND t.status = 'DISPATCHED'
-  AND t.epoch IS NOT NULL
-RETURNING t.id, t.attempts;
+UPDATE tasks SET status = 'DONE', attempts = attempts + 1
+WHERE id = ANY(%(ids)s::bigint[]) AND attempts = %(before)s
+  AND status = 'DISPATCHED' AND epoch IS NOT NULL
+RETURNING id, attempts;
 
 -- name: batch_copies
 SELECT id FROM tasks WHERE id = ANY(%(ids)s::bigint[]) AND epoch IS NULL;

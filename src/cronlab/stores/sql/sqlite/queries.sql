@@ -149,13 +149,13 @@ FROM json_each(:rows);
 
 -- name: batch_start
 -- A worker batch marks its tasks DONE before running them, each only while still DISPATCHED
--- at the attempt its message carries (:rows: [[task id, attempts so far], ...]); a message
--- whose task is not returned is stale and runs nothing. Copies (epoch NULL) are not marked.
-UPDATE tasks SET status = 'DONE', attempts = tasks.attempts + 1
-FROM (SELECT value ->> 0 AS tid, value ->> 1 AS before FROM json_each(:rows)) AS m
-WHERE tasks.id = m.tid AND tasks.attempts = m.before AND tasks.status = 'DISPATCHED'
-  AND tasks.epoch IS NOT NULL
-RETURNING tasks.id, tasks.attempts;
+-- at the attempt its message carries (one statement per attempt number, :before = attempts
+-- so far); a message whose task is not returned is stale and runs nothing. Copies (epoch
+-- NULL) are not marked.
+UPDATE tasks SET status = 'DONE', attempts = attempts + 1
+WHERE id IN (SELECT value FROM json_each(:ids)) AND attempts = :before
+  AND status = 'DISPATCHED' AND epoch IS NOT NULL
+RETURNING id, attempts;
 
 -- name: batch_copies
 SELECT id FROM tasks WHERE id IN (SELECT value FROM json_each(:ids)) AND epoch IS NULL;
