@@ -132,9 +132,7 @@ class _Batch:
         tx = SqlTx(self.c, self.store)
         applied = self._whole(batched, tx) if batched is not None and all(live) else None
         if applied is not None:
-            end = self.now()  # the batch commits as one: its runs share one end instant
-            for m, ok in zip(messages, applied, strict=True):
-                self._succeeded(m, ok, end)
+            self._all_succeeded(messages, applied)
         else:
             for m, step, is_live in zip(messages, steps(), live, strict=True):
                 self._run_one(m, step, is_live, tx)
@@ -155,6 +153,8 @@ class _Batch:
         for before, tasks in sorted(by_attempt.items()):  # mostly one: every attempt is the 1st
             args = {"ids": self.d.ints(sorted(tasks)), "before": before}
             started.update(self.c.execute(self.q["batch_start"], args).fetchall())
+        if len(started) == len(messages):
+            return [True] * len(messages)  # each message's own task, marked at its attempt
         missing = {m.task_id for m in messages} - started.keys()
         if missing:
             ids = {"ids": self.d.ints(sorted(missing))}
@@ -195,6 +195,20 @@ class _Batch:
             self._failed(m, exc)
             return
         self._succeeded(m, applied, self.now())
+
+    def _all_succeeded(self, messages: Sequence[Message], applied: Sequence[bool]) -> None:
+        """The batch form ran every message; the batch commits as one, so its runs share one
+        end instant."""
+        end = self.now()
+        outcomes = ["ok" if ok else "noop" for ok in applied]
+        self.ends += [
+            [m.task_id, m.id, m.receives, m.attempt, end, o, None]
+            for m, o in zip(messages, outcomes, strict=True)
+        ]
+        self.counts["ok"] += outcomes.count("ok")
+        self.counts["noop"] += outcomes.count("noop")
+        self.done += [m.task_id for m in messages if m.task_id in self.copies]
+        self.acks += messages
 
     def _succeeded(self, m: Message, applied: bool, end_ms: int) -> None:
         outcome = "ok" if applied else "noop"

@@ -155,18 +155,24 @@ class SqlStore:
         large is drained first. ``queued_elsewhere``: task ids a queue outside the store holds
         (the Redis stream this table is the outbox of). Returns how many were enqueued."""
 
-        def run(c: Conn) -> int:
-            now = self.d.now(c, now_ms)
-            self._fence(c, epoch, now)
+        def lost_ones(c: Conn, now: int) -> list[tuple[int, int]]:
             if c.execute(self.q["queued_size"]).fetchone()[0] > RECONCILE_MAX_QUEUED:
-                return 0
+                return []
             args = {"before": now - older_than_ms, "limit": RECONCILE_LIMIT}
             candidates = c.execute(self.q["reconcile_candidates"], args).fetchall()
             if not candidates:
-                return 0
+                return []
             queued = {i for (ids,) in c.execute(self.q["queued_ids"]) for i in self.d.ids(ids)}
             queued.update(queued_elsewhere)
-            lost = [(int(r[0]), int(r[1])) for r in candidates if r[0] not in queued]
+            return [(int(r[0]), int(r[1])) for r in candidates if r[0] not in queued]
+
+        if not self.d.read(lambda c: lost_ones(c, self.d.now(c, now_ms))):
+            return 0  # the common case, read without the write lock
+
+        def run(c: Conn) -> int:
+            now = self.d.now(c, now_ms)
+            self._fence(c, epoch, now)
+            lost = lost_ones(c, now)  # again, under the lock: a message may have come meanwhile
             if lost:
                 self.d.enqueue(c, lost, now, 0)
                 touch = {"ids": self.d.ints(t[0] for t in lost), "now": now}
