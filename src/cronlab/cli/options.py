@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -12,6 +14,7 @@ from cronlab.app import load as load_app
 from cronlab.runtime.clock import SystemClock
 from cronlab.stores.sql import SqlStore
 
+F = TypeVar("F", bound=Callable[..., Any])
 CLOCK = SystemClock()
 STORE = click.option(
     "--store",
@@ -40,6 +43,33 @@ APP = click.option(
     "schedules are deployed to --store. Default: the lab's invoice workload.",
 )
 JSON = click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+
+
+def knob(
+    flag: str, kind: click.ParamType[Any], default: object, help: str | None = None
+) -> Callable[[F], F]:
+    """An option shown with its default: the engine's numeric and choice knobs."""
+    return click.option(flag, type=kind, default=default, show_default=True, help=help)
+
+
+SECONDS = click.FloatRange(min=0.1)
+TIMERS = knob(
+    "--timers",
+    click.Choice(["durable", "in-memory"]),
+    "durable",
+    "in-memory: the anti-pattern, takeover gaps are missed.",
+)
+LEASE_TTL = knob("--lease-ttl", SECONDS, 10.0, "Seconds.")
+SCAN_INTERVAL = knob("--scan-interval", click.FloatRange(min=0.01), 1.0, "Seconds between scans.")
+VISIBILITY = knob("--visibility", SECONDS, 30.0, "Queue visibility timeout, seconds.")
+RESTART_AFTER = click.option(
+    "--restart-after",
+    default="300",
+    show_default=True,
+    metavar="S|never",
+    help="A crashed process restarts after S seconds.",
+)
+BATCH_HELP = "Most messages a worker claims per transaction (sizes adapt to the handlers' speed)."
 
 
 def check_election(ctx: click.Context, param: click.Parameter, value: str) -> str:

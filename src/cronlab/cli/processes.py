@@ -14,13 +14,20 @@ from cronlab import distributed
 from cronlab.app import schedule_store
 from cronlab.cli.options import (
     APP,
+    BATCH_HELP,
     CLOCK,
     ELECTION_HELP,
+    LEASE_TTL,
     QUEUE,
+    RESTART_AFTER,
+    SCAN_INTERVAL,
     STORE,
+    TIMERS,
+    VISIBILITY,
     Stop,
     app_for,
     check_election,
+    knob,
     open_store,
 )
 from cronlab.exceptions import ConfigError
@@ -40,16 +47,8 @@ from cronlab.stores import LOCK_WAIT_S
 )
 @QUEUE
 @APP
-@click.option(
-    "--timers",
-    type=click.Choice(["durable", "in-memory"]),
-    default="durable",
-    show_default=True,
-    help="in-memory: the anti-pattern, takeover gaps are missed.",
-)
-@click.option(
-    "--lease-ttl", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="Seconds."
-)
+@TIMERS
+@LEASE_TTL
 @click.option(
     "--worker-rate",
     type=click.FloatRange(min=0.001),
@@ -59,35 +58,11 @@ from cronlab.stores import LOCK_WAIT_S
 @click.option(
     "--no-idempotency", is_flag=True, help="The lab's invoice workload: drop its unique key."
 )
-@click.option("--restart-after", default="300", show_default=True, metavar="S|never")
-@click.option(
-    "--scan-interval",
-    type=click.FloatRange(min=0.01),
-    default=1.0,
-    show_default=True,
-    help="Seconds between leader scans.",
-)
-@click.option(
-    "--visibility",
-    type=click.FloatRange(min=0.1),
-    default=30.0,
-    show_default=True,
-    help="Queue visibility timeout, seconds.",
-)
-@click.option(
-    "--scan-batch",
-    type=click.IntRange(min=1),
-    default=10_000,
-    show_default=True,
-    help="Tasks a leader claims per transaction.",
-)
-@click.option(
-    "--worker-batch",
-    type=click.IntRange(min=1),
-    default=10_000,
-    show_default=True,
-    help="Most messages a worker claims per transaction (sizes adapt to the handlers' speed).",
-)
+@RESTART_AFTER
+@SCAN_INTERVAL
+@VISIBILITY
+@knob("--scan-batch", click.IntRange(min=1), 10_000, "Tasks a leader claims per transaction.")
+@knob("--worker-batch", click.IntRange(min=1), 10_000, BATCH_HELP)
 def cluster_cmd(
     store_url: str,
     replicas: int,
@@ -154,10 +129,10 @@ def _restart_after(text: str) -> float | None:
 @click.option("--election", default="lease", callback=check_election, help=ELECTION_HELP)
 @QUEUE
 @APP
-@click.option("--timers", type=click.Choice(["durable", "in-memory"]), default="durable")
-@click.option("--lease-ttl", type=click.FloatRange(min=0.1), default=10.0, help="Seconds.")
-@click.option("--scan-interval", type=click.FloatRange(min=0.01), default=1.0, help="Seconds.")
-@click.option("--batch", type=click.IntRange(min=1), default=10_000, show_default=True)
+@TIMERS
+@LEASE_TTL
+@SCAN_INTERVAL
+@knob("--batch", click.IntRange(min=1), 10_000, "Tasks claimed per transaction.")
 def scheduler_cmd(
     store_url: str,
     replica: int,
@@ -201,16 +176,10 @@ def scheduler_cmd(
 @STORE
 @click.option("--index", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--rate", type=click.FloatRange(min=0.001), default=None, help="Tasks/s cap.")
-@click.option(
-    "--batch",
-    type=click.IntRange(min=1),
-    default=10_000,
-    show_default=True,
-    help="Largest batch (sizes adapt to the handlers' speed).",
-)
-@click.option("--visibility", type=click.FloatRange(min=0.1), default=30.0, help="Seconds.")
-@click.option("--max-attempts", type=click.IntRange(min=1), default=5, show_default=True)
-@click.option("--retry-base", type=click.FloatRange(min=0), default=0.5, help="Seconds.")
+@knob("--batch", click.IntRange(min=1), 10_000, BATCH_HELP)
+@VISIBILITY
+@knob("--max-attempts", click.IntRange(min=1), 5)
+@knob("--retry-base", click.FloatRange(min=0), 0.5, "Seconds.")
 @QUEUE
 @APP
 def worker_cmd(
