@@ -12,8 +12,11 @@ from cronlab.core import params
 from cronlab.core.model import simulate
 from cronlab.exceptions import ConfigError
 from cronlab.web.app import LabConfig, create_app, is_loopback
+from cronlab.web.live import Live, LiveConfig
 
 LOOPBACK = "http://127.0.0.1"
+JSON_TYPE = {"content-type": "application/json"}
+EVIL = "http://evil.example"
 
 
 @pytest.fixture
@@ -144,7 +147,7 @@ def test_foreign_host_header_is_refused_on_loopback(client: TestClient) -> None:
 
 
 def test_live_endpoints_allowed_on_loopback_without_token(client: TestClient) -> None:
-    res = client.post("/api/live/stop")
+    res = client.post("/api/live/stop", json={})
     assert res.status_code == 404
     assert res.json()["field"] == "live"
 
@@ -161,9 +164,9 @@ def test_with_a_token_live_endpoints_need_it(host: str) -> None:
     for headers in ({}, {"x-cronlab-token": "wrong"}, {"authorization": "Bearer nope"}):
         for path in ("/api/live/start", "/api/live/stop", "/api/live/chaos"):
             assert client.post(path, headers=headers).status_code == 403, (path, headers)
-    ok = client.post("/api/live/stop", headers={"x-cronlab-token": "s3cret"})
+    ok = client.post("/api/live/stop", json={}, headers={"x-cronlab-token": "s3cret"})
     assert ok.status_code == 404
-    bearer = client.post("/api/live/stop", headers={"authorization": "Bearer s3cret"})
+    bearer = client.post("/api/live/stop", json={}, headers={"authorization": "Bearer s3cret"})
     assert bearer.status_code == 404
     assert client.get("/api/simulate?election=off").status_code == 200
 
@@ -178,7 +181,7 @@ def test_live_start_validates_fields(client: TestClient) -> None:
         res = client.post("/api/live/start", json=body)
         assert res.status_code == 422, body
         assert res.json()["field"] == field
-    res = client.post("/api/live/start", content=b"[1, 2]")
+    res = client.post("/api/live/start", content=b"[1, 2]", headers=JSON_TYPE)
     assert (res.status_code, res.json()["field"]) == (422, "body")
 
 
@@ -263,3 +266,98 @@ def test_metrics_render_the_engine_report() -> None:
         "# TYPE cronlab_live_dispatched_total counter",
     ):
         assert expected in lines
+
+
+# -- cross-site requests, bodies, headers (issue 13: each request below was run against main) --
+
+
+class Tripwire(Live):
+    """A live run that notes what reached it instead of starting processes (these tests are
+    about what must never reach it; before the fix, these requests started real clusters)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reached: list[str] = []
+
+    def start(self, cfg: LiveConfig) -> dict[str, Any]:
+        self.reached.append("start")
+        return {}
+
+    def chaos(self, action: str, seconds: int) -> dict[str, Any]:
+        self.reached.append(action)
+        return {}
+
+
+def test_a_page_elsewhere_cannot_start_a_cluster_or_crash_its_leader() -> None:
+    """Before: 201 (a real cluster started) and 200 (the leader SIGKILLed)."""
+    live = Tripwire()
+    client = TestClient(create_app(LabConfig(), live), base_url=LOOPBACK)
+    attempts = [
+        ("/api/live/start", {"origin": EVIL, "content-type": "text/plain"}, b"{}"),
+        (
+            "/api/live/chaos",
+            {"origin": EVIL, "content-type": "text/plain"},
+            b'{"action":"crash-leader"}',
+        ),
+        # a plain HTML form, enctype=text/plain: name {"action":"crash-leader","x": value "}
+        (
+            "/api/live/chaos",
+            {"origin": EVIL, "content-type": "text/plain"},
+            b'{"action":"crash-leader","x":"="}',
+        ),
+        (
+            "/api/live/chaos",
+            {"sec-fetch-site": "cross-site", "content-type": "application/json"},
+            b'{"action":"crash-leader"}',
+        ),
+        ("/api/live/start", {"origin": "null", "content-type": "application/json"}, b"{}"),
+    ]
+    for path, headers, body in attempts:
+        res = client.post(path, content=body, headers=headers)
+        assert (res.status_code, res.json()["field"]) == (403, "origin"), (path, headers)
+    assert live.reached == []
+    same_site = {"origin": LOOPBACK, "sec-fetch-site": "same-origin"}
+    assert client.post("/api/live/start", json={}, headers=same_site).status_code == 201
+    assert live.reached == ["start"]  # the lab's own page still gets through
+
+
+def test_a_state_changing_request_must_be_json(client: TestClient) -> None:
+    for kind in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data", ""):
+        res = client.post(
+            "/api/live/chaos",
+            content=b'{"action":"crash-leader"}',
+            headers={"content-type": kind} if kind else {},
+        )
+        assert res.status_code == 415, kind
+    same_site = {"origin": LOOPBACK, "sec-fetch-site": "same-origin"}
+    res = client.post("/api/live/chaos", json={"action": "crash-leader"}, headers=same_site)
+    assert res.status_code == 404  # past every guard: there is no run to crash
+
+
+def test_bodies_are_bounded_and_bad_ones_are_422_never_500(client: TestClient) -> None:
+    big = client.post("/api/live/start", content=b" " * (70 * 1024), headers=JSON_TYPE)
+    assert big.status_code == 413
+    for body in (
+        b"\xff\xfe{}",
+        b"[" * 30_000 + b"]" * 30_000,  # within the size bound, past the recursion limit
+        b'{"count": ' + b"9" * 5000 + b"}",
+    ):
+        res = client.post("/api/live/start", content=body, headers=JSON_TYPE)
+        assert (res.status_code, res.json()["field"]) == (422, "body"), body[:20]
+
+
+def test_every_response_carries_the_security_headers(client: TestClient) -> None:
+    for path in (
+        "/",
+        "/api/simulate",
+        "/openapi.json",
+        "/static/lab/main.js",
+        "/nowhere",
+        "/api/live",
+    ):
+        res = client.get(path)
+        assert res.headers["x-content-type-options"] == "nosniff", path
+        assert res.headers["x-frame-options"] == "DENY", path
+        assert res.headers["referrer-policy"] == "no-referrer", path
+        assert "frame-ancestors 'none'" in res.headers["content-security-policy"], path
+    assert "script-src 'self'" in client.get("/").headers["content-security-policy"]

@@ -4,7 +4,10 @@
 Mutating live endpoints (start, stop, chaos) are guarded: allowed when the server is bound to
 loopback with no token configured, otherwise only with the token (``X-Cronlab-Token`` header or
 ``Authorization: Bearer``). On loopback the Host header must be a loopback name, so a web page
-elsewhere cannot reach the API through DNS rebinding.
+elsewhere cannot reach the API through DNS rebinding. Token or not, a state-changing request
+must be ``application/json`` (which a page elsewhere cannot send without CORS, which the lab
+never grants), must not say it comes from another site (``Origin``, ``Sec-Fetch-Site``), and
+its body is at most ``MAX_BODY`` bytes. Every response carries the security headers.
 """
 
 from __future__ import annotations
@@ -41,7 +44,16 @@ from cronlab.web.live import Live, LiveConfig
 
 STATIC = Path(__file__).parent / "static"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+MAX_BODY = 64 * 1024
 Handler = Callable[[Request], Awaitable[Response]]
+SECURITY_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+]
+API_CSP = (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,6 +98,7 @@ def create_app(config: LabConfig | None = None, live: Live | None = None) -> Sta
     if cfg.loopback:
         hosts = list(LOOPBACK_NAMES)
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=hosts))
+    middleware.append(Middleware(SecurityHeaders))
     app = Starlette(routes=lab.routes(), middleware=middleware, lifespan=lifespan)
     app.state.lab = lab
     return app
@@ -180,9 +193,13 @@ class _Lab:
         """Wrap a live handler: the token rule, and engine errors as 404/409/422 JSON."""
 
         async def wrapped(request: Request) -> Response:
+            if (refused := cross_site(request)) is not None:
+                return problem(403, refused, "origin")
             if not self.allowed(request):
                 why = "live endpoints need the lab's token: open the page as /#token=… "
                 return problem(403, why + "or send X-Cronlab-Token", "token")
+            if (bad := json_request(request)) is not None:
+                return problem(bad[0], bad[1], "body")
             try:
                 return await handler(request)
             except ConflictError as exc:
@@ -207,9 +224,60 @@ class _Lab:
 
 _PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data: blob:; "
-    "style-src 'self' 'unsafe-inline'; script-src 'self'; connect-src 'self'",
+    "style-src 'self' 'unsafe-inline'; script-src 'self'; connect-src 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
     "Cache-Control": "no-store",
 }
+
+
+def cross_site(request: Request) -> str | None:
+    """Why a state-changing request is refused as coming from another site, or None. A browser
+    says where a request comes from (``Sec-Fetch-Site``, ``Origin``); a client that says
+    nothing (curl, a script) is not a browser page and passes on to the token rule."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return f"cross-site request refused (Sec-Fetch-Site: {site[:40]})"
+    origin = request.headers.get("origin")
+    own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+    if origin is not None and origin != own:
+        return f"cross-site request refused (Origin {origin[:80]!r} is not this lab)"
+    return None
+
+
+def json_request(request: Request) -> tuple[int, str] | None:
+    """(status, why) when a state-changing request is not JSON or is too large, or None."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        return 415, "send Content-Type: application/json"
+    length = request.headers.get("content-length", "0")
+    if not length.isdigit() or int(length) > MAX_BODY:
+        return 413, f"request body larger than {MAX_BODY} bytes"
+    return None
+
+
+class SecurityHeaders:
+    """ASGI middleware: the security headers on every response (the page sets its own CSP;
+    everything else gets one that allows nothing to load or frame it)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                names = {name.lower() for name, _ in headers}
+                headers += [h for h in SECURITY_HEADERS if h[0] not in names]
+                if b"content-security-policy" not in names:
+                    headers.append(API_CSP)
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
 
 
 def run_model(parsed: query.Request) -> dict[str, Any]:
@@ -252,12 +320,18 @@ def problem(status: int, message: str, field: str) -> JSONResponse:
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
+    """The JSON object a request carries; reads at most ``MAX_BODY`` bytes (a lying
+    Content-Length is cut off), and anything but a JSON object is a ParamError (422)."""
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY:
+            raise query.ParamError("body", f"request body larger than {MAX_BODY} bytes")
     if not raw.strip():
         return {}
     try:
-        data = json.loads(raw)
-    except json.JSONDecodeError:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, too deep, too many digits
         raise query.ParamError("body", "request body must be a JSON object") from None
     if not isinstance(data, dict):
         raise query.ParamError("body", "request body must be a JSON object")
