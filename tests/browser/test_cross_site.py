@@ -40,7 +40,7 @@ def evil_site(lab: str) -> Iterator[str]:
     body = EVIL_PAGE.format(lab=lab).encode()
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+        def do_GET(self) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
             self.end_headers()
