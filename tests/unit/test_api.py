@@ -361,3 +361,22 @@ def test_every_response_carries_the_security_headers(client: TestClient) -> None
         assert res.headers["referrer-policy"] == "no-referrer", path
         assert "frame-ancestors 'none'" in res.headers["content-security-policy"], path
     assert "script-src 'self'" in client.get("/").headers["content-security-policy"]
+
+
+@pytest.mark.parametrize(
+    ("query", "field", "words"),
+    [  # issue 13: 3 GB and a 500 after 27 s; 2.4 GB; a 199 MB answer; OverflowError 500s
+        ("tasks=1000000000000", "scenario", "the lab charts at most 50,000"),
+        ("bucket=100000000=5", "scenario", "bucket minute"),
+        ("bucket=10000000=5", "scenario", "the lab charts at most"),
+        ("bucket=99999999999999999999999=5", "scenario", "bucket minute"),
+        ("crash=leader@99999999999999999999999", "crash", "crash time"),
+        ("restart-after=99999999999999999999999", "scenario", "restart-after"),
+    ],
+)
+def test_a_run_too_costly_is_a_422_that_says_why(
+    client: TestClient, query: str, field: str, words: str
+) -> None:
+    res = client.get(f"/api/simulate?{query}")
+    assert res.status_code == 422, res.text[:200]
+    assert res.json()["field"] == field and words in res.json()["error"]

@@ -73,12 +73,12 @@ def test_live_run_measures_crashes_and_cleans_up(client: TestClient) -> None:
 
     pids = [p["pid"] for p in snap()["status"]["processes"]]
     folder = client.app.state.lab.live._run.folder  # type: ignore[attr-defined]
-    stopped = client.post("/api/live/stop")
+    stopped = client.post("/api/live/stop", json={})
     assert stopped.status_code == 200 and stopped.json()["folder_removed"]
     assert not os.path.exists(folder)
     wait_for("every engine process gone", lambda: not any(alive(p) for p in pids), 15)
     assert client.get("/api/live").json()["running"] is False
-    assert client.post("/api/live/stop").status_code == 404
+    assert client.post("/api/live/stop", json={}).status_code == 404
 
 
 def _executed(snap: dict[str, Any], count: int) -> dict[str, Any] | None:

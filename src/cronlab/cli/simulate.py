@@ -173,6 +173,7 @@ def ticker(r: Result) -> list[str]:
 
 
 def _print_one(out: Console, r: Result) -> None:
+    lines = _elide(ticker(r))  # first: a run too long to chart prints nothing
     out.print(
         f"[bold]Cron at Scale[/bold] — {describe(r.scenario)}", highlight=False, soft_wrap=True
     )
@@ -181,7 +182,7 @@ def _print_one(out: Console, r: Result) -> None:
         table.add_column(name, justify="right")
     table.add_row(*(value for _, value in lead_metrics(r.totals)))
     out.print(table)
-    for line in _elide(ticker(r)):
+    for line in lines:
         out.print(line, highlight=False, markup=False, soft_wrap=True)
     out.print(params.sentence(r.scenario), highlight=False)
     _print_extras(out, r.totals)

@@ -27,6 +27,10 @@ from typing import Literal
 
 from cronlab.exceptions import ConfigError
 
+# What one run may ask for: each bound keeps a request's cost (time, memory) small.
+MAX_REPLICAS, MAX_WORKERS, MAX_RATE, MAX_TTL_S = 32, 100_000, 10**8, 86_400
+MAX_TASKS, MAX_BUCKETS, MAX_SECONDS = 10**12, 1_440, 10**9
+
 Election = Literal["lease", "off"]
 EventKind = Literal["crash", "restart", "acquire", "dispatch", "missed", "noop"]
 
@@ -58,18 +62,21 @@ class Scenario:
     restart_after: int | None = 300
 
     def __post_init__(self) -> None:
-        _require(self.replicas >= 1, f"replicas must be >= 1, got {self.replicas}")
-        _require(self.workers >= 1, f"workers must be >= 1, got {self.workers}")
-        _require(self.rate >= 1, f"rate must be >= 1 task/s per pod, got {self.rate}")
-        _require(self.lease_ttl >= 1, f"lease TTL must be >= 1 s, got {self.lease_ttl}")
+        """Every number within what one run may cost (the page, the API and the CLI alike)."""
+        _within("replicas", self.replicas, 1, MAX_REPLICAS)
+        _within("workers", self.workers, 1, MAX_WORKERS)
+        _within("rate (tasks/s per pod)", self.rate, 1, MAX_RATE)
+        _within("lease TTL (s)", self.lease_ttl, 1, MAX_TTL_S)
         _require(self.election in ("lease", "off"), f"unknown election {self.election!r}")
-        ra = self.restart_after
-        _require(ra is None or ra >= 0, f"restart-after must be >= 0 s or never, got {ra}")
+        if self.restart_after is not None:
+            _within("restart-after (s)", self.restart_after, 0, MAX_SECONDS)
+        _require(len(self.buckets) <= MAX_BUCKETS, f"at most {MAX_BUCKETS:,} buckets")
         for minute, count in self.buckets:
-            _require(minute >= 0, f"bucket minute must be >= 0, got {minute}")
-            _require(count >= 0, f"bucket count must be >= 0, got {count}")
+            _within("bucket minute", minute, 0, MAX_SECONDS // 60)
+            _within("bucket count", count, 0, MAX_TASKS)
+        _within("tasks due", sum(c for _, c in self.buckets), 0, MAX_TASKS)
         for fault in self.faults:
-            _require(fault.at >= 0, f"crash time must be >= 0 s, got {fault.label()}")
+            _within(f"crash time (s) of {fault.label()}", fault.at, 0, MAX_SECONDS)
             rid = fault.replica
             _require(
                 rid is None or 0 <= rid < self.replicas,
@@ -464,6 +471,10 @@ def _totals(s: Scenario, steps: list[_Step], tl: Timeline, takeovers: list[int])
         drain_time_s=(max(busy) - first) if busy else 0,
         takeover_delays_s=tuple(takeovers),
     )
+
+
+def _within(what: str, value: int, low: int, high: int) -> None:
+    _require(low <= value <= high, f"{what} must be {low:,}..{high:,}, got {value:,}")
 
 
 def _require(ok: bool, message: str) -> None:

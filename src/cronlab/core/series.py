@@ -8,8 +8,10 @@ import numpy as np
 import numpy.typing as npt
 
 from cronlab.core.model import Timeline
+from cronlab.exceptions import ConfigError
 
 Ints = npt.NDArray[np.int64]
+MAX_MINUTES = 50_000  # a chart of about 35 days, a few MB of JSON
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,8 +29,13 @@ class PerMinute:
 
 def per_minute(tl: Timeline) -> PerMinute:
     """Aggregate a timeline into minutes, from min 00 to the minute of its last second."""
-    t, n = _arr(tl.t), _arr(tl.n)
     count = max(1, -(-tl.end // 60))
+    if count > MAX_MINUTES:
+        raise ConfigError(
+            f"this run lasts {count:,} minutes; the lab charts at most {MAX_MINUTES:,} "
+            "(fewer tasks, or more workers or a higher rate)"
+        )
+    t, n = _arr(tl.t), _arr(tl.n)
     edges = np.arange(count + 1, dtype=np.int64) * 60
     return PerMinute(
         minute=np.arange(count, dtype=np.int64),

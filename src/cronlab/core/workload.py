@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from cronlab.core.model import MAX_BUCKETS
 from cronlab.exceptions import ConfigError
 
 Preset = Literal["midnight", "steady", "spread"]
@@ -23,8 +24,8 @@ def buckets(
     """
     if tasks < 0:
         raise ConfigError(f"tasks must be >= 0, got {tasks}")
-    if minutes < 1:
-        raise ConfigError(f"minutes must be >= 1, got {minutes}")
+    if not 1 <= minutes <= MAX_BUCKETS:
+        raise ConfigError(f"minutes must be 1..{MAX_BUCKETS:,} (a day), got {minutes:,}")
     if preset == "midnight":
         return ((0, tasks),)
     if preset == "steady":

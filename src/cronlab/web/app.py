@@ -134,7 +134,10 @@ class _Lab:
         except query.ParamError as exc:
             return problem(422, str(exc), exc.field)
         # A day of steady load takes tens of ms: keep the event loop (SSE, other tabs) free.
-        return JSONResponse(await asyncio.to_thread(run_model, parsed))
+        try:
+            return JSONResponse(await asyncio.to_thread(run_model, parsed))
+        except ConfigError as exc:  # a run too long to chart
+            return problem(422, str(exc), "scenario")
 
     async def openapi(self, _: Request) -> Response:
         return JSONResponse(openapi.document())

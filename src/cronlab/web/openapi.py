@@ -116,9 +116,18 @@ LIVE_START = {
 }
 GUARDED = {
     "403": {
-        "description": "Not loopback-bound and no valid token (X-Cronlab-Token).",
+        "description": "A cross-site request (Origin, Sec-Fetch-Site), or not loopback-bound "
+        "and no valid token (X-Cronlab-Token).",
         "content": {"application/json": {"schema": PROBLEM}},
-    }
+    },
+    "413": {
+        "description": "A body over 64 KiB.",
+        "content": {"application/json": {"schema": PROBLEM}},
+    },
+    "415": {
+        "description": "Not Content-Type: application/json.",
+        "content": {"application/json": {"schema": PROBLEM}},
+    },
 }
 
 
@@ -138,7 +147,7 @@ PATHS: dict[str, Any] = {
             "parameters": SCENARIO_PARAMS,
             "responses": {
                 "200": _json(RESULT, "The run"),
-                "422": _json(PROBLEM, "A bad parameter, named"),
+                "422": _json(PROBLEM, "A bad parameter, named; or a run too long to chart"),
             },
         }
     },
