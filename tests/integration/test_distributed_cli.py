@@ -160,3 +160,40 @@ def test_status_and_chaos_find_the_etcd_leader(tmp_path: Path) -> None:
             "a takeover",
         )
         assert second["pid"] in schedulers - {first["pid"]}
+
+
+def test_a_password_in_the_store_url_reaches_no_argv_and_no_banner(tmp_path: Path) -> None:
+    """Issue 13: every scheduler and worker got the store URL in its argv (``ps`` showed the
+    password to every local user) and the banner printed it. Children now read it from their
+    environment; everything printed is redacted."""
+    from contract.dist_servers import pg_database
+
+    with pg_database() as url:
+        secret = "hunter2-" + uuid.uuid4().hex[:8]
+        with_password = url.replace("postgresql://postgres@", f"postgresql://postgres:{secret}@")
+        assert secret in with_password
+        log = tmp_path / "cluster.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "cronlab", "cluster", "--replicas", "1", "--workers", "1"],
+                env={**os.environ, "CRONLAB_STORE": with_password},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+            try:
+                deadline = time.monotonic() + 30
+                args = ""
+                while time.monotonic() < deadline:
+                    args = subprocess.run(
+                        ["ps", "-eww", "-o", "args"], capture_output=True, text=True, check=True
+                    ).stdout
+                    if "cronlab worker" in args and "cronlab scheduler" in args:
+                        break
+                    time.sleep(0.2)
+                assert "cronlab worker" in args and "cronlab scheduler" in args
+                assert secret not in args
+            finally:
+                stop_cluster(proc)
+        text = log.read_text()
+        assert "cronlab cluster:" in text and "postgres:***@" in text
+        assert secret not in text

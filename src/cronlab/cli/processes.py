@@ -36,6 +36,7 @@ from cronlab.runtime import cluster
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig, Timers
 from cronlab.runtime.worker import Worker, WorkerConfig
 from cronlab.stores import LOCK_WAIT_S
+from cronlab.urls import redact
 
 
 @click.command("cluster")
@@ -104,8 +105,8 @@ def cluster_cmd(
     app.start(store)
     _idempotency(app, store, not no_idempotency)
     click.echo(
-        f"cronlab cluster: {replicas} schedulers ({election}, {timers} timers), "
-        f"{workers} workers on {store_url} — Ctrl-C stops",
+        f"cronlab cluster: {replicas} schedulers ({redact(election)}, {timers} timers), "
+        f"{workers} workers on {redact(store_url)} — Ctrl-C stops",
         err=True,
     )
     cluster.Cluster(cfg, store, CLOCK).run()
@@ -126,7 +127,13 @@ def _restart_after(text: str) -> float | None:
 @click.command("scheduler")
 @STORE
 @click.option("--replica", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--election", default="lease", callback=check_election, help=ELECTION_HELP)
+@click.option(
+    "--election",
+    envvar="CRONLAB_ELECTION",
+    default="lease",
+    callback=check_election,
+    help=ELECTION_HELP + " (or CRONLAB_ELECTION: keeps a password out of ps).",
+)
 @QUEUE
 @APP
 @TIMERS

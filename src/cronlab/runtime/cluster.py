@@ -80,15 +80,14 @@ def pid_of(name: str) -> int:
 
 
 def command(cfg: ClusterConfig, role: str, index: int) -> list[str]:
-    """The child's command line."""
-    base = [sys.executable, "-m", "cronlab", role, "--store", cfg.store_url]
+    """The child's command line. It holds no URL: those may carry passwords, and every local
+    user can read a process's argv (``ps``); the child reads them from ``secret_env``."""
+    base = [sys.executable, "-m", "cronlab", role]
     if role == "scheduler":
         return [
             *base,
             "--replica",
             str(index),
-            "--election",
-            cfg.election,
             "--timers",
             cfg.timers,
             "--lease-ttl",
@@ -101,6 +100,11 @@ def command(cfg: ClusterConfig, role: str, index: int) -> list[str]:
     rate = [] if cfg.worker_rate is None else ["--rate", str(cfg.worker_rate)]
     batch = ["--batch", str(cfg.worker_batch)]
     return [*base, "--index", str(index), "--visibility", str(cfg.visibility_s), *batch, *rate]
+
+
+def secret_env(cfg: ClusterConfig) -> dict[str, str]:
+    """The URLs a child needs, passed in its environment (readable by its user alone)."""
+    return {"CRONLAB_STORE": cfg.store_url, "CRONLAB_ELECTION": cfg.election}
 
 
 class Cluster:
@@ -137,7 +141,7 @@ class Cluster:
     def _spawn(self, slot: tuple[str, int]) -> None:
         role, index = slot
         nonce = secrets.token_hex(4)
-        env = {**os.environ, NONCE_ENV: nonce}
+        env = {**os.environ, NONCE_ENV: nonce, **secret_env(self.cfg)}
         child = subprocess.Popen(command(self.cfg, role, index), stdin=subprocess.DEVNULL, env=env)
         self.children[slot] = child
         info = ProcessInfo(
