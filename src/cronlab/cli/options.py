@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import signal
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -52,7 +53,19 @@ def knob(
     return click.option(flag, type=kind, default=default, show_default=True, help=help)
 
 
-SECONDS = click.FloatRange(min=0.1)
+class Finite(click.FloatRange):
+    """A float within [min, max] that is a number: click's range lets ``nan`` through (every
+    comparison with it is false) and ``inf`` when there is no max."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+DAY_S = 86_400.0
+SECONDS = Finite(min=0.1, max=DAY_S)
 TIMERS = knob(
     "--timers",
     click.Choice(["durable", "in-memory"]),
@@ -60,7 +73,7 @@ TIMERS = knob(
     "in-memory: the anti-pattern, takeover gaps are missed.",
 )
 LEASE_TTL = knob("--lease-ttl", SECONDS, 10.0, "Seconds.")
-SCAN_INTERVAL = knob("--scan-interval", click.FloatRange(min=0.01), 1.0, "Seconds between scans.")
+SCAN_INTERVAL = knob("--scan-interval", Finite(min=0.01, max=DAY_S), 1.0, "Seconds between scans.")
 VISIBILITY = knob("--visibility", SECONDS, 30.0, "Queue visibility timeout, seconds.")
 RESTART_AFTER = click.option(
     "--restart-after",

@@ -16,6 +16,7 @@ from cronlab.cli.options import (
     APP,
     BATCH_HELP,
     CLOCK,
+    DAY_S,
     ELECTION_HELP,
     LEASE_TTL,
     QUEUE,
@@ -24,6 +25,7 @@ from cronlab.cli.options import (
     STORE,
     TIMERS,
     VISIBILITY,
+    Finite,
     Stop,
     app_for,
     check_election,
@@ -38,11 +40,13 @@ from cronlab.runtime.worker import Worker, WorkerConfig
 from cronlab.stores import LOCK_WAIT_S
 from cronlab.urls import redact
 
+MAX_RATE = 1e8  # tasks/s per worker
+
 
 @click.command("cluster")
 @STORE
-@click.option("--replicas", type=click.IntRange(min=1), default=3, show_default=True)
-@click.option("--workers", type=click.IntRange(min=1), default=5, show_default=True)
+@knob("--replicas", click.IntRange(min=1, max=32), 3)
+@knob("--workers", click.IntRange(min=1, max=256), 5, "Worker processes (on this machine).")
 @click.option(
     "--election", default="lease", show_default=True, callback=check_election, help=ELECTION_HELP
 )
@@ -52,7 +56,7 @@ from cronlab.urls import redact
 @LEASE_TTL
 @click.option(
     "--worker-rate",
-    type=click.FloatRange(min=0.001),
+    type=Finite(min=0.001, max=MAX_RATE),
     default=None,
     help="Tasks/s per worker (default uncapped).",
 )
@@ -119,8 +123,8 @@ def _restart_after(text: str) -> float | None:
         value = float(text)
     except ValueError:
         raise ConfigError(f"--restart-after must be seconds or never, got {text!r}") from None
-    if value < 0:
-        raise ConfigError(f"--restart-after must be >= 0 s, got {text!r}")
+    if not 0 <= value <= DAY_S:  # (nan fails this too)
+        raise ConfigError(f"--restart-after must be 0..{DAY_S:,.0f} s or never, got {text!r}")
     return value
 
 
@@ -182,11 +186,11 @@ def scheduler_cmd(
 @click.command("worker")
 @STORE
 @click.option("--index", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--rate", type=click.FloatRange(min=0.001), default=None, help="Tasks/s cap.")
+@click.option("--rate", type=Finite(min=0.001, max=MAX_RATE), default=None, help="Tasks/s cap.")
 @knob("--batch", click.IntRange(min=1), 10_000, BATCH_HELP)
 @VISIBILITY
 @knob("--max-attempts", click.IntRange(min=1), 5)
-@knob("--retry-base", click.FloatRange(min=0), 0.5, "Seconds.")
+@knob("--retry-base", Finite(min=0, max=DAY_S), 0.5, "Seconds.")
 @QUEUE
 @APP
 def worker_cmd(

@@ -168,15 +168,26 @@ def check_handler(handler: str, app_spec: str | None) -> None:
         raise ConfigError(f"unknown handler {handler!r} (known: {', '.join(known)}){hint}")
 
 
+MAX_PAYLOAD = 64 * 1024
+
+
 def parse_payload(text: str) -> dict[str, Any]:
-    """``--payload``: a JSON object (ConfigError naming the text otherwise)."""
+    """``--payload``: a JSON object of at most ``MAX_PAYLOAD`` bytes, strict JSON (no NaN or
+    Infinity, which other languages cannot read); ConfigError naming the problem otherwise."""
+    shown = text if len(text) <= 60 else text[:60] + "…"
+    if len(text.encode()) > MAX_PAYLOAD:
+        raise ConfigError(f"--payload is {len(text.encode()):,} bytes (at most {MAX_PAYLOAD:,})")
     try:
-        value = json.loads(text)
-    except ValueError:
-        raise ConfigError(f"--payload {text!r} is not JSON") from None
+        value = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        raise ConfigError(f"--payload {shown!r} is not JSON (or nests too deep)") from None
     if not isinstance(value, dict):
-        raise ConfigError(f"--payload {text!r} must be a JSON object")
+        raise ConfigError(f"--payload {shown!r} must be a JSON object")
     return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 @schedule_group.command("list")

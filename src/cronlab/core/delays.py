@@ -12,6 +12,8 @@ from cronlab.core.policy import to_ms
 from cronlab.exceptions import ConfigError
 
 UNIT_MS = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1_000, "ms": 1}
+MAX_DELAY_MS = 100 * 366 * UNIT_MS["d"]  # a century: past it, a datetime overflows soon
+MAX_DUE_MS = 253_402_300_799_000  # 9999-12-31T23:59:59Z, the last instant a datetime holds
 _PART = re.compile(r"([0-9]+)(ms|d|h|m|s)")
 _DELAY = re.compile(r"(?:[0-9]+(?:ms|d|h|m|s))+")
 
@@ -24,9 +26,11 @@ def parse_delay(text: str) -> int:
     compact = text.strip().lower()
     if not _DELAY.fullmatch(compact):
         raise ConfigError(f"bad delay {text!r}: use a number and a unit, e.g. 3d, 2h, 15m, 90s")
+    if len(compact) > 40:
+        raise ConfigError(f"bad delay {text[:40]!r}…: too long")
     total = sum(int(n) * UNIT_MS[unit] for n, unit in _PART.findall(compact))
-    if total <= 0:
-        raise ConfigError(f"bad delay {text!r}: it must be positive")
+    if not 0 < total <= MAX_DELAY_MS:
+        raise ConfigError(f"bad delay {text!r}: it must be positive and at most 36600d")
     return total
 
 
@@ -52,4 +56,7 @@ def due_ms(*, now_ms: int, delay: str | None = None, at: str | None = None) -> i
     """
     if (delay is None) == (at is None):
         raise ConfigError("give exactly one of --in DELAY or --at TIME")
-    return now_ms + parse_delay(delay) if delay is not None else parse_at(at or "")
+    due = now_ms + parse_delay(delay) if delay is not None else parse_at(at or "")
+    if not 0 <= due <= MAX_DUE_MS:
+        raise ConfigError(f"due time out of range: {'--in ' + (delay or '') if delay else at}")
+    return due
