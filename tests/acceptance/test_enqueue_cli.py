@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from shell import cronlab
 
 from cronlab.stores.sqlite import SqliteStore
 
 pytestmark = pytest.mark.acceptance
 DAY_MS = 86_400_000
-
-
-def cronlab(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cronlab", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def test_in_three_days_is_a_pending_task_due_then(tmp_path: Path) -> None:

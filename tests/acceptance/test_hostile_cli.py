@@ -4,24 +4,13 @@ or was accepted as nonsense before."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from shell import cronlab
 
 pytestmark = pytest.mark.acceptance
 DEEP = '{"a":' * 5_000 + "1" + "}" * 5_000
-
-
-def cronlab(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cronlab", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize(

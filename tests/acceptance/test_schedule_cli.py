@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from datetime import UTC, datetime
 
 import pytest
+from shell import cronlab
 
 pytestmark = pytest.mark.acceptance
-
-
-def cronlab(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cronlab", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def test_spring_forward_in_berlin_from_the_shell() -> None:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from shell import cronlab
 
 pytestmark = pytest.mark.acceptance
 
@@ -20,16 +19,6 @@ TOTALS = {
     "drain_time_s",
     "takeover_delays_s",
 }
-
-
-def cronlab(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cronlab", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def test_default_run_prints_the_four_numbers_ticker_and_sentence() -> None:
