@@ -8,26 +8,15 @@ fence is caught (the checker can fail).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from shell import cronlab
 
 from cronlab.sim import scenario as sc
 from cronlab.sim import verify
 from cronlab.stores.sql import store as sql_store
 
 pytestmark = pytest.mark.acceptance
-
-
-def cronlab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cronlab", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def test_two_thousand_seeds_of_every_fault_kind_find_no_violation() -> None:
