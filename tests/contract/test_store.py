@@ -12,6 +12,7 @@ from cronlab.exceptions import FencedError
 from cronlab.handlers import Context, Registry
 from cronlab.ports import Event, NewTask, ProcessInfo, Retry
 from cronlab.queues.store import StoreQueue
+from cronlab.runtime import report
 
 from .conftest import Backend
 
@@ -193,6 +194,9 @@ def test_failing_handler_retries_with_backoff_then_fails_with_error_kept(
     assert backend.status(1) == "FAILED"
     assert backend.last_error(1) == "RuntimeError: boom 0"
     assert backend.store.queue_depth() == 0
+    # issue 13: report counted a retried task as -2 duplicates and -2 abandoned deliveries
+    measured = report.measure(backend.store, backend.clock.now_ms())
+    assert (measured.duplicates, measured.abandoned_deliveries) == (0, 0)
 
 
 def test_follow_up_task_is_added_in_the_same_run_once(backend: Backend) -> None:

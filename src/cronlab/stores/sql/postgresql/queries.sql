@@ -234,9 +234,9 @@ SELECT value FROM counters WHERE name = 'dispatched';
 -- name: report_runs
 SELECT
   count(*) FILTER (WHERE outcome IN ('ok', 'noop')),
-  count(*) - count(DISTINCT task_id) + coalesce(sum(receive - attempt), 0),
+  count(*) - count(DISTINCT task_id) + coalesce(sum(greatest(receive - 1, 0)), 0),
   max(end_ms) FILTER (WHERE outcome IN ('ok', 'noop')),
-  coalesce(sum(receive - attempt), 0)
+  coalesce(sum(greatest(receive - 1, 0)), 0)
 FROM executions WHERE outcome IN ('ok', 'noop', 'failed');
 
 -- name: report_backlog_peak

@@ -209,12 +209,13 @@ SELECT value FROM counters WHERE name = 'dispatched';
 -- name: report_runs
 -- A run is an execution that completed (ok, noop) or gave up (failed); runs beyond the first
 -- per task are duplicates. A delivery abandoned by a dead worker committed nothing, but its
--- message came back with receives one higher than attempts: receive - attempt counts those.
+-- message came back received once more: receive - 1 counts those (a retry is a new message,
+-- received from 1 again).
 SELECT
   coalesce(sum(outcome IN ('ok', 'noop')), 0),
-  count(*) - count(DISTINCT task_id) + coalesce(sum(receive - attempt), 0),
+  count(*) - count(DISTINCT task_id) + coalesce(sum(max(receive - 1, 0)), 0),
   max(CASE WHEN outcome IN ('ok', 'noop') THEN end_ms END),
-  coalesce(sum(receive - attempt), 0)
+  coalesce(sum(max(receive - 1, 0)), 0)
 FROM executions WHERE outcome IN ('ok', 'noop', 'failed');
 
 -- name: report_backlog_peak
