@@ -363,6 +363,46 @@ def test_a_scheduler_and_a_worker_stay_up_through_an_outage_and_say_so() -> None
     assert sum("reachable again" in line for line in said) == 2
 
 
+class DownElector:
+    """The election backend (etcd) unreachable while ``down``; the store answers."""
+
+    def __init__(self, inner: StoreElector) -> None:
+        self.inner, self.down = inner, False
+
+    def acquire_or_renew(self, owner: str, ttl_ms: int) -> Any:
+        if self.down:
+            raise BackendUnavailable("etcd etcd://127.0.0.1:2379 unreachable (test)")
+        return self.inner.acquire_or_renew(owner, ttl_ms)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_status_lists_a_backend_that_is_down_until_it_is_back() -> None:
+    """Issue 12 asks that ``status`` shows the backend as down: a scheduler that cannot reach
+    its election (the store answers) says so in the store's log, and again once it is back."""
+    from cronlab.cli.observe import status
+
+    clock, store = FakeClock(T0), MemoryStore()
+    elector = DownElector(StoreElector(store, clock))
+    cfg = SchedulerConfig(replica=0, ttl_ms=3_000, batch=100)
+    s = Scheduler(
+        cfg, store=store, queue=StoreQueue(store, clock), elector=elector, clock=clock, owner="r0"
+    )  # type: ignore[arg-type]
+    s.outage.say = lambda line: None
+    s.step()
+    assert status(store)["backends_down"] == []
+    elector.down = True
+    for _ in range(3):
+        clock.advance(s.step())
+    (down,) = status(store)["backends_down"]
+    assert down["holder"] == "r0" and "etcd" in down["error"]
+    elector.down = False
+    clock.advance(s.step())
+    assert status(store)["backends_down"] == []
+    assert [e.kind for e in store.events()].count("backend_unreachable") == 1
+
+
 def test_a_writer_paused_inside_its_transaction_makes_others_wait_a_bounded_time(
     tmp_path: Path,
 ) -> None:

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from cronlab import distributed
 from cronlab.cli.options import CLOCK, JSON, OBSERVE_ELECTION, STORE, open_store
-from cronlab.ports import LeaseElector
+from cronlab.ports import Event, LeaseElector
 from cronlab.runtime import chaos, report
 from cronlab.runtime.clock import to_datetime
 from cronlab.stores.sql import SqlStore
@@ -67,7 +67,21 @@ def status(store: SqlStore, elector: LeaseElector | None = None) -> dict[str, An
         ],
         "tasks": store.counts(),
         "queue_depth": store.queue_depth(),
+        "backends_down": backends_down(store.events()),
     }
+
+
+def backends_down(events: list[Event]) -> list[dict[str, Any]]:
+    """The processes that said a backend went unreachable and have not said it came back."""
+    latest: dict[str, Event] = {}
+    for e in events:
+        if e.kind in ("backend_unreachable", "backend_down") and e.holder is not None:
+            latest[e.holder] = e
+    return [
+        {"holder": e.holder, "since_ms": e.at_ms, "error": str(e.detail.get("error", ""))}
+        for e in latest.values()
+        if e.kind == "backend_unreachable"
+    ]
 
 
 def _print_status(data: dict[str, Any]) -> None:
@@ -86,6 +100,9 @@ def _print_status(data: dict[str, Any]) -> None:
     out.print(table)
     counts = " · ".join(f"{k} {v:,}" for k, v in data["tasks"].items())
     out.print(f"tasks: {counts} · queue depth {data['queue_depth']:,}", highlight=False)
+    for down in data["backends_down"]:
+        since = to_datetime(down["since_ms"]).isoformat()
+        out.print(f"backend down for {down['holder']} since {since}: {down['error']}", markup=False)
 
 
 @click.command("report")

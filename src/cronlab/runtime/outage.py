@@ -1,7 +1,9 @@
 """Staying up through a backend outage: a process that cannot reach its store, queue or
 election backs off (0.1 s doubling to 5 s) and tries again, instead of exiting and waiting for
 its supervisor. The outage is said once on stderr when it starts and once when it ends, and
-recorded in the store's event log (``backend_down`` with how long it lasted) once it is back.
+recorded in the store's event log: ``backend_unreachable`` when it starts (if the store itself
+answers: the queue or the election is what is down), ``backend_down`` with how long it lasted
+once it is back. ``cronlab status`` lists the processes whose latest such event is the first.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class Outage:
         self.clock, self.who, self.say = clock, who, say
         self.since_ms: int | None = None
         self.error = ""
+        self.fresh = False
         self._delay_ms = FIRST_MS
 
     @property
@@ -33,7 +36,9 @@ class Outage:
         return self.since_ms is not None
 
     def failed(self, exc: BackendUnavailable) -> int:
-        """Note a failed round; milliseconds to wait before the next."""
+        """Note a failed round; milliseconds to wait before the next. ``fresh`` says whether
+        this round began the outage."""
+        self.fresh = self.since_ms is None
         if self.since_ms is None:
             self.since_ms, self.error = self.clock.monotonic_ms(), str(exc)
             self.say(f"{self.who}: {exc}; staying up, retrying with backoff")

@@ -86,12 +86,21 @@ class Scheduler:
             wait = self._round()
         except BackendUnavailable as exc:
             self.next_renew_ms = 0  # the next round asks the backends again
-            return self.outage.failed(exc)
+            return self._down(exc)
         if self._unreachable is not None:  # the election backend, while the store answered
             self.next_renew_ms = 0
-            return min(wait, self.outage.failed(self._unreachable))
+            return min(wait, self._down(self._unreachable))
         if (lasted := self.outage.recovered()) is not None:
             self._note_outage(lasted)
+        return wait
+
+    def _down(self, exc: BackendUnavailable) -> int:
+        wait = self.outage.failed(exc)
+        if self.outage.fresh:
+            epoch = self.lease.epoch if self.lease else 0
+            with contextlib.suppress(BackendUnavailable):  # the store itself is what is down
+                detail = {"error": str(exc), "replica": self.cfg.replica}
+                self._record("backend_unreachable", self.clock.now_ms(), epoch, **detail)
         return wait
 
     def _note_outage(self, lasted_ms: int) -> None:

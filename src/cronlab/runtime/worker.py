@@ -13,12 +13,13 @@ batches, so one worker does not hoard the queue or outlive its visibility timeou
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cronlab.exceptions import BackendUnavailable
 from cronlab.handlers import Registry
-from cronlab.ports import Clock, Queue, Retry, Store
+from cronlab.ports import Clock, Event, Queue, Retry, Store
 from cronlab.runtime.outage import Outage
 
 IDLE_MS = 100
@@ -89,9 +90,21 @@ class Worker:
         try:
             wait = self._batch()
         except BackendUnavailable as exc:
-            return self.outage.failed(exc)
-        self.outage.recovered()
+            delay = self.outage.failed(exc)
+            if self.outage.fresh:
+                self._note("backend_unreachable", error=str(exc))
+            return delay
+        if (lasted := self.outage.recovered()) is not None:
+            self._note("backend_down", lasted_ms=lasted, error=self.outage.error)
         return wait
+
+    def _note(self, kind: str, **detail: object) -> None:
+        """An event in the store's log, if the store answers (it may be what is down)."""
+        event = Event(
+            kind=kind, at_ms=self.clock.now_ms(), holder=self.name, epoch=0, detail=detail
+        )
+        with contextlib.suppress(BackendUnavailable):
+            self.store.record_event(event)
 
     def _batch(self) -> int:
         limit = self.limit
