@@ -146,6 +146,13 @@ def test_foreign_host_header_is_refused_on_loopback(client: TestClient) -> None:
     assert res.status_code == 400
 
 
+def test_a_lab_on_another_loopback_address_answers_there() -> None:
+    """Issue 13: ``lab --host 127.0.0.2`` started, then answered 400 to every request."""
+    client = TestClient(create_app(LabConfig(host="127.0.0.2")), base_url="http://127.0.0.2")
+    assert client.get("/api/simulate").status_code == 200
+    assert client.get("/api/simulate", headers={"host": "attacker.example"}).status_code == 400
+
+
 def test_live_endpoints_allowed_on_loopback_without_token(client: TestClient) -> None:
     res = client.post("/api/live/stop", json={})
     assert res.status_code == 404

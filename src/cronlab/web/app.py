@@ -96,7 +96,7 @@ def create_app(config: LabConfig | None = None, live: Live | None = None) -> Sta
 
     middleware = []
     if cfg.loopback:
-        hosts = list(LOOPBACK_NAMES)
+        hosts = [*LOOPBACK_NAMES, cfg.host, f"[{cfg.host}]"]  # 127.0.0.2 is loopback too
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=hosts))
     middleware.append(Middleware(SecurityHeaders))
     app = Starlette(routes=lab.routes(), middleware=middleware, lifespan=lifespan)
