@@ -4,6 +4,7 @@ or was accepted as nonsense before."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,48 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert len(lines) == 1 and words in lines[0], done.stderr[-500:]
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert not db.exists()
+
+
+def test_a_retried_enqueue_shows_what_is_stored_and_another_payload_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Issue 13: ``enqueue --key k1`` again said ``added: false`` with the new due time, not
+    the stored one, and silently kept the old payload when given another."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    first = json.loads(
+        cronlab(
+            "enqueue",
+            "fail",
+            "--store",
+            url,
+            "--in",
+            "1h",
+            "--key",
+            "k1",
+            "--payload",
+            '{"a": 1}',
+            "--json",
+        ).stdout
+    )
+    again = json.loads(
+        cronlab(
+            "enqueue",
+            "fail",
+            "--store",
+            url,
+            "--in",
+            "2h",
+            "--key",
+            "k1",
+            "--payload",
+            '{"a": 1}',
+            "--json",
+        ).stdout
+    )
+    assert (first["added"], again["added"]) == (True, False)
+    assert again["due_ms"] == first["due_ms"]
+    other = cronlab(
+        "enqueue", "fail", "--store", url, "--in", "1h", "--key", "k1", "--payload", '{"a": 2}'
+    )
+    assert other.returncode == 2 and "another payload" in other.stderr
+    assert other.stderr.count("\n") == 1 and other.stdout == ""

@@ -14,6 +14,7 @@ import click
 from cronlab.cli import schedule as schedule_cli
 from cronlab.core import delays
 from cronlab.core.policy import from_ms
+from cronlab.exceptions import ConfigError
 from cronlab.ports import NewTask
 from cronlab.runtime.clock import SystemClock
 
@@ -50,6 +51,14 @@ def enqueue_cmd(
     schedule_cli.check_handler(handler, app_spec)
     store = schedule_cli.open_store(store_url)
     added = store.add_tasks([task]) > 0
+    if not added:  # a retried enqueue: what is stored stands, and is what we show
+        stored = store.task_by_key(task.idempotency_key)
+        if (stored.handler, json.loads(stored.payload)) != (handler, json.loads(task.payload)):
+            raise ConfigError(
+                f"key {task.idempotency_key!r} is taken by a task for {stored.handler} with "
+                f"another payload (due {from_ms(stored.trigger_ms).isoformat()}): nothing changed"
+            )
+        due = stored.trigger_ms
     data = {"key": task.idempotency_key, "handler": handler, "due": from_ms(due).isoformat()}
     if as_json:
         click.echo(json.dumps({**data, "due_ms": due, "added": added}))

@@ -92,6 +92,14 @@ class SqlStore:
         r = rows[0]
         return task(r[:6], r[6], r[7])
 
+    def task_by_key(self, key: str) -> Task:
+        """One task by idempotency key; ``NotFoundError`` when there is none."""
+        rows = self.named("task_by_key", {"key": key})
+        if not rows:
+            raise NotFoundError(f"no task with key {key!r}")
+        r = rows[0]
+        return task(r[:6], r[6], r[7])
+
     def last_error(self, task_id: int) -> str | None:
         """The error a task's newest failed run left (or a skip's reason)."""
         rows = self.named("task_get", {"id": task_id})

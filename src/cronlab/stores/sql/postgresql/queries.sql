@@ -199,6 +199,10 @@ UPDATE tasks SET status = 'FAILED', last_error = %(error)s WHERE id = %(id)s;
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts, status, epoch, last_error
 FROM tasks WHERE id = %(id)s;
 
+-- name: task_by_key
+SELECT id, idempotency_key, handler, payload, trigger_ms, attempts, status, epoch, last_error
+FROM tasks WHERE idempotency_key = %(key)s;
+
 -- name: counts
 SELECT status, count(*) FROM tasks GROUP BY status;
 

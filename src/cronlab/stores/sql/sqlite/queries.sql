@@ -175,6 +175,10 @@ UPDATE tasks SET status = 'FAILED', last_error = :error WHERE id = :id;
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts, status, epoch, last_error
 FROM tasks WHERE id = :id;
 
+-- name: task_by_key
+SELECT id, idempotency_key, handler, payload, trigger_ms, attempts, status, epoch, last_error
+FROM tasks WHERE idempotency_key = :key;
+
 -- name: counts
 SELECT status, count(*) FROM tasks GROUP BY status;
 
