@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import traceback
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, cast
@@ -158,7 +159,26 @@ def load(spec: str) -> App:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"--app {spec!r}: cannot import {module_name!r}: {exc}") from None
+    except Exception as exc:  # the user's module raised (or does not parse): say where, briefly
+        raise ConfigError(
+            f"--app {spec!r}: importing {module_name} failed: {_where(exc)}"
+        ) from None
     app = getattr(module, attr, None)
     if not isinstance(app, App):
         raise ConfigError(f"--app {spec!r}: {module_name}.{attr} is not a cronlab.App")
     return app
+
+
+def _where(exc: BaseException) -> str:
+    """``Error: message (file:line)`` for the innermost frame of the user's code (not ours, not
+    the import machinery's); a SyntaxError names its own file and line."""
+    if isinstance(exc, SyntaxError):
+        return f"SyntaxError: {exc.msg} ({exc.filename}:{exc.lineno})"
+    ours = os.path.dirname(__file__)
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith(ours) and "importlib" not in f.filename
+    ]
+    place = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{place}"

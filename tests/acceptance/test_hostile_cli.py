@@ -87,3 +87,32 @@ def test_a_retried_enqueue_shows_what_is_stored_and_another_payload_is_refused(
     )
     assert other.returncode == 2 and "another payload" in other.stderr
     assert other.stderr.count("\n") == 1 and other.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("source", "words"),
+    [
+        ("import cronlab\nx = 1 / 0\n", "ZeroDivisionError: division by zero (%s/jobs.py:2)"),
+        ("def f(:\n", "SyntaxError: invalid syntax (%s/jobs.py:1)"),
+    ],
+)
+def test_an_app_that_raises_or_does_not_parse_is_one_line_with_its_place(
+    source: str, words: str, tmp_path: Path
+) -> None:
+    """Issue 13: a full traceback of cronlab's stack; now the user's error, file and line."""
+    (tmp_path / "jobs.py").write_text(source)
+    db = tmp_path / "s.db"
+    done = cronlab(
+        "enqueue",
+        "fail",
+        "--in",
+        "1h",
+        "--store",
+        f"sqlite:///{db}",
+        "--app",
+        "jobs:app",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and words % tmp_path in done.stderr
+    assert not db.exists()
