@@ -5,6 +5,7 @@ or was accepted as nonsense before."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,19 @@ def test_an_app_that_raises_or_does_not_parse_is_one_line_with_its_place(
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and words % tmp_path in done.stderr
     assert not db.exists()
+
+
+def test_status_and_report_on_a_damaged_store_say_so_in_one_line(tmp_path: Path) -> None:
+    """Issue 13: a store whose queue table was dropped made ``status`` print a traceback."""
+    db = tmp_path / "s.db"
+    url = f"sqlite:///{db}"
+    assert (
+        cronlab("invoices", "seed", "--store", url, "--count", "5", "--at", "+60").returncode == 0
+    )
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE queue")
+        conn.execute("DROP TABLE executions")
+    for command in ("status", "report"):
+        done = cronlab(command, "--store", url)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-300:]
+        assert done.stderr.count("\n") == 1 and "no such table" in done.stderr

@@ -8,6 +8,7 @@ import sys
 import click
 
 from cronlab.exceptions import ConfigError, CronlabError
+from cronlab.urls import redact
 
 # command → "module:attribute"; a module is imported only when its command runs, so a SQLite
 # user's ``cronlab worker`` loads no web server and no numpy.
@@ -90,7 +91,18 @@ def main(argv: list[str] | None = None) -> int:
     except (click.Abort, KeyboardInterrupt):
         click.echo("cronlab: interrupted", err=True)
         return 130
+    except Exception as exc:
+        if not _from_the_store(exc):
+            raise
+        why = redact(f"{type(exc).__name__}: {exc}")
+        return _fail(f"the store is damaged or not what this cronlab expects ({why})")
     return 0
+
+
+def _from_the_store(exc: Exception) -> bool:
+    """An error the database raised (a table missing, a page corrupted): the store's state,
+    not a bug to show a traceback for."""
+    return type(exc).__module__.split(".")[0] in ("sqlite3", "psycopg")
 
 
 def _fail(message: str) -> int:
