@@ -151,3 +151,14 @@ def test_a_crashed_replica_is_restarted_after_restart_after(url: str) -> None:
         wait_until(restarted, 20, "replica 1 to be started again")
     kinds = [e.kind for e in store.events()]
     assert "crash" in kinds and "exit" in kinds
+
+
+def test_the_children_die_with_a_cluster_killed_outright(url: str) -> None:
+    """Issue 13: SIGKILL of the cluster left its schedulers and workers running, orphaned."""
+    with running_cluster(url, "--replicas", "2", "--workers", "1") as proc:
+        wait_until(lambda: scanned_by_all(url, 2), 30, "the cluster to come up")
+        pids = [p.pid for p in store_of(url).processes() if p.exited_ms is None]
+        assert len(pids) == 3 and all(chaos.alive(pid) for pid in pids)
+        proc.kill()
+        proc.wait()
+        wait_until(lambda: not any(chaos.alive(pid) for pid in pids), 15, "the children to exit")

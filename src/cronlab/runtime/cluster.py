@@ -8,6 +8,7 @@ again after ``restart_after_s`` (None: never). SIGINT/SIGTERM stop every child, 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import os
 import secrets
@@ -19,6 +20,8 @@ import time
 from dataclasses import dataclass
 
 from cronlab.ports import Clock, Event, ProcessInfo, Store
+
+PR_SET_PDEATHSIG = 1
 
 POLL_S = 0.2
 # A batch allocates thousands of short-lived objects (messages, contexts, rows): with the
@@ -102,6 +105,15 @@ def command(cfg: ClusterConfig, role: str, index: int) -> list[str]:
     return [*base, "--index", str(index), "--visibility", str(cfg.visibility_s), *batch, *rate]
 
 
+def die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the cluster dies, however it dies (SIGKILL
+    too), so no scheduler or worker outlives it (Linux ``PR_SET_PDEATHSIG``; elsewhere the
+    process group is all there is)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def secret_env(cfg: ClusterConfig) -> dict[str, str]:
     """The URLs a child needs, passed in its environment (readable by its user alone)."""
     return {"CRONLAB_STORE": cfg.store_url, "CRONLAB_ELECTION": cfg.election}
@@ -142,7 +154,12 @@ class Cluster:
         role, index = slot
         nonce = secrets.token_hex(4)
         env = {**os.environ, NONCE_ENV: nonce, **secret_env(self.cfg)}
-        child = subprocess.Popen(command(self.cfg, role, index), stdin=subprocess.DEVNULL, env=env)
+        child = subprocess.Popen(
+            command(self.cfg, role, index),
+            stdin=subprocess.DEVNULL,
+            env=env,
+            preexec_fn=die_with_parent,  # the cluster forks from its one thread: safe here
+        )
         self.children[slot] = child
         info = ProcessInfo(
             role=role,
