@@ -197,3 +197,24 @@ def test_a_password_in_the_store_url_reaches_no_argv_and_no_banner(tmp_path: Pat
         text = log.read_text()
         assert "cronlab cluster:" in text and "postgres:***@" in text
         assert secret not in text
+
+
+def test_a_cluster_whose_children_cannot_start_stops_and_says_why(tmp_path: Path) -> None:
+    """Issue 13: with an unreachable --election the children printed one line and died, and
+    the cluster never exited. It stops, exit 2, naming the child; the child's line is above."""
+    started = time.monotonic()
+    done = run(
+        "cluster",
+        "--store",
+        f"sqlite:///{tmp_path / 's.db'}",
+        "--replicas",
+        "1",
+        "--workers",
+        "1",
+        "--election",
+        "etcd://127.0.0.1:1",
+    )
+    assert done.returncode == 2 and time.monotonic() - started < 50
+    assert "etcd etcd://127.0.0.1:1 unreachable" in done.stderr
+    assert "scheduler 0 stopped at start-up with a configuration error" in done.stderr
+    assert "Traceback" not in done.stderr

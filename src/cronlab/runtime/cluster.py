@@ -19,9 +19,12 @@ import sys
 import time
 from dataclasses import dataclass
 
+from cronlab.exceptions import ConfigError
 from cronlab.ports import Clock, Event, ProcessInfo, Store
 
 PR_SET_PDEATHSIG = 1
+USAGE_EXIT = 2  # what cronlab exits with on a user's mistake
+STARTUP_S = 30.0  # a child that exits so soon with USAGE_EXIT failed at start-up
 
 POLL_S = 0.2
 # A batch allocates thousands of short-lived objects (messages, contexts, rows): with the
@@ -126,7 +129,10 @@ class Cluster:
         self.cfg, self.store, self.clock = cfg, store, clock
         self.children: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
         self.restarts: dict[tuple[str, int], float] = {}
+        self.started: dict[tuple[str, int], float] = {}  # monotonic, of each slot's first start
+        self.restarted: set[tuple[str, int]] = set()
         self.stop = False
+        self.failed: str | None = None
 
     def slots(self) -> list[tuple[str, int]]:
         return [("scheduler", i) for i in range(self.cfg.replicas)] + [
@@ -146,6 +152,8 @@ class Cluster:
             self._stop_all()
             for s, handler in old.items():
                 signal.signal(s, handler)
+        if self.failed is not None:
+            raise ConfigError(self.failed)
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.stop = True
@@ -161,6 +169,7 @@ class Cluster:
             preexec_fn=die_with_parent,  # the cluster forks from its one thread: safe here
         )
         self.children[slot] = child
+        self.started.setdefault(slot, time.monotonic())  # the first start only
         info = ProcessInfo(
             role=role,
             index=index,
@@ -191,6 +200,16 @@ class Cluster:
                 detail={"role": role, "index": index, "code": child.returncode},
             )
         )
+        first_run = slot not in self.restarted
+        self.restarted.add(slot)
+        if first_run and child.returncode == USAGE_EXIT and now - self.started[slot] < STARTUP_S:
+            # A configuration error (a bad URL, a backend that is not there): starting it
+            # again cannot help. Stop, and say so.
+            self.failed = (
+                f"{role} {index} stopped at start-up with a configuration error (exit 2; "
+                "its line is above): the cluster stops too"
+            )
+            self.stop = True
         if self.cfg.restart_after_s is not None:
             self.restarts[slot] = now + self.cfg.restart_after_s
         else:
