@@ -168,6 +168,10 @@ class Store(Protocol):
     Every write method is one transaction: it happens completely or not at all.
     """
 
+    def missing(self) -> bool:
+        """True when the database was deleted or replaced under this store."""
+        ...
+
     def add_tasks(self, tasks: Iterable[NewTask]) -> int:
         """Insert tasks as PENDING; duplicates of an existing key are ignored. Returns inserted."""
         ...

@@ -162,3 +162,16 @@ def test_the_children_die_with_a_cluster_killed_outright(url: str) -> None:
         proc.kill()
         proc.wait()
         wait_until(lambda: not any(chaos.alive(pid) for pid in pids), 15, "the children to exit")
+
+
+def test_a_cluster_whose_store_file_is_deleted_stops_and_says_so(url: str) -> None:
+    """Issue 13: the store file deleted under a running cluster, it ran on silently."""
+    path = Path(url.removeprefix("sqlite:///"))
+    with running_cluster(url, "--replicas", "1", "--workers", "1") as proc:
+        wait_until(lambda: scanned_by_all(url, 1), 30, "the cluster to come up")
+        pids = [p.pid for p in store_of(url).processes() if p.exited_ms is None]
+        for f in path.parent.glob(path.name + "*"):
+            f.unlink()
+        wait_until(lambda: proc.poll() is not None, 15, "the cluster to stop")
+        assert proc.returncode == 2
+        assert not any(chaos.alive(pid) for pid in pids)

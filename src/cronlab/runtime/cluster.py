@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from cronlab.exceptions import ConfigError
 from cronlab.ports import Clock, Event, ProcessInfo, Store
+from cronlab.urls import redact
 
 PR_SET_PDEATHSIG = 1
 USAGE_EXIT = 2  # what cronlab exits with on a user's mistake
@@ -181,6 +182,12 @@ class Cluster:
 
     def _watch(self) -> None:
         now = time.monotonic()
+        if self.store.missing():
+            self.failed = (
+                f"the store {redact(self.cfg.store_url)} was deleted or replaced: stopping"
+            )
+            self.stop = True
+            return
         for slot, child in list(self.children.items()):
             if child.poll() is not None and slot not in self.restarts:
                 self._exited(slot, child, now)

@@ -169,6 +169,10 @@ class PostgresDialect:
         """The server's clock, epoch milliseconds (what lease expiry is judged by)."""
         return self.read(lambda c: int(c.execute(QUERIES["server_ms"]).fetchone()[0]))
 
+    def missing(self) -> bool:
+        """A server's database does not vanish under a session (a dropped one is an error)."""
+        return False
+
     def close(self) -> None:
         self._pool.close()
 

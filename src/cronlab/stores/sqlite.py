@@ -96,6 +96,16 @@ class SqliteDialect:
             _ThreadLock() if self.memory else _WriterLock(self.path, lock_wait_s)
         )
         self._wal = self.memory
+        self._inode = None if self.memory else os.stat(self.path).st_ino
+
+    def missing(self) -> bool:
+        """True once the file this connection opened was deleted or replaced under it."""
+        if self._inode is None:
+            return False
+        try:
+            return os.stat(self.path).st_ino != self._inode
+        except FileNotFoundError:
+            return True
 
     def transaction(self, fn: Callable[[sql.Conn], T]) -> T:
         with self._writer:

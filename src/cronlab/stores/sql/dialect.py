@@ -82,6 +82,10 @@ class Dialect(Protocol):
         """The store for messages, without secrets."""
         ...
 
+    def missing(self) -> bool:
+        """True when the database was deleted or replaced under the open connection."""
+        ...
+
     def close(self) -> None: ...
 
 

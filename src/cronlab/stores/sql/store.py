@@ -62,6 +62,10 @@ class SqlStore:
     def close(self) -> None:
         self.d.close()
 
+    def missing(self) -> bool:
+        """True when the database was deleted or replaced under this store (a SQLite file)."""
+        return self.d.missing()
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.d.describe()}>"
 
