@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cronlab.ports import Message, NewTask, Retry, Run, Tx
 from cronlab.stores.sql.dialect import Conn, fetch, task_args
@@ -32,6 +32,7 @@ from cronlab.stores.sql.dialect import Conn, fetch, task_args
 if TYPE_CHECKING:
     from cronlab.stores.sql.store import SqlStore
 
+T = TypeVar("T")
 Step = Callable[[Tx], bool]
 BatchStep = Callable[[Tx], list[bool]]
 OUTCOMES = ("ok", "noop", "error", "failed", "stale")
@@ -97,6 +98,14 @@ def _prepare_batch(run: Run, messages: Sequence[Message], dialect: str) -> Batch
         run, "prepare_batch", None
     )
     return prepare(messages, dialect) if prepare is not None else None
+
+
+class _Undone(Exception):
+    """A handler raised ``error``; its savepoint was rolled back."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class _Batch:
@@ -174,10 +183,8 @@ class _Batch:
         once in its single form)."""
         try:
             with self.d.savepoint(self.c):
-                return batched(tx)
-        except Exception as exc:
-            if self.d.is_connection_error(exc):
-                raise  # the connection, not the handler: the whole transaction is retried
+                return self._handler(batched, tx)
+        except _Undone:
             return None
 
     def _run_one(self, m: Message, step: Step, live: bool, tx: SqlTx) -> None:
@@ -188,13 +195,23 @@ class _Batch:
             return
         try:
             with self.d.savepoint(self.c):
-                applied = step(tx)
-        except Exception as exc:
-            if self.d.is_connection_error(exc):
-                raise
-            self._failed(m, exc)
+                applied = self._handler(step, tx)
+        except _Undone as undone:
+            self._failed(m, undone.error)
             return
         self._succeeded(m, applied, self.now())
+
+    def _handler(self, step: Callable[[Tx], T], tx: SqlTx) -> T:
+        """Run a handler's step; its failure becomes ``_Undone``, which rolls its savepoint
+        back. Anything else — the connection, or the savepoint's own statements failing (its
+        effect then may not be undone) — propagates, and the whole transaction is rolled
+        back: a message is never recorded as failed while its effect stays (sim seed 13560)."""
+        try:
+            return step(tx)
+        except Exception as exc:
+            if self.d.is_connection_error(exc):
+                raise  # the connection, not the handler: the whole transaction is retried
+            raise _Undone(exc) from exc
 
     def _all_succeeded(self, messages: Sequence[Message], applied: Sequence[bool]) -> None:
         """The batch form ran every message; the batch commits as one, so its runs share one
