@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -51,41 +52,16 @@ def test_a_retried_enqueue_shows_what_is_stored_and_another_payload_is_refused(
     """Issue 13: ``enqueue --key k1`` again said ``added: false`` with the new due time, not
     the stored one, and silently kept the old payload when given another."""
     url = f"sqlite:///{tmp_path / 's.db'}"
-    first = json.loads(
-        cronlab(
-            "enqueue",
-            "fail",
-            "--store",
-            url,
-            "--in",
-            "1h",
-            "--key",
-            "k1",
-            "--payload",
-            '{"a": 1}',
-            "--json",
-        ).stdout
-    )
-    again = json.loads(
-        cronlab(
-            "enqueue",
-            "fail",
-            "--store",
-            url,
-            "--in",
-            "2h",
-            "--key",
-            "k1",
-            "--payload",
-            '{"a": 1}',
-            "--json",
-        ).stdout
-    )
+
+    def enqueue_k1(delay: str, payload: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        args = ("--store", url, "--in", delay, "--key", "k1", "--payload", payload, *extra)
+        return cronlab("enqueue", "fail", *args)
+
+    first = json.loads(enqueue_k1("1h", '{"a": 1}', "--json").stdout)
+    again = json.loads(enqueue_k1("2h", '{"a": 1}', "--json").stdout)
     assert (first["added"], again["added"]) == (True, False)
     assert again["due_ms"] == first["due_ms"]
-    other = cronlab(
-        "enqueue", "fail", "--store", url, "--in", "1h", "--key", "k1", "--payload", '{"a": 2}'
-    )
+    other = enqueue_k1("1h", '{"a": 2}')
     assert other.returncode == 2 and "another payload" in other.stderr
     assert other.stderr.count("\n") == 1 and other.stdout == ""
 

@@ -90,17 +90,16 @@ class SqlStore:
 
     def task(self, task_id: int) -> Task:
         """One task by id; ``NotFoundError`` when there is none."""
-        rows = self.named("task_get", {"id": task_id})
-        if not rows:
-            raise NotFoundError(f"no task with id {task_id}")
-        r = rows[0]
-        return task(r[:6], r[6], r[7])
+        return self._one_task("task_get", {"id": task_id}, f"id {task_id}")
 
     def task_by_key(self, key: str) -> Task:
         """One task by idempotency key; ``NotFoundError`` when there is none."""
-        rows = self.named("task_by_key", {"key": key})
+        return self._one_task("task_by_key", {"key": key}, f"key {key!r}")
+
+    def _one_task(self, query: str, args: Mapping[str, Any], named: str) -> Task:
+        rows = self.named(query, args)
         if not rows:
-            raise NotFoundError(f"no task with key {key!r}")
+            raise NotFoundError(f"no task with {named}")
         r = rows[0]
         return task(r[:6], r[6], r[7])
 
