@@ -146,6 +146,17 @@ class Tx(Protocol):
 Run = Callable[[Message, Tx], bool]
 
 
+@dataclass(frozen=True, kw_only=True)
+class Batch:
+    """Messages a worker claimed, and how to run them (``Store.execute``)."""
+
+    worker: str
+    messages: Sequence[Message]
+    run: Run
+    retry: Retry
+    now: Callable[[], int]
+
+
 class Clock(Protocol):
     """Wall time in integer epoch milliseconds, and a monotonic clock for deadlines."""
 
@@ -203,20 +214,14 @@ class Store(Protocol):
         """Mark PENDING tasks with ``trigger_ms < before_ms`` MISSED (in-memory timers)."""
         ...
 
-    def execute(
-        self,
-        worker: str,
-        messages: Sequence[Message],
-        run: Run,
-        retry: Retry,
-        now: Callable[[], int],
-    ) -> dict[str, int]:
-        """Run ``run`` on each message in ONE transaction with the execution records and acks.
+    def execute(self, batch: Batch) -> dict[str, int]:
+        """Run ``batch.run`` on each message in ONE transaction with the execution records and
+        acks.
 
-        A message whose run raises is retried later (``retry``) or its task becomes FAILED with
-        the error kept; the other messages' effects stand. Each run is recorded (task,
-        message, receive, worker, attempt, start/end ms, outcome). Returns outcome counts
-        (``ok``, ``noop``, ``error``, ``failed``).
+        A message whose run raises is retried later (``batch.retry``) or its task becomes
+        FAILED with the error kept; the other messages' effects stand. Each run is recorded
+        (task, message, receive, worker, attempt, start/end ms, outcome). Returns outcome
+        counts (``ok``, ``noop``, ``error``, ``failed``, ``stale``).
         """
         ...
 

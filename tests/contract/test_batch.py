@@ -11,7 +11,7 @@ import pytest
 
 from cronlab.handlers import Context, Registry
 from cronlab.lab import invoices as lab
-from cronlab.ports import NewTask, Retry
+from cronlab.ports import Batch, NewTask, Retry
 from cronlab.queues.store import StoreQueue
 
 from .conftest import Backend
@@ -48,7 +48,15 @@ def seed(b: Backend, customers: list[str], handler: str = "invoice") -> None:
 
 def run(b: Backend, registry: Registry = lab.app.registry) -> dict[str, int]:
     messages = StoreQueue(b.store, b.clock).claim("w", 1_000, 30_000)
-    return b.store.execute("w", messages, registry.runner(b.clock.now_ms), Retry(), b.clock.now_ms)
+    return b.store.execute(
+        Batch(
+            worker="w",
+            messages=messages,
+            run=registry.runner(b.clock.now_ms),
+            retry=Retry(),
+            now=b.clock.now_ms,
+        )
+    )
 
 
 def invoices(b: Backend) -> list[Any]:

@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 
 from cronlab.handlers import Context, Registry
-from cronlab.ports import NewTask, Retry
+from cronlab.ports import Batch, NewTask, Retry, Run
 from cronlab.queues.store import StoreQueue
 
 from .conftest import Backend
 from .test_store import lead
 
 VISIBILITY = 1_000
+DEFAULT_RETRY = Retry()
 
 
 def effects_table(b: Backend) -> None:
@@ -58,8 +59,12 @@ def due(b: Backend, *handlers: str) -> None:
     b.store.dispatch_due(now, 100, lead(b))
 
 
+def batch(b: Backend, messages: Any, run: Run, retry: Retry = DEFAULT_RETRY) -> Batch:
+    return Batch(worker="w", messages=messages, run=run, retry=retry, now=b.clock.now_ms)
+
+
 def execute(b: Backend, r: Registry, messages: Any) -> dict[str, int]:
-    return b.store.execute("w", messages, r.runner(b.clock.now_ms), Retry(), b.clock.now_ms)
+    return b.store.execute(batch(b, messages, r.runner(b.clock.now_ms)))
 
 
 def test_a_stale_delivery_commits_no_effect(backend: Backend) -> None:
@@ -127,17 +132,15 @@ def test_a_retried_message_runs_again_and_its_stale_first_delivery_does_not(
     first = queue.claim("w", 10, VISIBILITY)
     retry = Retry(base_ms=10)
     assert (
-        backend.store.execute(
-            "w", first, r.runner(backend.clock.now_ms), retry, backend.clock.now_ms
-        )["error"]
+        backend.store.execute(batch(backend, first, r.runner(backend.clock.now_ms), retry))["error"]
         == 1
     )
     backend.clock.advance(10)
     second = queue.claim("w", 10, VISIBILITY)
     assert [m.attempt for m in second] == [2]
     run = r.runner(backend.clock.now_ms)
-    assert backend.store.execute("w", first, run, retry, backend.clock.now_ms)["stale"] == 1
-    assert backend.store.execute("w", second, run, retry, backend.clock.now_ms)["ok"] == 1
+    assert backend.store.execute(batch(backend, first, run, retry))["stale"] == 1
+    assert backend.store.execute(batch(backend, second, run, retry))["ok"] == 1
     assert calls == ["attempt 1", "attempt 2"] and backend.status(1) == "DONE"
 
 

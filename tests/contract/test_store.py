@@ -10,7 +10,7 @@ import pytest
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import FencedError
 from cronlab.handlers import Context, Registry
-from cronlab.ports import Event, NewTask, ProcessInfo, Retry
+from cronlab.ports import Batch, Event, NewTask, ProcessInfo, Retry
 from cronlab.queues.store import StoreQueue
 from cronlab.runtime import report
 
@@ -154,7 +154,15 @@ DEFAULT_RETRY = Retry()
 
 def run_batch(b: Backend, retry: Retry = DEFAULT_RETRY) -> dict[str, int]:
     messages = StoreQueue(b.store, b.clock).claim("w", 100, 30_000)
-    return b.store.execute("w", messages, registry().runner(b.clock.now_ms), retry, b.clock.now_ms)
+    return b.store.execute(
+        Batch(
+            worker="w",
+            messages=messages,
+            run=registry().runner(b.clock.now_ms),
+            retry=retry,
+            now=b.clock.now_ms,
+        )
+    )
 
 
 def test_successful_runs_are_done_and_acked(backend: Backend) -> None:

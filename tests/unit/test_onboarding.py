@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from cronlab.ports import Message
+from cronlab.ports import Batch, Message
 from cronlab.runtime.clock import FakeClock
 from cronlab.stores.memory import MemoryStore
 
@@ -101,7 +101,11 @@ def test_a_redelivered_welcome_sends_nothing_twice(ex: ModuleType) -> None:
         attempt=2,
     )
     run = app.registry().runner(clock.now_ms)  # type: ignore[attr-defined]
-    counts = store.execute("w", [again], run, engine.worker.cfg.retry, clock.now_ms)
+    counts = store.execute(
+        Batch(
+            worker="w", messages=[again], run=run, retry=engine.worker.cfg.retry, now=clock.now_ms
+        )
+    )
     assert counts["stale"] == 1  # its task is DONE: the handler does not even run again
     engine.run_until(T0 + 4 * DAY)
     assert [kind for kind, _, _ in sent(app)] == ["welcome", "nudge"]

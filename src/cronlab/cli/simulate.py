@@ -88,29 +88,9 @@ TICKER_HEAD, TICKER_TAIL = 12, 6
     metavar="KEY=VALUE",
     help=f"Run again with a knob changed and show both ({', '.join(params.COMPARE_KEYS)}).",
 )
-def simulate_cmd(
-    preset: str,
-    tasks: int,
-    minutes: int,
-    buckets: tuple[str, ...],
-    crashes: tuple[str, ...],
-    restart_after: str,
-    as_json: bool,
-    changes: tuple[str, ...],
-    durable: bool,
-    **knobs: Any,
-) -> None:
+def simulate_cmd(as_json: bool, changes: tuple[str, ...], **fields: Any) -> None:
     """Run the model of distributed cron: duplicates, missed triggers, backlog, drain time."""
-    a = params.build_scenario(
-        preset=preset,
-        tasks=tasks,
-        minutes=minutes,
-        buckets=buckets,
-        crashes=crashes,
-        restart_after=restart_after,
-        durable=durable,
-        **knobs,
-    )
+    a = params.build_scenario(**fields)  # every other option is one of its parameters
     b = _changed(a, changes)
     ra, rb = simulate(a), (simulate(b) if b is not None else None)
     if as_json:

@@ -59,15 +59,8 @@ def leader(store: SqlStore, clock: Clock, elector: LeaseElector | None = None) -
 
 def crash_leader(store: SqlStore, clock: Clock, elector: LeaseElector | None = None) -> Event:
     p = leader(store, clock, elector)
-    return _hit(
-        store,
-        clock,
-        elector,
-        p,
-        signal.SIGKILL,
-        "crash",
-        {"target": "leader", "was_leader": True, "replica": p.index},
-    )
+    detail = {"target": "leader", "was_leader": True, "replica": p.index}
+    return _hit(store, clock, elector, p, signal.SIGKILL, "crash", detail)
 
 
 def crash_replica(
@@ -76,15 +69,8 @@ def crash_replica(
     p = _find(store, "scheduler", index)
     lease = current_lease(store, clock, elector)
     was_leader = lease is not None and lease.holder == p.owner
-    return _hit(
-        store,
-        clock,
-        elector,
-        p,
-        signal.SIGKILL,
-        "crash",
-        {"target": f"replica:{index}", "was_leader": was_leader, "replica": index},
-    )
+    detail = {"target": f"replica:{index}", "was_leader": was_leader, "replica": index}
+    return _hit(store, clock, elector, p, signal.SIGKILL, "crash", detail)
 
 
 def kill_worker(store: SqlStore, clock: Clock, index: int | None) -> Event:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from cronlab.exceptions import BackendUnavailable
 from cronlab.handlers import Registry
-from cronlab.ports import Clock, Event, Queue, Retry, Store
+from cronlab.ports import Batch, Clock, Event, Queue, Retry, Store
 from cronlab.runtime.outage import Outage
 
 IDLE_MS = 100
@@ -119,9 +119,14 @@ class Worker:
             self.bucket.take(len(messages))
         started = self.clock.now_ms()
         with self.queue.holding(messages, self.cfg.visibility_ms):
-            counts = self.store.execute(
-                self.name, messages, self.run_message, self.cfg.retry, self.clock.now_ms
+            work = Batch(
+                worker=self.name,
+                messages=messages,
+                run=self.run_message,
+                retry=self.cfg.retry,
+                now=self.clock.now_ms,
             )
+            counts = self.store.execute(work)
         for key, n in counts.items():
             self.totals[key] += n
         # Step aside briefly after a LONG batch (slow handlers): a single-writer store

@@ -91,19 +91,16 @@ def _build(grouped: dict[str, list[str]], knobs: dict[str, Any]) -> Scenario:
     _guard("bucket", lambda: [workload.parse_bucket(b) for b in buckets])
     _guard("crash", lambda: [params.parse_fault(c) for c in crashes])
     # Validation across fields (a crash of a replica that does not exist) is the crash's fault.
-    return _guard(
-        "crash" if crashes else "scenario",
-        partial(
-            params.build_scenario,
-            preset=preset,
-            buckets=buckets,
-            crashes=crashes,
-            restart_after=restart,
-            election=election,
-            durable=durable,
-            **knobs,
-        ),
-    )
+    fields: dict[str, Any] = {
+        "preset": preset,
+        "buckets": buckets,
+        "crashes": crashes,
+        "restart_after": restart,
+        "election": election,
+        "durable": durable,
+        **knobs,
+    }
+    return _guard("crash" if crashes else "scenario", partial(params.build_scenario, **fields))
 
 
 def _choice(grouped: dict[str, list[str]], name: str, choices: tuple[str, ...]) -> str:

@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cronlab.ports import Message, NewTask, Retry, Run, Tx
-from cronlab.stores.sql.dialect import Conn, fetch, task_args
+from cronlab.ports import Batch, Message, NewTask, Run, Tx
+from cronlab.stores.sql.dialect import Conn, fetch
 
 if TYPE_CHECKING:
     from cronlab.stores.sql.store import SqlStore
@@ -56,29 +56,20 @@ class SqlTx:
         return fetch(self._c.execute(sql, params))
 
     def add_task(self, task: NewTask) -> int:
-        return int(self._c.execute(self._q["add_task"], task_args(task)).rowcount)
+        return int(self._c.execute(self._q["add_task"], task._asdict()).rowcount)
 
 
-def execute(
-    store: SqlStore,
-    worker: str,
-    messages: Sequence[Message],
-    run: Run,
-    retry: Retry,
-    now: Callable[[], int],
-    relayed: bool,
-) -> dict[str, int]:
+def execute(store: SqlStore, work: Batch, relayed: bool) -> dict[str, int]:
     """``Store.execute``; ``relayed``: see ``redis.OutboxStore``."""
-    start = now()
-    batched = _prepare_batch(run, messages, store.d.name)
-    ready = None if batched is not None else _prepare(run, messages)
+    start = work.now()
+    batched = _prepare_batch(work.run, work.messages, store.d.name)
+    ready = None if batched is not None else _prepare(work.run, work.messages)
 
     def steps() -> Sequence[Step]:  # the single forms: prepared here unless a batch form runs
-        return ready if ready is not None else _prepare(run, messages)
+        return ready if ready is not None else _prepare(work.run, work.messages)
 
     def transaction(c: Conn) -> dict[str, int]:
-        b = _Batch(store, c, worker, start, retry, now, relayed)
-        return b.run(messages, steps, batched)
+        return _Batch(store, c, work, start, relayed).run(work.messages, steps, batched)
 
     return store.d.transaction(transaction)
 
@@ -111,19 +102,10 @@ class _Undone(Exception):
 class _Batch:
     """One batch inside an open transaction: runs, execution ends, task updates, acks."""
 
-    def __init__(
-        self,
-        store: SqlStore,
-        c: Conn,
-        worker: str,
-        start_ms: int,
-        retry: Retry,
-        now: Callable[[], int],
-        relayed: bool,
-    ) -> None:
+    def __init__(self, store: SqlStore, c: Conn, work: Batch, start_ms: int, relayed: bool):
         self.store, self.c, self.q, self.d = store, c, store.q, store.d
-        self.worker, self.start_ms, self.retry, self.now = worker, start_ms, retry, now
-        self.relayed = relayed
+        self.worker, self.retry, self.now = work.worker, work.retry, work.now
+        self.start_ms, self.relayed = start_ms, relayed
         self.ends: list[list[Any]] = []  # [task, message, receive, attempt, end, outcome, error]
         self.done: list[int] = []  # copies that ran
         self.acks: list[Message] = []

@@ -109,17 +109,6 @@ def parse_queries(text: str) -> dict[str, str]:
     return {k: v.strip() for k, v in queries.items()}
 
 
-def task_args(t: NewTask) -> dict[str, Any]:
-    """``add_task``'s parameters."""
-    return {
-        "key": t.idempotency_key,
-        "handler": t.handler,
-        "payload": t.payload,
-        "trigger": t.trigger_ms,
-        "schedule": t.schedule,
-    }
-
-
 TaskRow = tuple[str, str, str, int, "str | None"]
 
 

@@ -18,19 +18,18 @@ from cronlab.core.policy import Schedule
 from cronlab.exceptions import ConfigError, ConflictError, FencedError, NotFoundError
 from cronlab.ports import (
     STATUSES,
+    Batch,
     Event,
     Message,
     NewTask,
     ProcessInfo,
-    Retry,
-    Run,
     ScheduleInfo,
     Task,
 )
 from cronlab.stores import Fencing, schedules
 from cronlab.stores.rows import Delivery, Envelope, Settlement, task
 from cronlab.stores.sql import batch, migrate
-from cronlab.stores.sql.dialect import Conn, Dialect, chunks, fetch, task_args, task_row
+from cronlab.stores.sql.dialect import Conn, Dialect, chunks, fetch, task_row
 
 T = TypeVar("T")
 START = (-(1 << 62), -(1 << 62))  # a (trigger_ms, id) before every row
@@ -276,7 +275,7 @@ class SqlStore:
         return reason, added
 
     def _add(self, c: Conn, task: NewTask) -> int:
-        return int(c.execute(self.q["add_task"], task_args(task)).rowcount)
+        return int(c.execute(self.q["add_task"], task._asdict()).rowcount)
 
     def read_due(
         self, now_ms: int, limit: int, copied_since_ms: int | None = None
@@ -311,19 +310,10 @@ class SqlStore:
 
     # -- executions -------------------------------------------------------------------------
 
-    def execute(
-        self,
-        worker: str,
-        messages: Sequence[Message],
-        run: Run,
-        retry: Retry,
-        now: Callable[[], int],
-        *,
-        relayed: bool = False,
-    ) -> dict[str, int]:
+    def execute(self, work: Batch, *, relayed: bool = False) -> dict[str, int]:
         """Run the batch in ONE transaction with its execution records, task updates and acks
         (``batch.execute``)."""
-        return batch.execute(self, worker, messages, run, retry, now, relayed)
+        return batch.execute(self, work, relayed)
 
     # -- lease row (LeaseTable) -------------------------------------------------------------
 

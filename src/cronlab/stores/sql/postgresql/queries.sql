@@ -29,7 +29,7 @@ TRUNCATE add_tasks_tmp;
 
 -- name: add_task
 INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
-VALUES (%(key)s, %(handler)s, %(payload)s, %(trigger)s, %(schedule)s)
+VALUES (%(idempotency_key)s, %(handler)s, %(payload)s, %(trigger_ms)s, %(schedule)s)
 ON CONFLICT (idempotency_key) DO NOTHING;
 
 -- name: lease_read

@@ -9,8 +9,9 @@ SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
 SELECT 1;
 
 -- name: add_task
+-- The parameters are a NewTask's fields (its _asdict()).
 INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
-VALUES (:key, :handler, :payload, :trigger, :schedule)
+VALUES (:idempotency_key, :handler, :payload, :trigger_ms, :schedule)
 ON CONFLICT (idempotency_key) DO NOTHING;
 
 -- name: add_tasks_many
