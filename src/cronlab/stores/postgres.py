@@ -37,7 +37,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 T = TypeVar("T")
 TimeSource = Literal["server", "caller"]
 SCHEMES = ("postgresql", "postgres")
-QUERIES = base.parse_queries(base.sql_files("postgresql")["queries.sql"])
+QUERIES = base.queries("postgresql")
 
 
 CONFLICT_TRIES = 3

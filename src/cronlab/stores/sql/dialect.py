@@ -96,6 +96,14 @@ def sql_files(dialect: str) -> dict[str, str]:
     return {f.name: f.read_text() for f in folder.iterdir() if f.name.endswith(".sql")}
 
 
+def queries(dialect: str) -> dict[str, str]:
+    """The named queries of ``dialect``: ``shared/queries.sql``, then its own file's."""
+    return {
+        **parse_queries(sql_files("shared")["queries.sql"]),
+        **parse_queries(sql_files(dialect)["queries.sql"]),
+    }
+
+
 def parse_queries(text: str) -> dict[str, str]:
     """``-- name: X`` blocks → {X: sql}; comment lines inside a block are dropped."""
     queries: dict[str, str] = {}

@@ -166,7 +166,7 @@ class SqlStore:
         (the Redis stream this table is the outbox of). Returns how many were enqueued."""
 
         def lost_ones(c: Conn, now: int) -> list[tuple[int, int]]:
-            if c.execute(self.q["queued_size"]).fetchone()[0] > RECONCILE_MAX_QUEUED:
+            if c.execute(self.q["queue_depth"]).fetchone()[0] > RECONCILE_MAX_QUEUED:
                 return []
             args = {"before": now - older_than_ms, "limit": RECONCILE_LIMIT}
             candidates = c.execute(self.q["reconcile_candidates"], args).fetchall()

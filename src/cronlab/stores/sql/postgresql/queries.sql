@@ -32,9 +32,6 @@ INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
 VALUES (%(idempotency_key)s, %(handler)s, %(payload)s, %(trigger_ms)s, %(schedule)s)
 ON CONFLICT (idempotency_key) DO NOTHING;
 
--- name: lease_read
-SELECT holder, epoch, expires_ms FROM lease WHERE name = 'scheduler';
-
 -- name: lease_read_locked
 -- A dispatch's fencing check: the row stays as read until the dispatch commits.
 SELECT holder, epoch, expires_ms FROM lease WHERE name = 'scheduler' FOR SHARE;
@@ -163,9 +160,6 @@ ORDER BY id LIMIT %(limit)s;
 -- name: outbox_delete
 DELETE FROM queue WHERE id = ANY(%(ids)s::bigint[]);
 
--- name: queue_depth
-SELECT coalesce(sum(size), 0) FROM queue;
-
 -- name: execution_insert
 INSERT INTO executions
   (task_id, message_id, receive, worker, attempt, start_ms, end_ms, outcome, error)
@@ -203,9 +197,6 @@ FROM tasks WHERE id = %(id)s;
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts, status, epoch, last_error
 FROM tasks WHERE idempotency_key = %(key)s;
 
--- name: counts
-SELECT status, count(*) FROM tasks GROUP BY status;
-
 -- name: register_process
 INSERT INTO processes (role, idx, pid, owner, started_ms)
 VALUES (%(role)s, %(index)s, %(pid)s, %(owner)s, %(started_ms)s)
@@ -216,24 +207,15 @@ ON CONFLICT (role, idx) DO UPDATE SET pid = excluded.pid, owner = excluded.owner
 UPDATE processes SET exited_ms = %(now)s
 WHERE role = %(role)s AND idx = %(index)s AND pid = %(pid)s;
 
--- name: processes
-SELECT role, idx, pid, owner, started_ms, exited_ms FROM processes ORDER BY role, idx;
-
 -- name: record_event
 INSERT INTO events (kind, at_ms, holder, epoch, pid, detail)
 VALUES (%(kind)s, %(at_ms)s, %(holder)s, %(epoch)s, %(pid)s, %(detail)s);
-
--- name: events
-SELECT kind, at_ms, holder, epoch, pid, detail FROM events ORDER BY at_ms, id;
 
 -- name: record_sample
 INSERT INTO samples (at_ms, depth) VALUES (%(at)s, %(depth)s);
 
 -- name: report_due
 SELECT count(*), min(trigger_ms) FROM tasks WHERE trigger_ms <= %(now)s;
-
--- name: report_dispatched
-SELECT value FROM counters WHERE name = 'dispatched';
 
 -- name: report_runs
 SELECT
@@ -242,12 +224,6 @@ SELECT
   max(end_ms) FILTER (WHERE outcome IN ('ok', 'noop')),
   coalesce(sum(greatest(receive - 1, 0)), 0)
 FROM executions WHERE outcome IN ('ok', 'noop', 'failed');
-
--- name: report_backlog_peak
-SELECT coalesce(max(depth), 0) FROM samples;
-
--- name: report_lateness_count
-SELECT count(*) FROM tasks WHERE dispatched_ms IS NOT NULL;
 
 -- name: report_lateness_at
 SELECT dispatched_ms - trigger_ms AS late FROM tasks WHERE dispatched_ms IS NOT NULL
@@ -262,9 +238,6 @@ FROM schedules WHERE name = %(name)s;
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
   next_fire_ms, last_fire_ms, last_reason
 FROM schedules WHERE name = %(name)s FOR UPDATE;
-
--- name: schedule_names
-SELECT name FROM schedules ORDER BY name;
 
 -- name: schedule_upsert
 INSERT INTO schedules (name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap,
@@ -316,12 +289,6 @@ UPDATE tasks SET status = 'SKIPPED', last_error = %(reason)s WHERE id = %(id)s;
 SELECT id, attempts FROM tasks
 WHERE status = 'DISPATCHED' AND epoch IS NOT NULL AND dispatched_ms < %(before)s
 ORDER BY dispatched_ms LIMIT %(limit)s;
-
--- name: queued_size
-SELECT coalesce(sum(size), 0) FROM queue;
-
--- name: queued_ids
-SELECT task_ids FROM queue;
 
 -- name: reconcile_touch
 UPDATE tasks SET dispatched_ms = %(now)s WHERE id = ANY(%(ids)s::bigint[]);

@@ -19,9 +19,6 @@ ON CONFLICT (idempotency_key) DO NOTHING;
 INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
 VALUES (?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING;
 
--- name: lease_read
-SELECT holder, epoch, expires_ms FROM lease WHERE name = 'scheduler';
-
 -- name: lease_read_locked
 -- Inside a write transaction, which holds the database's only write lock.
 SELECT holder, epoch, expires_ms FROM lease WHERE name = 'scheduler';
@@ -137,9 +134,6 @@ SELECT id, task_ids, attempt FROM queue WHERE invisible_until_ms <= :now ORDER B
 -- name: outbox_delete
 DELETE FROM queue WHERE id IN (SELECT value FROM json_each(:ids));
 
--- name: queue_depth
-SELECT coalesce(sum(size), 0) FROM queue;
-
 -- name: execution_insert
 -- :rows is a JSON array of [task, message, receive, attempt, end_ms, outcome, error].
 INSERT INTO executions
@@ -180,9 +174,6 @@ FROM tasks WHERE id = :id;
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts, status, epoch, last_error
 FROM tasks WHERE idempotency_key = :key;
 
--- name: counts
-SELECT status, count(*) FROM tasks GROUP BY status;
-
 -- name: register_process
 INSERT INTO processes (role, idx, pid, owner, started_ms)
 VALUES (:role, :index, :pid, :owner, :started_ms)
@@ -192,24 +183,15 @@ ON CONFLICT (role, idx) DO UPDATE SET pid = excluded.pid, owner = excluded.owner
 -- name: process_exited
 UPDATE processes SET exited_ms = :now WHERE role = :role AND idx = :index AND pid = :pid;
 
--- name: processes
-SELECT role, idx, pid, owner, started_ms, exited_ms FROM processes ORDER BY role, idx;
-
 -- name: record_event
 INSERT INTO events (kind, at_ms, holder, epoch, pid, detail)
 VALUES (:kind, :at_ms, :holder, :epoch, :pid, :detail);
-
--- name: events
-SELECT kind, at_ms, holder, epoch, pid, detail FROM events ORDER BY at_ms, id;
 
 -- name: record_sample
 INSERT INTO samples (at_ms, depth) VALUES (:at, :depth);
 
 -- name: report_due
 SELECT count(*), min(trigger_ms) FROM tasks WHERE trigger_ms <= :now;
-
--- name: report_dispatched
-SELECT value FROM counters WHERE name = 'dispatched';
 
 -- name: report_runs
 -- A run is an execution that completed (ok, noop) or gave up (failed); runs beyond the first
@@ -222,12 +204,6 @@ SELECT
   max(CASE WHEN outcome IN ('ok', 'noop') THEN end_ms END),
   coalesce(sum(max(receive - 1, 0)), 0)
 FROM executions WHERE outcome IN ('ok', 'noop', 'failed');
-
--- name: report_backlog_peak
-SELECT coalesce(max(depth), 0) FROM samples;
-
--- name: report_lateness_count
-SELECT count(*) FROM tasks WHERE dispatched_ms IS NOT NULL;
 
 -- name: report_lateness_at
 SELECT dispatched_ms - trigger_ms AS late FROM tasks WHERE dispatched_ms IS NOT NULL
@@ -242,9 +218,6 @@ FROM schedules WHERE name = :name;
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
   next_fire_ms, last_fire_ms, last_reason
 FROM schedules WHERE name = :name;
-
--- name: schedule_names
-SELECT name FROM schedules ORDER BY name;
 
 -- name: schedule_upsert
 -- (paused is the operator's: redeploying an app does not resume a paused schedule)
@@ -294,12 +267,6 @@ UPDATE tasks SET status = 'SKIPPED', last_error = :reason WHERE id = :id;
 SELECT id, attempts FROM tasks
 WHERE status = 'DISPATCHED' AND epoch IS NOT NULL AND dispatched_ms < :before
 ORDER BY dispatched_ms LIMIT :limit;
-
--- name: queued_size
-SELECT coalesce(sum(size), 0) FROM queue;
-
--- name: queued_ids
-SELECT task_ids FROM queue;
 
 -- name: reconcile_touch
 UPDATE tasks SET dispatched_ms = :now WHERE id IN (SELECT value FROM json_each(:ids));
