@@ -351,6 +351,16 @@ class ScheduleInfo:
     last_fire_ms: int | None = None
     last_outcome: str | None = None
     last_reason: str | None = None
+    app: str | None = None  # the App whose code declares it (None: added by hand)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyncReport:
+    """What ``ScheduleStore.sync_schedules`` did, by schedule name."""
+
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
 
 
 class ScheduleStore(Protocol):
@@ -370,6 +380,13 @@ class ScheduleStore(Protocol):
         definition drops its occurrence still to come and materialises ``next_fire(now)``; one
         already due stays and runs (it was due under the definition in force at its time).
         """
+        ...
+
+    def sync_schedules(self, app: str, wanted: Sequence[Schedule], now_ms: int) -> SyncReport:
+        """Make the schedules ``app`` declares exactly ``wanted``, in one transaction: add,
+        change (as ``put_schedule`` with ``replace``) and remove (as ``remove_schedule``)
+        those of ``app``'s; one added by hand is adopted; one of another app is a
+        ``ConflictError`` (nothing written)."""
         ...
 
     def get_schedule(self, name: str) -> ScheduleInfo:

@@ -27,8 +27,8 @@ def sql(backend: Backend) -> Backend:
 def single_form() -> Registry:
     """The same handlers without batch forms: the reference the batch form must match."""
     r = Registry()
-    r.handler("invoice")(lab.invoice)
-    r.handler("fail")(lab.fail)
+    r.handler("invoice")(lambda ctx, payload: lab.invoice(ctx, **payload))
+    r.handler("fail")(lambda ctx, payload: lab.fail(ctx, **payload))
     return r
 
 

@@ -18,6 +18,7 @@ COMMANDS = {
     "cluster": "processes:cluster_cmd",
     "scheduler": "processes:scheduler_cmd",
     "worker": "processes:worker_cmd",
+    "run": "processes:run_cmd",
     "invoices": "invoices:invoices",
     "status": "observe:status_cmd",
     "report": "observe:report_cmd",

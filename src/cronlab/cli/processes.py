@@ -6,6 +6,7 @@ The lab drives these; their names and flags are a contract.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from typing import cast
 
 import click
@@ -33,7 +34,7 @@ from cronlab.cli.options import (
     open_store,
 )
 from cronlab.exceptions import ConfigError
-from cronlab.ports import Retry
+from cronlab.ports import Retry, SyncReport
 from cronlab.runtime import cluster
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig, Timers
 from cronlab.runtime.worker import Worker, WorkerConfig
@@ -107,6 +108,7 @@ def cluster_cmd(
         os.environ["CRONLAB_APP"] = app_spec  # the children read --app from it
     store = open_store(store_url, create=True)
     app.start(store)
+    echo_sync(app.sync(schedule_store(store)))
     _idempotency(app, store, not no_idempotency)
     click.echo(
         f"cronlab cluster: {replicas} schedulers ({redact(election)}, {timers} timers), "
@@ -159,7 +161,7 @@ def scheduler_cmd(
     app = app_for(app_spec)  # a bad --app: one line, nothing written
     wait_s = min(LOCK_WAIT_S, lease_ttl / 2)  # a paused writer is given up before a takeover
     sql_store = open_store(store_url, create=True, election=election, lock_wait_s=wait_s)
-    app.deploy(schedule_store(sql_store))
+    echo_sync(app.sync(schedule_store(sql_store)), quiet=True)
     elector, mode = distributed.open_elector(election, sql_store, CLOCK)
     queue, store = distributed.open_queue(queue_url, sql_store, CLOCK)
     cfg = SchedulerConfig(
@@ -216,6 +218,44 @@ def worker_cmd(
     name = cluster.identity("worker", index)
     cluster.tune_gc()
     Worker(cfg, store=store, queue=queue, registry=app.registry, clock=CLOCK, name=name).run(Stop())
+
+
+def echo_sync(report: SyncReport, *, quiet: bool = False) -> None:
+    """What a sync of ``--app``'s schedules changed, a line each on stderr (``quiet``: none
+    when nothing changed)."""
+    lines = [f"schedule added: {n}" for n in report.added]
+    lines += [f"schedule changed: {n}" for n in report.changed]
+    lines += [
+        f"schedule removed: {n} (one already due is recorded SKIPPED)" for n in report.removed
+    ]
+    for line in lines or ([] if quiet else ["schedules: in sync"]):
+        click.echo(f"cronlab: {line}", err=True)
+
+
+@click.command("run")
+@click.option(
+    "--store",
+    "store_url",
+    default=None,
+    metavar="URL",
+    help="sqlite:///PATH or postgresql://… (default: the app's own, or CRONLAB_STORE).",
+)
+@APP
+@knob("--concurrency", click.IntRange(min=1, max=10_000), 100, "Async tasks run at once.")
+@SCAN_INTERVAL
+def run_cmd(
+    store_url: str | None, app_spec: str | None, concurrency: int, scan_interval: float
+) -> None:
+    """Scheduler and worker in this one process (App.run), until SIGINT/SIGTERM."""
+    if not app_spec:
+        raise ConfigError("cronlab run needs --app MODULE:APP (or CRONLAB_APP)")
+    app = app_for(app_spec)
+    if store_url is not None:
+        app.use_store(store_url)
+    shown = redact(app.store_url) if app.store_url else "its store"
+    click.echo(f"cronlab run: {app_spec} on {shown} — Ctrl-C stops", err=True)
+    echo_sync(app.sync(), quiet=True)
+    app.run(concurrency=concurrency, scan_interval=timedelta(seconds=scan_interval))
 
 
 def _idempotency(app: object, store: object, on: bool) -> None:

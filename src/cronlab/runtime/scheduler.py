@@ -127,6 +127,10 @@ class Scheduler:
         until_renew = self.next_renew_ms - self.clock.monotonic_ms()
         return max(1, min(until_scan, until_renew))
 
+    def wake(self) -> None:
+        """Scan at the next step instead of at the next whole scan interval."""
+        self.next_scan_ms = self.clock.now_ms()
+
     def leading(self) -> bool:
         """True until the local deadline of the lease this replica holds."""
         return self.lease is not None and self.clock.monotonic_ms() < self.deadline_ms

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cronlab.exceptions import BackendUnavailable
-from cronlab.handlers import Registry
+from cronlab.handlers import CONCURRENCY, Registry
 from cronlab.ports import Batch, Clock, Event, Queue, Retry, Store
 from cronlab.runtime.outage import Outage
 
@@ -38,6 +38,7 @@ class WorkerConfig:
     visibility_ms: int = 30_000
     rate: float | None = None
     retry: Retry = field(default_factory=Retry)
+    concurrency: int = CONCURRENCY  # async handlers run at once
 
 
 class TokenBucket:
@@ -73,7 +74,7 @@ class Worker:
         name: str,
     ) -> None:
         self.cfg, self.store, self.queue, self.clock, self.name = cfg, store, queue, clock, name
-        self.run_message = registry.runner(clock.now_ms)
+        self.run_message = registry.runner(clock.now_ms, cfg.concurrency)
         self.bucket = TokenBucket(cfg.rate, clock.now_ms()) if cfg.rate else None
         self.totals = dict.fromkeys(("ok", "noop", "error", "failed", "stale"), 0)
         self.limit = min(cfg.batch, FIRST_BATCH)

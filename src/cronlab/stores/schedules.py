@@ -58,10 +58,12 @@ def same_definition(stored: Schedule, wanted: Schedule) -> bool:
     return dataclasses.replace(stored, paused=wanted.paused) == wanted
 
 
-def to_row(schedule: Schedule) -> dict[str, Any]:
-    """The schedule's stored columns (payload as JSON text, paused as 0/1)."""
+def to_row(schedule: Schedule, app: str | None = None) -> dict[str, Any]:
+    """The schedule's stored columns (payload as JSON text, paused as 0/1), declared by
+    ``app`` (None: added by hand)."""
     payload = json.dumps(schedule.payload, sort_keys=True)
-    return {**dataclasses.asdict(schedule), "payload": payload, "paused": int(schedule.paused)}
+    row = {**dataclasses.asdict(schedule), "payload": payload, "paused": int(schedule.paused)}
+    return {**row, "app": app}
 
 
 def from_row(row: Sequence[Any]) -> Schedule:

@@ -24,6 +24,7 @@ from cronlab.ports import (
     NewTask,
     ProcessInfo,
     ScheduleInfo,
+    SyncReport,
     Task,
 )
 from cronlab.stores import Fencing, schedules
@@ -304,6 +305,10 @@ class SqlStore:
             lambda c: int(c.execute(self.q["mark_missed"], {"before": before_ms}).rowcount)
         )
 
+    def pending_due(self, now_ms: int) -> int:
+        """PENDING tasks whose trigger time has come (``now_ms`` or earlier)."""
+        return int(self.named("pending_due", {"now": now_ms})[0][0])
+
     def counts(self) -> dict[str, int]:
         found = dict(self.named("counts"))
         return {s: int(found.get(s, 0)) for s in STATUSES}
@@ -502,6 +507,35 @@ class SqlStore:
 
         return self.d.transaction(put)
 
+    def sync_schedules(self, app: str, wanted: Sequence[Schedule], now_ms: int) -> SyncReport:
+        def sync(c: Conn) -> SyncReport:
+            added: list[str] = []
+            changed: list[str] = []
+            for s in wanted:
+                old = self._schedule(c, s.name, lock=True)
+                if old is not None and old.app not in (None, app):
+                    raise ConflictError(
+                        f"schedule {s.name!r} is declared by app {old.app!r}, not {app!r}: "
+                        "nothing was written (give one of them another name)"
+                    )
+                same = old is not None and schedules.same_definition(old.schedule, s)
+                if not same:
+                    (changed if old is not None else added).append(s.name)
+                if same and old is not None and old.app == app:
+                    continue
+                c.execute(self.q["schedule_upsert"], schedules.to_row(s, app))
+                if not same:
+                    paused = old.schedule.paused if old is not None else s.paused
+                    self._rematerialise(c, s, now_ms, paused)
+            declared = {s.name for s in wanted}
+            names = c.execute(self.q["schedule_names_of_app"], {"app": app}).fetchall()
+            removed = [n for (n,) in names if n not in declared]
+            for name in removed:
+                self._remove(c, name, now_ms)
+            return SyncReport(added=tuple(added), changed=tuple(changed), removed=tuple(removed))
+
+        return self.d.transaction(sync)
+
     def get_schedule(self, name: str) -> ScheduleInfo:
         def get(c: Conn) -> ScheduleInfo:
             info = self._must_exist(c, name)
@@ -538,10 +572,15 @@ class SqlStore:
     def remove_schedule(self, name: str, now_ms: int) -> None:
         def remove(c: Conn) -> None:
             self._must_exist(c, name, lock=True)
-            c.execute(self.q["schedule_drop_pending"], {"name": name, "now": now_ms})
-            c.execute(self.q["schedule_delete"], {"name": name})
+            self._remove(c, name, now_ms)
 
         self.d.transaction(remove)
+
+    def _remove(self, c: Conn, name: str, now_ms: int) -> None:
+        """Delete a schedule and its occurrence still to come; one already due stays, and is
+        recorded SKIPPED ("removed") as it is dispatched."""
+        c.execute(self.q["schedule_drop_pending"], {"name": name, "now": now_ms})
+        c.execute(self.q["schedule_delete"], {"name": name})
 
     def trigger_schedule(self, name: str, now_ms: int) -> str:
         def trigger(c: Conn) -> str:
@@ -561,6 +600,7 @@ class SqlStore:
             next_fire_ms=row[9],
             last_fire_ms=row[10],
             last_reason=row[11],
+            app=row[12],
         )
 
     def _must_exist(self, c: Conn, name: str, *, lock: bool = False) -> ScheduleInfo:

@@ -231,22 +231,26 @@ ORDER BY late LIMIT 1 OFFSET %(k)s;
 
 -- name: schedule_get
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
-  next_fire_ms, last_fire_ms, last_reason
+  next_fire_ms, last_fire_ms, last_reason, app
 FROM schedules WHERE name = %(name)s;
 
 -- name: schedule_get_locked
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
-  next_fire_ms, last_fire_ms, last_reason
+  next_fire_ms, last_fire_ms, last_reason, app
 FROM schedules WHERE name = %(name)s FOR UPDATE;
 
 -- name: schedule_upsert
 INSERT INTO schedules (name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap,
-  paused)
+  paused, app)
 VALUES (%(name)s, %(cron)s, %(tz)s, %(handler)s, %(payload)s, %(catchup)s,
-  %(catchup_window_ms)s, %(overlap)s, %(paused)s)
+  %(catchup_window_ms)s, %(overlap)s, %(paused)s, %(app)s)
 ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, tz = excluded.tz,
   handler = excluded.handler, payload = excluded.payload, catchup = excluded.catchup,
-  catchup_window_ms = excluded.catchup_window_ms, overlap = excluded.overlap;
+  catchup_window_ms = excluded.catchup_window_ms, overlap = excluded.overlap,
+  app = coalesce(excluded.app, schedules.app);
+
+-- name: schedule_names_of_app
+SELECT name FROM schedules WHERE app = %(app)s ORDER BY name;
 
 -- name: schedule_set_next
 UPDATE schedules SET next_fire_ms = %(next)s WHERE name = %(name)s;
@@ -292,3 +296,6 @@ ORDER BY dispatched_ms LIMIT %(limit)s;
 
 -- name: reconcile_touch
 UPDATE tasks SET dispatched_ms = %(now)s WHERE id = ANY(%(ids)s::bigint[]);
+
+-- name: pending_due
+SELECT count(*) FROM pending WHERE trigger_ms <= %(now)s;

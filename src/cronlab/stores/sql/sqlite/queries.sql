@@ -211,22 +211,26 @@ ORDER BY late LIMIT 1 OFFSET :k;
 
 -- name: schedule_get
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
-  next_fire_ms, last_fire_ms, last_reason
+  next_fire_ms, last_fire_ms, last_reason, app
 FROM schedules WHERE name = :name;
 
 -- name: schedule_get_locked
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
-  next_fire_ms, last_fire_ms, last_reason
+  next_fire_ms, last_fire_ms, last_reason, app
 FROM schedules WHERE name = :name;
 
 -- name: schedule_upsert
 -- (paused is the operator's: redeploying an app does not resume a paused schedule)
 INSERT INTO schedules (name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap,
-  paused)
-VALUES (:name, :cron, :tz, :handler, :payload, :catchup, :catchup_window_ms, :overlap, :paused)
+  paused, app)
+VALUES (:name, :cron, :tz, :handler, :payload, :catchup, :catchup_window_ms, :overlap, :paused, :app)
 ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, tz = excluded.tz,
   handler = excluded.handler, payload = excluded.payload, catchup = excluded.catchup,
-  catchup_window_ms = excluded.catchup_window_ms, overlap = excluded.overlap;
+  catchup_window_ms = excluded.catchup_window_ms, overlap = excluded.overlap,
+  app = coalesce(excluded.app, schedules.app);
+
+-- name: schedule_names_of_app
+SELECT name FROM schedules WHERE app = :app ORDER BY name;
 
 -- name: schedule_set_next
 UPDATE schedules SET next_fire_ms = :next WHERE name = :name;
@@ -270,3 +274,6 @@ ORDER BY dispatched_ms LIMIT :limit;
 
 -- name: reconcile_touch
 UPDATE tasks SET dispatched_ms = :now WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: pending_due
+SELECT count(*) FROM tasks WHERE status = 'PENDING' AND trigger_ms <= :now;
