@@ -107,9 +107,9 @@ class App:
         timeout: timedelta | None = None,
     ) -> Task[P, R] | Callable[[TaskFn[P, R]], Task[P, R]]:
         """Decorator: register ``fn(ctx, **arguments)`` (``def`` or ``async def``) as a task,
-        named ``module.qualname`` unless ``name`` is given. ``retries``: how many times a
-        failed run is tried again (default: the worker's ``--max-attempts``); ``timeout``: a
-        run that outlasts it fails, its effect undone."""
+        named ``module.qualname`` (``<locals>`` left out) unless ``name`` is given.
+        ``retries``: how many times a failed run is tried again (default: the worker's
+        ``--max-attempts``); ``timeout``: a run that outlasts it fails, its effect undone."""
 
         def register(f: TaskFn[P, R]) -> Task[P, R]:
             task_name = name or _default_name(f)
@@ -359,9 +359,10 @@ def _default_name(fn: Callable[..., Any]) -> str:
             module = spec.name
         elif path:
             module = os.path.splitext(os.path.basename(path))[0]
-    name = f"{module}.{getattr(fn, '__qualname__', fn.__name__)}"
+    qualname = getattr(fn, "__qualname__", getattr(fn, "__name__", "task"))
+    name = f"{module}.{qualname.replace('.<locals>', '')}"  # a function made inside another
     if "<" in name:
-        raise ConfigError(f"task {name!r}: a function defined inside another needs name=")
+        raise ConfigError(f"task {name!r}: give it a name (@app.task(name=...))")
     return name
 
 

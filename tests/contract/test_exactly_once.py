@@ -29,8 +29,24 @@ def effects(b: Backend) -> int:
 
 
 def app(calls: list[str]) -> Registry:
-    """``write``: one row through ctx.tx, no unique key; ``boom`` raises. Each call noted."""
+    """``write``: one row through ctx.tx, no unique key; ``boom`` raises. Each call noted.
+    ``awrite`` and ``aboom``: the same as async handlers, whose writes are queued."""
     r = Registry()
+
+    @r.handler("awrite")
+    async def awrite(ctx: Context, payload: dict[str, Any]) -> None:
+        calls.append(ctx.idempotency_key)
+        await asyncio.sleep(0)
+        sql = "INSERT INTO effects VALUES (?)" if ctx.tx.dialect == "sqlite" else None
+        ctx.tx.execute(sql or "INSERT INTO effects VALUES (%s)", (ctx.task_id,))
+
+    @r.handler("aboom")
+    async def aboom(ctx: Context, payload: dict[str, Any]) -> None:
+        calls.append(ctx.idempotency_key)
+        sql = "INSERT INTO effects VALUES (?)" if ctx.tx.dialect == "sqlite" else None
+        ctx.tx.execute(sql or "INSERT INTO effects VALUES (%s)", (ctx.task_id,))
+        await asyncio.sleep(0)
+        raise RuntimeError("boom")
 
     @r.handler("write")
     def write(ctx: Context, payload: dict[str, Any]) -> None:
@@ -111,6 +127,27 @@ def test_one_failing_message_runs_no_other_twice(backend: Backend) -> None:
     assert (counts["ok"], counts["error"]) == (3, 1)
     assert sorted(calls) == ["t0", "t1", "t2", "t3"]
     assert effects(backend) == 3
+
+
+def test_async_handlers_each_run_once_and_commit_their_writes_with_their_acks(
+    backend: Backend,
+) -> None:
+    """Async runs of a batch overlap on the worker's loop; each one's queued writes commit in a
+    savepoint of its own: a failing one is undone alone and no run is repeated, and a stale or
+    doubled delivery runs nothing."""
+    effects_table(backend)
+    calls: list[str] = []
+    due(backend, "awrite", "write", "aboom", "awrite")
+    queue = StoreQueue(backend.store, backend.clock)
+    messages = queue.claim("w", 10, VISIBILITY)
+    counts = execute(backend, app(calls), messages + messages[:1])
+    assert (counts["ok"], counts["error"], counts["stale"]) == (3, 1, 1)
+    assert sorted(calls) == ["t0", "t1", "t2", "t3"]
+    assert effects(backend) == 3  # t2's write went with its failure
+    backend.clock.advance(VISIBILITY + 1)
+    (retry,) = queue.claim("w2", 10, VISIBILITY)  # only the failed one comes back, once
+    assert (retry.idempotency_key, retry.attempt) == ("t2", 2)
+    assert execute(backend, app(calls), messages)["stale"] == 4 and effects(backend) == 3
 
 
 def test_a_retried_message_runs_again_and_its_stale_first_delivery_does_not(

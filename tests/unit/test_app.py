@@ -131,8 +131,10 @@ def test_task_names_are_unique_and_none_is_reserved_by_the_engine() -> None:
         app.task(name="bill")(bill)
     app.task(name="invoice")(bill)  # the lab's workload is an app of its own
     assert app.registry.names() == ["bill", "invoice"]
-    with pytest.raises(ConfigError, match="defined inside another needs name="):
-        app.task(bill)
+    here = test_task_names_are_unique_and_none_is_reserved_by_the_engine.__name__
+    assert app.task(bill).name == f"{__name__}.{here}.bill"
+    with pytest.raises(ConfigError, match="give it a name"):
+        app.task(lambda ctx: None)
     assert app.task(module_level).name == f"{__name__}.module_level"
 
 
