@@ -42,6 +42,9 @@ from cronlab.stores import LOCK_WAIT_S
 from cronlab.urls import redact
 
 MAX_RATE = 1e8  # tasks/s per worker
+CONCURRENCY = knob(
+    "--concurrency", click.IntRange(min=1, max=10_000), 100, "Async tasks a worker runs at once."
+)
 
 
 @click.command("cluster")
@@ -69,6 +72,7 @@ MAX_RATE = 1e8  # tasks/s per worker
 @VISIBILITY
 @knob("--scan-batch", click.IntRange(min=1), 10_000, "Tasks a leader claims per transaction.")
 @knob("--worker-batch", click.IntRange(min=1), 10_000, BATCH_HELP)
+@CONCURRENCY
 def cluster_cmd(
     store_url: str,
     replicas: int,
@@ -85,6 +89,7 @@ def cluster_cmd(
     visibility: float,
     scan_batch: int,
     worker_batch: int,
+    concurrency: int,
 ) -> None:
     """Run R scheduler and W worker processes in the foreground until SIGINT/SIGTERM."""
     cfg = cluster.ClusterConfig(
@@ -100,6 +105,7 @@ def cluster_cmd(
         visibility_s=visibility,
         scan_batch=scan_batch,
         worker_batch=worker_batch,
+        concurrency=concurrency,
     )
     if queue_url:
         os.environ["CRONLAB_QUEUE"] = queue_url  # the children read --queue from it
@@ -195,6 +201,7 @@ def scheduler_cmd(
 @knob("--retry-base", Finite(min=0, max=DAY_S), 0.5, "Seconds.")
 @QUEUE
 @APP
+@CONCURRENCY
 def worker_cmd(
     store_url: str,
     index: int,
@@ -205,6 +212,7 @@ def worker_cmd(
     retry_base: float,
     queue_url: str | None,
     app_spec: str | None,
+    concurrency: int,
 ) -> None:
     """One worker (the cluster starts these)."""
     app = app_for(app_spec)
@@ -213,7 +221,12 @@ def worker_cmd(
     queue, store = distributed.open_queue(queue_url, sql_store, CLOCK)
     retry = Retry(max_attempts=max_attempts, base_ms=int(retry_base * 1000))
     cfg = WorkerConfig(
-        index=index, batch=batch, visibility_ms=int(visibility * 1000), rate=rate, retry=retry
+        index=index,
+        batch=batch,
+        visibility_ms=int(visibility * 1000),
+        rate=rate,
+        retry=retry,
+        concurrency=concurrency,
     )
     name = cluster.identity("worker", index)
     cluster.tune_gc()
@@ -241,7 +254,7 @@ def echo_sync(report: SyncReport, *, quiet: bool = False) -> None:
     help="sqlite:///PATH or postgresql://… (default: the app's own, or CRONLAB_STORE).",
 )
 @APP
-@knob("--concurrency", click.IntRange(min=1, max=10_000), 100, "Async tasks run at once.")
+@CONCURRENCY
 @SCAN_INTERVAL
 def run_cmd(
     store_url: str | None, app_spec: str | None, concurrency: int, scan_interval: float

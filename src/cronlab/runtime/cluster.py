@@ -58,6 +58,7 @@ class ClusterConfig:
     visibility_s: float = 30.0
     scan_batch: int = 10_000
     worker_batch: int = 10_000
+    concurrency: int = 100  # async tasks a worker runs at once
 
 
 NONCE_ENV = "CRONLAB_NONCE"
@@ -105,7 +106,7 @@ def command(cfg: ClusterConfig, role: str, index: int) -> list[str]:
             str(cfg.scan_batch),
         ]
     rate = [] if cfg.worker_rate is None else ["--rate", str(cfg.worker_rate)]
-    batch = ["--batch", str(cfg.worker_batch)]
+    batch = ["--batch", str(cfg.worker_batch), "--concurrency", str(cfg.concurrency)]
     return [*base, "--index", str(index), "--visibility", str(cfg.visibility_s), *batch, *rate]
 
 
