@@ -339,7 +339,7 @@ def _caller(fn: Callable[..., Any]) -> Handler:
         async def call_async(ctx: Context, payload: dict[str, Any]) -> Any:
             return await fn(ctx, **payload)
 
-        return call_async  # type: ignore[return-value]
+        return call_async
 
     def call(ctx: Context, payload: dict[str, Any]) -> Any:
         return fn(ctx, **payload)
