@@ -230,15 +230,16 @@ class Store(Protocol):
         ...
 
     def register_process(self, info: ProcessInfo) -> None:
-        """Record a started process (replacing an earlier one with the same role and index)."""
+        """Record a started process under its owner name. Processes in one slot (role and
+        index) from two clusters are two rows; the slot's exited rows are dropped."""
         ...
 
-    def process_exited(self, role: str, index: int, pid: int, now_ms: int) -> None:
-        """Record that the process ``pid`` in that slot has exited."""
+    def process_exited(self, owner: str, now_ms: int) -> None:
+        """Record that the process registered as ``owner`` has exited."""
         ...
 
     def processes(self) -> list[ProcessInfo]:
-        """Every registered process, ordered by role and index."""
+        """Every registered process, ordered by role, index and start."""
         ...
 
     def record_event(self, event: Event) -> None:

@@ -221,12 +221,29 @@ def test_follow_up_task_is_added_in_the_same_run_once(backend: Backend) -> None:
     )
 
 
+def test_two_processes_in_one_slot_are_both_listed_and_a_restart_replaces_the_exited_one(
+    backend: Backend,
+) -> None:
+    """Issue 13: two clusters on one store each start a replica 0; the second's row replaced
+    the first's, so ``status`` showed one cluster and not the leader the other held."""
+    a, b, a2 = (
+        ProcessInfo(role="scheduler", index=0, pid=n, owner=f"scheduler-0@h:{n}:x", started_ms=t)
+        for n, t in ((10, 1), (20, 2), (11, 3))
+    )
+    backend.store.register_process(a)
+    backend.store.register_process(b)
+    assert backend.store.processes() == [a, b]
+    backend.store.process_exited(a.owner, 3)
+    backend.store.register_process(a2)  # a's cluster restarts its replica 0
+    assert backend.store.processes() == [b, a2]
+
+
 def test_process_registry_and_event_log(backend: Backend) -> None:
     info = ProcessInfo(role="worker", index=0, pid=42, owner="worker-0@42", started_ms=1)
     backend.store.register_process(info)
-    backend.store.process_exited("worker", 0, 41, 5)  # another pid: ignored
+    backend.store.process_exited("worker-0@41", 5)  # another process: ignored
     assert backend.store.processes() == [info]
-    backend.store.process_exited("worker", 0, 42, 5)
+    backend.store.process_exited("worker-0@42", 5)
     assert backend.store.processes()[0].exited_ms == 5
     backend.store.record_event(Event(kind="crash", at_ms=9, pid=42, detail={"x": 1}))
     backend.store.record_event(Event(kind="acquire", at_ms=3, epoch=2))

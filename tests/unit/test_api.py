@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from starlette.testclient import TestClient
 from cronlab.core import params
 from cronlab.core.model import simulate
 from cronlab.exceptions import ConfigError
+from cronlab.web import openapi
 from cronlab.web.app import LabConfig, create_app, is_loopback
 from cronlab.web.live import Live, LiveConfig
 
@@ -93,6 +95,8 @@ def test_compare_returns_b_and_the_difference(client: TestClient) -> None:
         ("compare=replicas=0", "compare"),
         ("bogus=1", "bogus"),
         ("replicas=3&replicas=4", "replicas"),
+        # two buckets of one minute past the bound: the scenario's fault, not the crash's
+        ("bucket=0=600000000000&bucket=0=600000000000&crash=leader@0", "scenario"),
     ],
 )
 def test_bad_parameters_are_422_naming_the_field(
@@ -285,13 +289,17 @@ class Tripwire(Live):
     def __init__(self) -> None:
         super().__init__()
         self.reached: list[str] = []
+        self.configs: list[LiveConfig] = []
+        self.seconds: list[int] = []
 
     def start(self, cfg: LiveConfig) -> dict[str, Any]:
         self.reached.append("start")
+        self.configs.append(cfg)
         return {}
 
     def chaos(self, action: str, seconds: int) -> dict[str, Any]:
         self.reached.append(action)
+        self.seconds.append(seconds)
         return {}
 
 
@@ -387,3 +395,122 @@ def test_a_run_too_costly_is_a_422_that_says_why(
     res = client.get(f"/api/simulate?{query}")
     assert res.status_code == 422, res.text[:200]
     assert res.json()["field"] == field and words in res.json()["error"]
+
+
+def test_a_whole_number_written_as_a_float_is_that_number() -> None:
+    """Issue 13: ``"for": 215.0`` was refused although JSON Schema calls it an integer."""
+    live = Tripwire()
+    client = TestClient(create_app(LabConfig(), live), base_url=LOOPBACK)
+    chaos = client.post("/api/live/chaos", json={"action": "pause-leader", "for": 215.0})
+    assert chaos.status_code == 200, chaos.text
+    assert live.reached == ["pause-leader"] and live.seconds == [215]
+    started = client.post("/api/live/start", json={"replicas": 3.0, "ttl": 4.0, "count": 1e3})
+    assert started.status_code == 201, started.text
+    assert live.configs == [LiveConfig(replicas=3, lease_ttl=4, count=1000)]
+    assert type(live.configs[0].replicas) is int
+    assert totals(client, "tasks=1e3&replicas=3.0")["due"] == 1000
+    for body, field in (
+        ({"action": "pause-leader", "for": 215.5}, "for"),
+        ({"action": "pause-leader", "for": True}, "for"),
+        ({"action": "pause-leader", "for": 15, "x": 1}, "x"),
+    ):
+        res = client.post("/api/live/chaos", json=body)
+        assert (res.status_code, res.json()["field"]) == (422, field), body
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"count": NaN}',  # Python's json reads NaN and Infinity: not whole numbers (a guard)
+        b'{"count": Infinity}',
+        b'{"\\udcff": 1}',  # a lone surrogate, echoed in the error, could not be encoded: 500
+    ],
+)
+def test_a_body_json_cannot_hold_is_a_422(client: TestClient, body: bytes) -> None:
+    res = client.post("/api/live/start", content=body, headers=JSON_TYPE)
+    assert res.status_code == 422, res.text
+
+
+def test_stop_takes_an_empty_json_object_and_nothing_else(client: TestClient) -> None:
+    """Before, stop ignored its body; the document now says what it takes."""
+    assert client.post("/api/live/stop", json={}).status_code == 404  # no run, every guard passed
+    res = client.post("/api/live/stop", json={"force": True})
+    assert (res.status_code, res.json()["field"]) == (422, "force")
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("compare=a=0", "compare"),  # issue 13: the pattern took it, the server refused it
+        ("compare=replicas=0", "compare"),
+        ("crash=leader@1000000001", "crash"),
+        ("restart-after=soon", "restart-after"),
+        ("bucket=16666667=1", "scenario"),
+    ],
+)
+def test_the_documented_patterns_refuse_what_the_server_refuses(
+    client: TestClient, query: str, field: str
+) -> None:
+    name, _, value = query.partition("=")
+    assert client.get(f"/api/simulate?{query}").json()["field"] == field
+    assert not re.match(_pattern(client, name), value), query
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "compare=election=off",
+        "compare=lease-ttl=86400",
+        "compare=crash=none",
+        "compare=crash=replica:2@0",
+        "crash=replica:2@3600",
+        "restart-after=never",
+        "bucket=40000=1000000",
+        "crash=",  # an empty value of a repeated parameter is no value
+    ],
+)
+def test_the_documented_patterns_take_what_the_server_takes(client: TestClient, query: str) -> None:
+    name, _, value = query.partition("=")
+    assert re.match(_pattern(client, name), value), query
+    assert client.get(f"/api/simulate?{query}").status_code == 200
+
+
+def test_a_value_with_spaces_around_it_is_refused(client: TestClient) -> None:
+    res = client.get("/api/simulate?crash=%20leader@0")
+    assert (res.status_code, res.json()["field"]) == (422, "crash")
+
+
+def test_the_compare_pattern_names_every_compare_key() -> None:
+    assert tuple(openapi.CHANGES) == params.COMPARE_KEYS
+
+
+@pytest.mark.parametrize("high", [1, 9, 10, 31, 32, 99, 100, 1440, 86_400])
+def test_upto_matches_exactly_the_numbers_up_to_its_bound(high: int) -> None:
+    numbers = re.compile(f"^{openapi.upto(high, zero=True)}$")
+    assert [n for n in range(high * 10 + 10) if numbers.match(str(n))] == list(range(high + 1))
+    assert not numbers.match(f"0{high}") and not re.match(f"^{openapi.upto(high)}$", "0")
+
+
+def test_upto_holds_at_the_models_bounds() -> None:
+    for high in (10**8, 10**9, 10**12, 16_666_666):
+        numbers = re.compile(f"^{openapi.upto(high)}$")
+        assert numbers.match(str(high)) and numbers.match(str(high - 1))
+        assert not numbers.match(str(high + 1)) and not numbers.match(str(high * 10))
+
+
+def test_the_documents_sse_and_static_answers_are_the_servers(client: TestClient) -> None:
+    """Issue 13: the SSE events did not match their documented type, and the 404 of
+    ``/static/{path}`` was undocumented."""
+    paths = client.get("/openapi.json").json()["paths"]
+    assert "404" in paths["/static/{path}"]["get"]["responses"]
+    assert client.get("/static/nowhere.js").status_code == 404
+    stream = paths["/api/live/events"]["get"]["responses"]["200"]["content"]
+    events = stream["text/event-stream"]["schema"]["oneOf"]
+    assert [e["properties"]["event"]["const"] for e in events] == ["snapshot", "end"]
+
+
+def _pattern(client: TestClient, name: str) -> str:
+    doc = client.get("/openapi.json").json()
+    param = next(p for p in doc["paths"]["/api/simulate"]["get"]["parameters"] if p["name"] == name)
+    schema = param["schema"]
+    return str(schema.get("items", schema)["pattern"])

@@ -72,10 +72,11 @@ def test_live_run_measures_crashes_and_cleans_up(client: TestClient) -> None:
     assert "cronlab_live_executed_total 600" in metrics
 
     pids = [p["pid"] for p in snap()["status"]["processes"]]
-    folder = client.app.state.lab.live._run.folder  # type: ignore[attr-defined]
+    run = client.app.state.lab.live._run  # type: ignore[attr-defined]
     stopped = client.post("/api/live/stop", json={})
     assert stopped.status_code == 200 and stopped.json()["folder_removed"]
-    assert not os.path.exists(folder)
+    assert not os.path.exists(run.folder)
+    assert run.reaper.poll() is not None  # a run stopped by the lab needs no reaper
     wait_for("every engine process gone", lambda: not any(alive(p) for p in pids), 15)
     assert client.get("/api/live").json()["running"] is False
     assert client.post("/api/live/stop", json={}).status_code == 404

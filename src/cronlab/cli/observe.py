@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 import click
@@ -13,8 +14,8 @@ from rich.table import Table
 
 from cronlab import distributed
 from cronlab.cli.options import CLOCK, JSON, OBSERVE_ELECTION, STORE, open_store
-from cronlab.ports import Event, LeaseElector
-from cronlab.runtime import chaos, report
+from cronlab.ports import Event, Lease, LeaseElector, ProcessInfo
+from cronlab.runtime import chaos, cluster, report
 from cronlab.runtime.clock import to_datetime
 from cronlab.stores.sql import SqlStore
 
@@ -35,39 +36,52 @@ def status_cmd(store_url: str, election: str, as_json: bool) -> None:
 def status(store: SqlStore, elector: LeaseElector | None = None) -> dict[str, Any]:
     """The ``status --json`` object (keys are a contract with the lab).
 
-    The leader comes from ``elector`` when the election lives outside the store (etcd)."""
+    Every registered process is listed, two clusters' on one store included. The leader is the
+    lease's holder, named by its owner string even when the registry does not list it; it
+    comes from ``elector`` when the election lives outside the store (etcd)."""
     now = CLOCK.now_ms()
     procs = store.processes()
     lease = chaos.current_lease(store, CLOCK, elector)
-    holder = next((p for p in procs if lease and p.owner == lease.holder), None)
-    leader = None
-    if lease is not None:
-        leader = {
-            "holder": lease.holder,
-            "replica": holder.index if holder else None,
-            "pid": holder.pid if holder else None,
-            "epoch": lease.epoch,
-            "expires_ms": lease.expires_ms,
-            "expires_at": to_datetime(lease.expires_ms).isoformat(),
-        }
     return {
         "now_ms": now,
-        "leader": leader,
+        "leader": _leader(lease, procs) if lease else None,
         "epoch": lease.epoch if lease else store.lease_read().epoch,
-        "processes": [
-            {
-                "role": p.role,
-                "index": p.index,
-                "pid": p.pid,
-                "owner": p.owner,
-                "alive": p.exited_ms is None and chaos.alive(p.pid),
-                "started_ms": p.started_ms,
-            }
-            for p in procs
-        ],
+        "processes": [_process(p) for p in procs],
         "tasks": store.counts(),
         "queue_depth": store.queue_depth(),
         "backends_down": backends_down(store.events()),
+    }
+
+
+def _leader(lease: Lease, procs: list[ProcessInfo]) -> dict[str, Any]:
+    """The holder's replica and pid: from the registry, or else from its owner string."""
+    holder = next((p for p in procs if p.owner == lease.holder), None)
+    named = cluster.parse_identity(lease.holder)
+    return {
+        "holder": lease.holder,
+        "replica": holder.index if holder else (named.index if named else None),
+        "pid": holder.pid if holder else (named.pid if named else None),
+        "registered": holder is not None,
+        "epoch": lease.epoch,
+        "expires_ms": lease.expires_ms,
+        "expires_at": to_datetime(lease.expires_ms).isoformat(),
+    }
+
+
+def _process(p: ProcessInfo) -> dict[str, Any]:
+    """A registry row; ``alive`` is None for a process on another host (no /proc to ask)."""
+    named = cluster.parse_identity(p.owner)
+    host = named.host if named else None
+    here = host in (None, socket.gethostname())
+    alive = p.exited_ms is None and (chaos.alive(p.pid) if here else None)
+    return {
+        "role": p.role,
+        "index": p.index,
+        "pid": p.pid,
+        "owner": p.owner,
+        "host": host,
+        "alive": alive,
+        "started_ms": p.started_ms,
     }
 
 
@@ -86,23 +100,29 @@ def backends_down(events: list[Event]) -> list[dict[str, Any]]:
 
 def _print_status(data: dict[str, Any]) -> None:
     out = Console()
-    lead = data["leader"]
-    out.print(
-        f"leader: replica {lead['replica']} (pid {lead['pid']}), epoch {lead['epoch']}, "
-        f"lease until {lead['expires_at']}"
-        if lead
-        else "leader: none",
-        highlight=False,
-    )
-    table = Table("role", "index", "pid", "alive")
+    out.print(_leader_line(data["leader"]), highlight=False, markup=False)
+    table = Table("role", "index", "pid", "host", "alive")
     for p in data["processes"]:
-        table.add_row(p["role"], str(p["index"]), str(p["pid"]), "yes" if p["alive"] else "no")
+        alive = {True: "yes", False: "no", None: "?"}[p["alive"]]
+        table.add_row(p["role"], str(p["index"]), str(p["pid"]), p["host"] or "?", alive)
     out.print(table)
     counts = " · ".join(f"{k} {v:,}" for k, v in data["tasks"].items())
     out.print(f"tasks: {counts} · queue depth {data['queue_depth']:,}", highlight=False)
     for down in data["backends_down"]:
         since = to_datetime(down["since_ms"]).isoformat()
         out.print(f"backend down for {down['holder']} since {since}: {down['error']}", markup=False)
+
+
+def _leader_line(lead: dict[str, Any] | None) -> str:
+    if lead is None:
+        return "leader: none"
+    who = (
+        f"replica {lead['replica']} (pid {lead['pid']})"
+        if lead["replica"] is not None
+        else lead["holder"]
+    )
+    unlisted = "" if lead["registered"] else f" — {lead['holder']}, not in the registry"
+    return f"leader: {who}, epoch {lead['epoch']}, lease until {lead['expires_at']}{unlisted}"
 
 
 @click.command("report")

@@ -40,7 +40,7 @@ def per_minute(tl: Timeline) -> PerMinute:
     if count > MAX_MINUTES:
         raise ConfigError(
             f"this run lasts {count:,} minutes; the lab charts at most {MAX_MINUTES:,} "
-            "(fewer tasks, or more workers or a higher rate)"
+            "(fewer tasks, more workers or a higher rate, or earlier buckets and crashes)"
         )
     t, n = _arr(tl.t), _arr(tl.n)
     edges = np.arange(count + 1, dtype=np.int64) * 60

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from cronlab.exceptions import ConfigError
 from cronlab.ports import Clock, Event, ProcessInfo, Store
+from cronlab.runtime import chaos
 from cronlab.urls import redact
 
 PR_SET_PDEATHSIG = 1
@@ -87,6 +88,26 @@ def pid_of(name: str) -> int:
     return int(name.rsplit(":", 2)[-2])
 
 
+@dataclass(frozen=True, kw_only=True)
+class Identity:
+    """What an :func:`identity` name says."""
+
+    role: str
+    index: int
+    host: str
+    pid: int
+
+
+def parse_identity(name: str) -> Identity | None:
+    """The parts of an :func:`identity` name; None for a name of another shape."""
+    head, at, rest = name.partition("@")
+    role, dash, index = head.rpartition("-")
+    parts = rest.rsplit(":", 2)
+    if not (at and dash and len(parts) == 3 and index.isdecimal() and parts[1].isdecimal()):
+        return None
+    return Identity(role=role, index=int(index), host=parts[0], pid=int(parts[1]))
+
+
 def command(cfg: ClusterConfig, role: str, index: int) -> list[str]:
     """The child's command line. It holds no URL: those may carry passwords, and every local
     user can read a process's argv (``ps``); the child reads them from ``secret_env``."""
@@ -130,6 +151,7 @@ class Cluster:
     def __init__(self, cfg: ClusterConfig, store: Store, clock: Clock) -> None:
         self.cfg, self.store, self.clock = cfg, store, clock
         self.children: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
+        self.owners: dict[tuple[str, int], str] = {}
         self.restarts: dict[tuple[str, int], float] = {}
         self.started: dict[tuple[str, int], float] = {}  # monotonic, of each slot's first start
         self.restarted: set[tuple[str, int]] = set()
@@ -145,6 +167,7 @@ class Cluster:
         """Foreground: start everything, watch until SIGINT/SIGTERM, stop everything."""
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
+            self._forget_dead()
             for slot in self.slots():
                 self._spawn(slot)
             while not self.stop:
@@ -160,6 +183,15 @@ class Cluster:
     def _on_signal(self, signum: int, frame: object) -> None:
         self.stop = True
 
+    def _forget_dead(self) -> None:
+        """Mark exited the processes of this host that the registry still lists as running but
+        are gone (their cluster was SIGKILLed: nobody recorded their exit)."""
+        host, now = socket.gethostname(), self.clock.now_ms()
+        for p in self.store.processes():
+            who = parse_identity(p.owner)
+            if p.exited_ms is None and who and who.host == host and not chaos.alive(p.pid):
+                self.store.process_exited(p.owner, now)
+
     def _spawn(self, slot: tuple[str, int]) -> None:
         role, index = slot
         nonce = secrets.token_hex(4)
@@ -171,12 +203,13 @@ class Cluster:
             preexec_fn=die_with_parent,  # the cluster forks from its one thread: safe here
         )
         self.children[slot] = child
+        self.owners[slot] = identity(role, index, pid=child.pid, nonce=nonce)
         self.started.setdefault(slot, time.monotonic())  # the first start only
         info = ProcessInfo(
             role=role,
             index=index,
             pid=child.pid,
-            owner=identity(role, index, pid=child.pid, nonce=nonce),
+            owner=self.owners[slot],
             started_ms=self.clock.now_ms(),
         )
         self.store.register_process(info)
@@ -199,7 +232,7 @@ class Cluster:
 
     def _exited(self, slot: tuple[str, int], child: subprocess.Popen[bytes], now: float) -> None:
         role, index = slot
-        self.store.process_exited(role, index, child.pid, self.clock.now_ms())
+        self.store.process_exited(self.owners[slot], self.clock.now_ms())
         self.store.record_event(
             Event(
                 kind="exit",
@@ -236,8 +269,8 @@ class Cluster:
                 child.kill()
                 child.wait()
         now = self.clock.now_ms()
-        for (role, index), child in self.children.items():
-            self.store.process_exited(role, index, child.pid, now)
+        for slot in self.children:
+            self.store.process_exited(self.owners[slot], now)
 
 
 def _signal(pid: int, signum: int) -> None:

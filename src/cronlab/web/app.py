@@ -157,19 +157,12 @@ class _Lab:
             return problem(422, str(exc), exc.field)
         return JSONResponse(await asyncio.to_thread(self.live.start, cfg), status_code=201)
 
-    async def live_stop(self, _: Request) -> Response:
+    async def live_stop(self, request: Request) -> Response:
+        _known(await _body(request), set())
         return JSONResponse(await asyncio.to_thread(self.live.stop))
 
     async def live_chaos(self, request: Request) -> Response:
-        body = await _body(request)
-        seconds = body.get("for", 15)
-        if not isinstance(seconds, int) or not 1 <= seconds <= 600:
-            return problem(422, f"for must be 1..600 seconds, got {seconds!r}", "for")
-        action = str(body.get("action", ""))
-        if action not in ("crash-leader", "pause-leader"):
-            return problem(
-                422, f"unknown action {action!r} (crash-leader or pause-leader)", "action"
-            )
+        action, seconds = chaos_request(await _body(request))
         return JSONResponse(await asyncio.to_thread(self.live.chaos, action, seconds))
 
     async def live_events(self, request: Request) -> Response:
@@ -304,22 +297,62 @@ def run_model(parsed: query.Request) -> dict[str, Any]:
     return data
 
 
+LIVE_FIELDS = {"replicas", "workers", "election", "timers", "ttl", "count", "drain_s", "lead_s"}
+
+
 def live_config(body: dict[str, Any]) -> LiveConfig:
     """LiveConfig from the page's JSON body; ParamError names a bad or unknown field."""
-    fields = {"replicas", "workers", "election", "timers", "ttl", "count", "drain_s", "lead_s"}
+    _known(body, LIVE_FIELDS)
+    knobs: dict[str, Any] = {}
     for name, value in body.items():
-        if name not in fields:
-            raise query.ParamError(name, f"unknown field {name!r}")
-        wanted = str if name in ("election", "timers") else int
-        if not isinstance(value, wanted) or isinstance(value, bool):
-            raise query.ParamError(name, f"{name} must be {wanted.__name__}, got {value!r}")
-    knobs = {("lease_ttl" if k == "ttl" else k): v for k, v in body.items()}
+        key = "lease_ttl" if name == "ttl" else name
+        if name in ("election", "timers"):
+            if not isinstance(value, str):
+                raise query.ParamError(name, f"{name} must be a string, got {str(value)[:40]}")
+            knobs[key] = value
+        else:
+            knobs[key] = whole(name, value)
     return LiveConfig(**knobs)
 
 
+def chaos_request(body: dict[str, Any]) -> tuple[str, int]:
+    """(action, seconds) from a chaos body; ParamError names a bad or unknown field."""
+    _known(body, {"action", "for"})
+    seconds = whole("for", body.get("for", 15))
+    if not 1 <= seconds <= 600:
+        raise query.ParamError("for", f"for must be 1..600 seconds, got {seconds}")
+    action = body.get("action")
+    if action not in ("crash-leader", "pause-leader"):
+        why = f"unknown action {str(action)[:40]!r} (crash-leader or pause-leader)"
+        raise query.ParamError("action", why)
+    return action, seconds
+
+
+def whole(name: str, value: object) -> int:
+    """A JSON number that is a whole number (``215`` or ``215.0``) as an int; ParamError for
+    anything else, ``true`` included."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise query.ParamError(name, f"{name} must be a whole number, got {str(value)[:40]}")
+    return value
+
+
+def _known(body: dict[str, Any], fields: set[str]) -> None:
+    for name in body:
+        if name not in fields:
+            raise query.ParamError(name[:40], f"unknown field {name[:40]!r}")
+
+
 def problem(status: int, message: str, field: str) -> JSONResponse:
-    """The API's error body: ``{"error": message, "field": name}``."""
-    return JSONResponse({"error": message, "field": field}, status_code=status)
+    """The API's error body: ``{"error": message, "field": name}`` (text from the request may
+    hold lone surrogates, which UTF-8 cannot encode: they become U+FFFD)."""
+    body = {"error": _utf8(message), "field": _utf8(field)}
+    return JSONResponse(body, status_code=status)
+
+
+def _utf8(text: str) -> str:
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 async def _body(request: Request) -> dict[str, Any]:

@@ -3,8 +3,10 @@
 A run lives in a fresh temporary folder holding one SQLite store. It seeds the invoice
 workload (``cronlab invoices seed``), starts ``cronlab cluster`` in its own session so a stop
 can signal every process it spawned, and polls ``cronlab status --json`` and ``cronlab report
---json`` into a snapshot the page streams. Nothing here imports the engine: the contract is
-the command line (issue 3), so the engine can change inside without breaking the lab.
+--json`` into a snapshot the page streams. A run's reaper (``reaper.py``) stops its processes
+and removes its folder if the lab dies without stopping it. Nothing here imports the engine:
+the contract is the command line (issue 3), so the engine can change inside without breaking
+the lab.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 from cronlab.core import params
 from cronlab.core.model import simulate
 from cronlab.exceptions import ConfigError, ConflictError, NotFoundError
+from cronlab.web import reaper
 from cronlab.web.query import ParamError
 
 CRONLAB: tuple[str, ...] = (sys.executable, "-m", "cronlab")
@@ -137,6 +140,14 @@ class Run:
     report: dict[str, Any] = field(default_factory=dict)
     exit_code: int | None = None
     chaos: list[subprocess.Popen[str]] = field(default_factory=list)
+    reaper: subprocess.Popen[bytes] | None = None
+
+    def watch(self, proc: subprocess.Popen[Any]) -> None:
+        """Tell the reaper about a process group the run started (``proc`` leads it)."""
+        if self.reaper is not None and self.reaper.stdin is not None:
+            with contextlib.suppress(OSError):  # a reaper gone: the lab cleans up itself
+                self.reaper.stdin.write(f"{proc.pid}\n".encode())
+                self.reaper.stdin.flush()
 
     def note(self, kind: str, text: str) -> None:
         self.events.append({"t": round(time.time() - self.due_at, 1), "kind": kind, "text": text})
@@ -177,6 +188,7 @@ class Live:
             if run is None:
                 raise NotFoundError("no live run to stop")
             self._stop.set()
+        _dismiss(run.reaper)  # this stop does the cleaning
         for proc in run.chaos:
             if proc.poll() is None:  # a reaped pid may be reused: signal only live ones
                 _terminate(proc)
@@ -211,6 +223,7 @@ class Live:
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
         )
         run.chaos.append(proc)
+        run.watch(proc)
         threading.Thread(target=self._chaos_done, args=(run, action, proc), daemon=True).start()
         run.note(
             "chaos", f"{action} sent" + (f" for {seconds} s" if action == "pause-leader" else "")
@@ -250,12 +263,14 @@ class Live:
         return run
 
     def _launch(self, cfg: LiveConfig) -> Run:
-        folder = tempfile.mkdtemp(prefix="cronlab-live-")
+        folder = tempfile.mkdtemp(prefix=reaper.PREFIX)
         store = f"sqlite:///{os.path.join(folder, 'lab.db')}"
         cmds = {k: [*self._cronlab, *v[len(CRONLAB) :]] for k, v in commands(cfg, store).items()}
         asked = time.time()
+        cleaner = _reaper(folder)
         seeded = _run_cmd(cmds["seed"])
         if seeded.returncode != 0:
+            _dismiss(cleaner)
             shutil.rmtree(folder, ignore_errors=True)
             raise ConfigError(f"seeding failed: {_line(seeded.stderr) or seeded.returncode}")
         due_at = _due_at(seeded.stdout, asked + cfg.lead_s)
@@ -264,7 +279,10 @@ class Live:
             cmds["cluster"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         log.close()
-        run = Run(cfg=cfg, folder=folder, store=store, cluster=cluster, due_at=due_at)
+        run = Run(
+            cfg=cfg, folder=folder, store=store, cluster=cluster, due_at=due_at, reaper=cleaner
+        )
+        run.watch(cluster)
         run.note(
             "start",
             f"seeded {cfg.count:,} invoices due in {cfg.lead_s} s; "
@@ -345,6 +363,23 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
     # The cluster leads its own session: the group holds every replica and worker it spawned.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def _reaper(folder: str) -> subprocess.Popen[bytes]:
+    """The reaper of the run in ``folder``: it cleans up if this lab dies without stopping the
+    run. Its own session, so Ctrl-C in the lab's terminal reaches the lab alone."""
+    argv = [sys.executable, "-m", "cronlab.web.reaper", folder]
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, start_new_session=True)
+
+
+def _dismiss(proc: subprocess.Popen[bytes] | None) -> None:
+    """Kill a reaper that has nothing left to do (its run is being cleaned up here)."""
+    if proc is None:
+        return
+    proc.kill()
+    proc.wait()
+    if proc.stdin is not None:
+        proc.stdin.close()
 
 
 def _due_at(seed_json: str, fallback: float) -> float:

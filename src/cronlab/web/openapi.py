@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from cronlab.core import model
 from cronlab.core.params import COMPARE_KEYS
+from cronlab.web.query import REPEATABLE
 
 
 def _q(name: str, schema: dict[str, Any], text: str, *, many: bool = False) -> dict[str, Any]:
     if many:
-        schema = {"type": "array", "items": schema}
+        schema = {"type": "array", "items": schema, "maxItems": REPEATABLE[name]}
     return {
         "name": name,
         "in": "query",
@@ -24,6 +26,40 @@ def _int(low: int, high: int, default: int) -> dict[str, Any]:
     return {"type": "integer", "minimum": low, "maximum": high, "default": default}
 
 
+def _each(pattern: str) -> dict[str, Any]:
+    """A repeated parameter's value: ``pattern``, or empty (which is no value)."""
+    return {"type": "string", "pattern": f"^(?:{pattern})?$"}
+
+
+def upto(high: int, *, zero: bool = False) -> str:
+    """A regular expression for the decimal numbers 1..``high`` (0..``high`` with ``zero``),
+    written without sign or leading zeros: the bounds of a number inside a string parameter."""
+    digits = str(high)
+    forms = ["0"] if zero else []
+    if len(digits) > 1:
+        forms.append(rf"[1-9]\d{{0,{len(digits) - 2}}}")  # fewer digits than high
+    for i, top in enumerate(digits):  # as many digits: high's prefix, then a smaller digit
+        low = 1 if i == 0 else 0
+        if int(top) > low:
+            forms.append(rf"{digits[:i]}[{low}-{int(top) - 1}]\d{{{len(digits) - i - 1}}}")
+    forms.append(digits)
+    return "(?:" + "|".join(forms) + ")"
+
+
+SECONDS = upto(model.MAX_SECONDS, zero=True)
+CRASH = rf"(?:leader|replica:{upto(model.MAX_REPLICAS - 1, zero=True)})@{SECONDS}"
+RESTART = rf"(?:never|{SECONDS})"
+CHANGES = {  # compare KEY=VALUE: each key's values, as the same knob takes them
+    "election": "(?:lease|off)",
+    "replicas": upto(model.MAX_REPLICAS),
+    "workers": upto(model.MAX_WORKERS),
+    "rate": upto(model.MAX_RATE),
+    "lease-ttl": upto(model.MAX_TTL_S),
+    "timers": "(?:durable|in-memory)",
+    "restart-after": RESTART,
+    "crash": f"(?:none|{CRASH})",
+}
+
 SCENARIO_PARAMS = [
     _q(
         "preset",
@@ -32,21 +68,21 @@ SCENARIO_PARAMS = [
     ),
     _q(
         "tasks",
-        _int(0, 10**12, 1_000_000),
+        _int(0, model.MAX_TASKS, 1_000_000),
         "Tasks (midnight, spread) or tasks per minute (steady).",
     ),
-    _q("minutes", _int(1, 1440, 60), "Minutes for steady and spread."),
+    _q("minutes", _int(1, model.MAX_BUCKETS, 60), "Minutes for steady and spread."),
     _q(
         "bucket",
-        {"type": "string", "pattern": r"^\d+=\d+$"},
-        "MINUTE=COUNT; overrides the preset.",
+        _each(f"{upto(model.MAX_SECONDS // 60, zero=True)}={upto(model.MAX_TASKS, zero=True)}"),
+        "MINUTE=COUNT; overrides the preset. The counts sum to at most 10^12.",
         many=True,
     ),
-    _q("replicas", _int(1, 32, 3), "Scheduler replicas."),
-    _q("workers", _int(1, 100_000, 5), "Worker pods."),
-    _q("rate", _int(1, 10**8, 200), "Tasks per second per pod."),
+    _q("replicas", _int(1, model.MAX_REPLICAS, 3), "Scheduler replicas."),
+    _q("workers", _int(1, model.MAX_WORKERS, 5), "Worker pods."),
+    _q("rate", _int(1, model.MAX_RATE, 200), "Tasks per second per pod."),
     _q("election", {"enum": ["lease", "off"], "default": "lease"}, "Leader election."),
-    _q("ttl", _int(1, 86_400, 10), "Lease TTL in seconds (alias lease-ttl)."),
+    _q("ttl", _int(1, model.MAX_TTL_S, 10), "Lease TTL in seconds (alias lease-ttl)."),
     _q(
         "timers",
         {"enum": ["durable", "in-memory"], "default": "durable"},
@@ -54,15 +90,20 @@ SCENARIO_PARAMS = [
     ),
     _q(
         "crash",
-        {"type": "string", "pattern": r"^(leader|replica:\d+)@\d+$"},
-        "leader@T or replica:I@T (seconds).",
+        _each(CRASH),
+        "leader@T or replica:I@T (seconds; I below replicas).",
         many=True,
     ),
-    _q("restart-after", {"type": "string", "default": "300"}, "Seconds, or never."),
+    _q(
+        "restart-after",
+        {"type": "string", "pattern": f"^{RESTART}$", "default": "300"},
+        "Seconds, or never.",
+    ),
     _q(
         "compare",
-        {"type": "string", "pattern": "^[a-z-]+=.+$"},
-        f"KEY=VALUE: run again with a knob changed ({', '.join(COMPARE_KEYS)}).",
+        _each("|".join(f"{k}={v}" for k, v in CHANGES.items())),
+        f"KEY=VALUE: run again with a knob changed ({', '.join(COMPARE_KEYS)}); VALUE as "
+        "that knob takes it (crash: also none).",
         many=True,
     ),
 ]
@@ -101,8 +142,46 @@ RESULT = {
         "scenario": {"type": "object"},
     },
 }
+SNAPSHOT = {
+    "type": "object",
+    "required": ["running", "version"],
+    "description": "cronlab.web.live.Live.snapshot(): while a run goes, also its config, t (s "
+    "since the invoices fell due), status and report (the CLI's --json), prediction, events.",
+    "properties": {
+        "running": {"type": "boolean"},
+        "version": {"type": "integer"},
+        "config": {"type": "object"},
+        "t": {"type": "number"},
+        "status": {"type": "object"},
+        "report": {"type": "object"},
+        "prediction": {"type": "object", "required": ["totals", "sentence"]},
+        "events": {"type": "array", "items": {"type": "object"}},
+        "cluster_exit": {"type": ["integer", "null"]},
+    },
+}
+
+
+def _event(name: str, data: dict[str, Any]) -> dict[str, Any]:
+    """One server-sent event (OpenAPI 3.1: a text/event-stream schema describes each event)."""
+    return {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"const": name},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": data,
+            },
+        },
+    }
+
+
+EVENTS = {"oneOf": [_event("snapshot", SNAPSHOT), _event("end", {"type": "object"})]}
+NO_FIELDS = {"type": "object", "additionalProperties": False}
 LIVE_START = {
     "type": "object",
+    "additionalProperties": False,
     "properties": {
         "replicas": _int(1, 7, 3),
         "workers": _int(1, 16, 5),
@@ -128,7 +207,16 @@ GUARDED = {
         "description": "Not Content-Type: application/json.",
         "content": {"application/json": {"schema": PROBLEM}},
     },
+    "422": {
+        "description": "A bad field, named; or a body that is not a JSON object.",
+        "content": {"application/json": {"schema": PROBLEM}},
+    },
 }
+
+
+def _body(schema: dict[str, Any]) -> dict[str, Any]:
+    """A state-changing request's body: JSON, always (an empty object will do)."""
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
 
 
 def _json(schema: dict[str, Any], text: str) -> dict[str, Any]:
@@ -154,20 +242,16 @@ PATHS: dict[str, Any] = {
     "/api/live": {
         "get": {
             "summary": "The live run's snapshot",
-            "responses": {"200": _json({"type": "object"}, "Snapshot")},
+            "responses": {"200": _json(SNAPSHOT, "Snapshot")},
         }
     },
     "/api/live/start": {
         "post": {
             "summary": "Start the real engine (one run at a time)",
-            "requestBody": {
-                "required": False,
-                "content": {"application/json": {"schema": LIVE_START}},
-            },
+            "requestBody": _body(LIVE_START),
             "responses": {
-                "201": _json({"type": "object"}, "Started; the snapshot"),
+                "201": _json(SNAPSHOT, "Started; the snapshot"),
                 "409": _json(PROBLEM, "A run is already going"),
-                "422": _json(PROBLEM, "A bad field, named"),
                 **GUARDED,
             },
         }
@@ -175,8 +259,19 @@ PATHS: dict[str, Any] = {
     "/api/live/stop": {
         "post": {
             "summary": "Kill every process of the run and remove its folder",
+            "requestBody": _body(NO_FIELDS),
             "responses": {
-                "200": _json({"type": "object"}, "Stopped"),
+                "200": _json(
+                    {
+                        "type": "object",
+                        "required": ["stopped", "folder_removed"],
+                        "properties": {
+                            "stopped": {"const": True},
+                            "folder_removed": {"type": "boolean"},
+                        },
+                    },
+                    "Stopped",
+                ),
                 "404": _json(PROBLEM, "No run"),
                 **GUARDED,
             },
@@ -185,25 +280,30 @@ PATHS: dict[str, Any] = {
     "/api/live/chaos": {
         "post": {
             "summary": "Send real signals through cronlab chaos",
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/json": {
-                        "schema": {
-                            "type": "object",
-                            "required": ["action"],
-                            "properties": {
-                                "action": {"enum": ["crash-leader", "pause-leader"]},
-                                "for": _int(1, 600, 15),
-                            },
-                        }
-                    }
-                },
-            },
+            "requestBody": _body(
+                {
+                    "type": "object",
+                    "required": ["action"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "action": {"enum": ["crash-leader", "pause-leader"]},
+                        "for": _int(1, 600, 15) | {"description": "pause-leader: seconds"},
+                    },
+                }
+            ),
             "responses": {
-                "200": _json({"type": "object"}, "Sent"),
+                "200": _json(
+                    {
+                        "type": "object",
+                        "required": ["sent", "at_s"],
+                        "properties": {
+                            "sent": {"enum": ["crash-leader", "pause-leader"]},
+                            "at_s": {"type": "integer"},
+                        },
+                    },
+                    "Sent",
+                ),
                 "404": _json(PROBLEM, "No run"),
-                "422": _json(PROBLEM, "A bad field, named"),
                 **GUARDED,
             },
         }
@@ -211,7 +311,12 @@ PATHS: dict[str, Any] = {
     "/api/live/events": {
         "get": {
             "summary": "Server-sent events: `snapshot` on every change, `end` when the run stops",
-            "responses": {"200": _text("text/event-stream", "SSE stream")},
+            "responses": {
+                "200": {
+                    "description": "SSE stream; each event's data is JSON",
+                    "content": {"text/event-stream": {"schema": EVENTS}},
+                }
+            },
         }
     },
     "/metrics": {
@@ -232,7 +337,10 @@ PATHS: dict[str, Any] = {
             "parameters": [
                 {"name": "path", "in": "path", "required": True, "schema": {"type": "string"}}
             ],
-            "responses": {"200": {"description": "A file"}},
+            "responses": {
+                "200": {"description": "A file"},
+                "404": _text("text/plain", "No such file"),
+            },
         }
     },
 }

@@ -1,13 +1,15 @@
 """The lab's scenario from a URL query string: the page, its shared links and the API agree.
 
-A query names each knob once (``crash``, ``bucket`` and ``compare`` may repeat). Every bad value
-raises :class:`ParamError`, which names the field so the API can answer 422 with it.
+A query names each knob once (``crash``, ``bucket`` and ``compare`` may repeat; an empty one
+is no value). Every bad value, one with spaces around it included, raises :class:`ParamError`,
+which names the field so the API can answer 422 with it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from functools import partial
 from typing import Any, TypeVar
 
@@ -72,7 +74,9 @@ def _group(items: list[tuple[str, str]]) -> dict[str, list[str]]:
     for raw, value in items:
         name = ALIASES.get(raw, raw)
         if name not in SINGLE and name not in REPEATABLE:
-            raise ParamError(raw, f"unknown parameter {raw!r}")
+            raise ParamError(raw[:40], f"unknown parameter {raw[:40]!r}")
+        if value != value.strip():
+            raise ParamError(name, f"{name} has spaces around its value {value[:40]!r}")
         grouped.setdefault(name, []).append(value)
     for name, values in grouped.items():
         limit = REPEATABLE.get(name, 1)
@@ -90,17 +94,17 @@ def _build(grouped: dict[str, list[str]], knobs: dict[str, Any]) -> Scenario:
     buckets, crashes = _all(grouped, "bucket"), _all(grouped, "crash")
     _guard("bucket", lambda: [workload.parse_bucket(b) for b in buckets])
     _guard("crash", lambda: [params.parse_fault(c) for c in crashes])
-    # Validation across fields (a crash of a replica that does not exist) is the crash's fault.
     fields: dict[str, Any] = {
         "preset": preset,
         "buckets": buckets,
-        "crashes": crashes,
         "restart_after": restart,
         "election": election,
         "durable": durable,
         **knobs,
     }
-    return _guard("crash" if crashes else "scenario", partial(params.build_scenario, **fields))
+    _guard("scenario", partial(params.build_scenario, **fields))
+    # Then what is left across fields (a crash of a replica that does not exist): the crash's.
+    return _guard("crash", partial(params.build_scenario, crashes=crashes, **fields))
 
 
 def _choice(grouped: dict[str, list[str]], name: str, choices: tuple[str, ...]) -> str:
@@ -112,13 +116,17 @@ def _choice(grouped: dict[str, list[str]], name: str, choices: tuple[str, ...]) 
 
 
 def _bounded(name: str, text: str, low: int, high: int) -> int:
+    """A whole number within [low, high]: ``1000``, ``1,000``, ``1_000``, or a number that is
+    whole in another notation (``1000.0``, ``1e3``: what JSON Schema calls an integer)."""
     try:
-        value = int(text.strip().replace("_", "").replace(",", ""))
-    except ValueError:
-        raise ParamError(name, f"{name} must be a whole number, got {text!r}") from None
+        value = Decimal(text.strip().replace(",", ""))
+    except InvalidOperation:
+        value = Decimal("NaN")
+    if not value.is_finite() or value != value.to_integral_value():
+        raise ParamError(name, f"{name} must be a whole number, got {text[:40]!r}")
     if not low <= value <= high:
-        raise ParamError(name, f"{name} must be between {low:,} and {high:,}, got {value:,}")
-    return value
+        raise ParamError(name, f"{name} must be between {low:,} and {high:,}, got {text[:40]}")
+    return int(value)
 
 
 def _one(grouped: dict[str, list[str]], name: str, default: str) -> str:

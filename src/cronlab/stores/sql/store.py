@@ -459,10 +459,15 @@ class SqlStore:
 
     def register_process(self, info: ProcessInfo) -> None:
         args = dataclasses.asdict(info)
-        self.d.transaction(lambda c: c.execute(self.q["register_process"], args))
 
-    def process_exited(self, role: str, index: int, pid: int, now_ms: int) -> None:
-        args = {"now": now_ms, "role": role, "index": index, "pid": pid}
+        def register(c: Conn) -> None:
+            c.execute(self.q["forget_exited_process"], args)
+            c.execute(self.q["register_process"], args)
+
+        self.d.transaction(register)
+
+    def process_exited(self, owner: str, now_ms: int) -> None:
+        args = {"now": now_ms, "owner": owner}
         self.d.transaction(lambda c: c.execute(self.q["process_exited"], args))
 
     def processes(self) -> list[ProcessInfo]:

@@ -197,15 +197,16 @@ FROM tasks WHERE id = %(id)s;
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts, status, epoch, last_error
 FROM tasks WHERE idempotency_key = %(key)s;
 
+-- name: forget_exited_process
+DELETE FROM processes WHERE role = %(role)s AND idx = %(index)s AND exited_ms IS NOT NULL;
+
 -- name: register_process
 INSERT INTO processes (role, idx, pid, owner, started_ms)
 VALUES (%(role)s, %(index)s, %(pid)s, %(owner)s, %(started_ms)s)
-ON CONFLICT (role, idx) DO UPDATE SET pid = excluded.pid, owner = excluded.owner,
-  started_ms = excluded.started_ms, exited_ms = NULL;
+ON CONFLICT (owner) DO UPDATE SET started_ms = excluded.started_ms, exited_ms = NULL;
 
 -- name: process_exited
-UPDATE processes SET exited_ms = %(now)s
-WHERE role = %(role)s AND idx = %(index)s AND pid = %(pid)s;
+UPDATE processes SET exited_ms = %(now)s WHERE owner = %(owner)s;
 
 -- name: record_event
 INSERT INTO events (kind, at_ms, holder, epoch, pid, detail)

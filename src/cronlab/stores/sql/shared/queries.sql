@@ -8,7 +8,8 @@ SELECT holder, epoch, expires_ms FROM lease WHERE name = 'scheduler';
 SELECT status, count(*) FROM tasks GROUP BY status;
 
 -- name: processes
-SELECT role, idx, pid, owner, started_ms, exited_ms FROM processes ORDER BY role, idx;
+SELECT role, idx, pid, owner, started_ms, exited_ms FROM processes
+ORDER BY role, idx, started_ms, owner;
 
 -- name: events
 SELECT kind, at_ms, holder, epoch, pid, detail FROM events ORDER BY at_ms, id;

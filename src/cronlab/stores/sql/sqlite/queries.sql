@@ -174,14 +174,16 @@ FROM tasks WHERE id = :id;
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts, status, epoch, last_error
 FROM tasks WHERE idempotency_key = :key;
 
+-- name: forget_exited_process
+DELETE FROM processes WHERE role = :role AND idx = :index AND exited_ms IS NOT NULL;
+
 -- name: register_process
 INSERT INTO processes (role, idx, pid, owner, started_ms)
 VALUES (:role, :index, :pid, :owner, :started_ms)
-ON CONFLICT (role, idx) DO UPDATE SET pid = excluded.pid, owner = excluded.owner,
-  started_ms = excluded.started_ms, exited_ms = NULL;
+ON CONFLICT (owner) DO UPDATE SET started_ms = excluded.started_ms, exited_ms = NULL;
 
 -- name: process_exited
-UPDATE processes SET exited_ms = :now WHERE role = :role AND idx = :index AND pid = :pid;
+UPDATE processes SET exited_ms = :now WHERE owner = :owner;
 
 -- name: record_event
 INSERT INTO events (kind, at_ms, holder, epoch, pid, detail)
