@@ -74,7 +74,7 @@ def test_defer_is_due_now_after_a_delay_or_at_an_aware_instant(app: cronlab.App)
         bill.defer(customer=4, at=at, delay=timedelta(1))
     with pytest.raises(ConfigError, match="century"):
         bill.defer(customer=4, delay=timedelta(days=40_000))
-    assert [r[0] for r in app.store().query("SELECT id FROM tasks")] == [1, 2, 3]
+    assert [r[0] for r in app.store().query("SELECT id FROM tasks ORDER BY id")] == [1, 2, 3]
 
 
 def test_a_key_makes_a_second_defer_a_no_op_and_other_arguments_a_conflict(
