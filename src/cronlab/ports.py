@@ -201,8 +201,9 @@ class Store(Protocol):
     ) -> Sequence[Task]:
         """Due PENDING tasks, without claiming them (``--election off``).
 
-        With ``copied_since_ms``, also the due tasks that an unfenced dispatcher copied at or
-        after that instant (replicas scanning in the same second each send a copy).
+        With ``copied_since_ms`` (the caller's previous scan), also the tasks that fell due
+        after it and another unfenced dispatcher copied already: cron on every replica sends its
+        own copy of every task that falls due while it runs. Each task at most once.
         """
         ...
 

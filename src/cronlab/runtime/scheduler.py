@@ -70,6 +70,7 @@ class Scheduler:
         self.outage = Outage(clock, owner)
         self._unreachable: BackendUnavailable | None = None
         self.next_reconcile_ms = 0  # monotonic
+        self.copied_until = clock.now_ms() - 1  # off: what fell due before it started is not
 
     def run(self, stopping: Callable[[], bool]) -> None:
         """Loop until ``stopping()``; then give the lease up so a standby takes over at once."""
@@ -194,13 +195,16 @@ class Scheduler:
             self._record("reconciled", now, self.lease.epoch, count=n, replica=self.cfg.replica)
 
     def _dispatch_unclaimed(self, now: int) -> int:
-        # Cron on every replica: no claim, one scan a second, everything due at once. What
-        # another replica copied in this same second is copied again — the duplicates the
-        # model counts as (k - 1) × due for k replicas scanning together.
-        second = now // self.cfg.scan_ms * self.cfg.scan_ms
-        tasks: Sequence[Task] = self.store.read_due(now, UNBOUNDED, copied_since_ms=second)
+        """Cron on every replica: no claim; each scan sends a copy of what is PENDING and of
+        everything that fell due since this replica's last scan, whatever the others did —
+        so k replicas running send k copies of each task: (k − 1) × due duplicates, as the
+        model counts them."""
+        tasks: Sequence[Task] = self.store.read_due(
+            now, UNBOUNDED, copied_since_ms=self.copied_until
+        )
         if tasks:
             self.store.enqueue_copies(tasks, now)
+        self.copied_until = max(self.copied_until, now)
         self.dispatched += len(tasks)
         return len(tasks)
 

@@ -288,7 +288,8 @@ class SqlStore:
                 rows += c.execute(self.q["read_copied"], args).fetchall()
             return list(rows)
 
-        return [task(r, "PENDING", None) for r in self.d.read(read)]
+        rows = {r[0]: r for r in self.d.read(read)}  # (copied between the two reads: once)
+        return [task(r, "PENDING", None) for r in rows.values()]
 
     def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
         def copy(c: Conn) -> None:

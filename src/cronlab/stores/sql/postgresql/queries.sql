@@ -94,7 +94,7 @@ WHERE p.trigger_ms <= %(now)s ORDER BY p.trigger_ms, p.task_id LIMIT %(limit)s;
 -- name: read_copied
 SELECT t.id, t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.attempts
 FROM copied c JOIN tasks t ON t.id = c.task_id
-WHERE c.dispatched_ms >= %(since)s AND t.trigger_ms <= %(now)s;
+WHERE c.dispatched_ms > %(since)s AND t.trigger_ms > %(since)s AND t.trigger_ms <= %(now)s;
 
 -- name: mark_copied
 -- The first copy takes a task off the pending list and notes when it was copied.

@@ -58,8 +58,10 @@ SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
 WHERE status = 'PENDING' AND trigger_ms <= :now ORDER BY trigger_ms LIMIT :limit;
 
 -- name: read_copied
+-- `--election off`: what came due after this replica's last scan (:since) and another replica
+-- already copied (so it is no longer PENDING): cron on every replica sends its own copy.
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
-WHERE epoch IS NULL AND dispatched_ms >= :since AND trigger_ms <= :now;
+WHERE epoch IS NULL AND dispatched_ms > :since AND trigger_ms > :since AND trigger_ms <= :now;
 
 -- name: mark_copied
 UPDATE tasks SET status = 'DISPATCHED', dispatched_ms = coalesce(dispatched_ms, :now)
