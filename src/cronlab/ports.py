@@ -155,6 +155,7 @@ class Batch:
     run: Run
     retry: Retry
     now: Callable[[], int]
+    checked: bool = True  # False: run every delivery, live or stale (``--fencing off``)
 
 
 class Clock(Protocol):
@@ -194,6 +195,17 @@ class Store(Protocol):
         In one transaction: check ``epoch`` still holds the lease (else raise ``FencedError``
         and write nothing), mark them DISPATCHED with ``epoch``, enqueue one message each.
         """
+        ...
+
+    def dispatch_held(self, held: Sequence[Task], now_ms: int, epoch: int, *, fenced: bool) -> int:
+        """Write a batch read earlier with ``read_due`` (the two-phase dispatch): ``fenced``,
+        refused (``FencedError``) unless ``epoch`` holds the lease and only the rows still
+        PENDING; unfenced (the ``--fencing off`` anti-pattern), every row. Returns how many."""
+        ...
+
+    def pause_request(self, owner: str, since_ms: int) -> tuple[int, float, int] | None:
+        """The newest chaos pause request for ``owner`` after ``since_ms``: (instant,
+        seconds, until)."""
         ...
 
     def read_due(

@@ -300,3 +300,22 @@ UPDATE tasks SET dispatched_ms = %(now)s WHERE id = ANY(%(ids)s::bigint[]);
 
 -- name: pending_due
 SELECT count(*) FROM pending WHERE trigger_ms <= %(now)s;
+
+-- name: claim_held
+-- A batch read before it is written (see SQLite's): off the pending list, and marked.
+WITH gone AS (
+  DELETE FROM pending p USING tasks t
+  WHERE t.id = ANY(%(ids)s::bigint[]) AND p.trigger_ms = t.trigger_ms AND p.task_id = t.id
+)
+UPDATE tasks SET status = 'DISPATCHED', epoch = %(epoch)s, dispatched_ms = %(now)s
+WHERE id = ANY(%(ids)s::bigint[]) AND (status = 'PENDING' OR %(guard)s = 0)
+RETURNING id, idempotency_key, attempts, trigger_ms;
+
+-- name: pause_request
+SELECT at_ms, detail FROM events WHERE kind = 'pause_request' AND holder = %(owner)s
+  AND at_ms > %(since)s
+ORDER BY at_ms DESC LIMIT 1;
+
+-- name: report_stuck
+SELECT count(*) FROM tasks WHERE status = 'DISPATCHED'
+  AND id NOT IN (SELECT unnest(task_ids) FROM queue);

@@ -281,3 +281,20 @@ UPDATE tasks SET dispatched_ms = :now WHERE id IN (SELECT value FROM json_each(:
 
 -- name: pending_due
 SELECT count(*) FROM tasks WHERE status = 'PENDING' AND trigger_ms <= :now;
+
+-- name: claim_held
+-- A batch read before it is written (the two-phase dispatch: `--fencing off`, or one a chaos
+-- pause caught in between): with :guard 1 only the rows still PENDING, else every one of them.
+UPDATE tasks SET status = 'DISPATCHED', epoch = :epoch, dispatched_ms = :now
+WHERE id IN (SELECT value FROM json_each(:ids)) AND (status = 'PENDING' OR :guard = 0)
+RETURNING id, idempotency_key, attempts, trigger_ms;
+
+-- name: pause_request
+SELECT at_ms, detail FROM events WHERE kind = 'pause_request' AND holder = :owner
+  AND at_ms > :since
+ORDER BY at_ms DESC LIMIT 1;
+
+-- name: report_stuck
+-- DISPATCHED with no message left anywhere in the queue: nothing will run them (but a reconcile).
+SELECT count(*) FROM tasks WHERE status = 'DISPATCHED'
+  AND id NOT IN (SELECT j.value FROM queue, json_each(queue.task_ids) j);
