@@ -319,3 +319,33 @@ ORDER BY at_ms DESC LIMIT 1;
 -- name: report_stuck
 SELECT count(*) FROM tasks WHERE status = 'DISPATCHED'
   AND id NOT IN (SELECT unnest(task_ids) FROM queue);
+
+-- The checker (`cronlab check`, runtime/check.py): each row a task key and how many it counts.
+-- name: check_lost
+SELECT idempotency_key, 1 FROM tasks
+WHERE trigger_ms <= %(now)s AND status IN ('MISSED', 'FAILED') ORDER BY trigger_ms, id;
+
+-- name: check_lost_final
+SELECT idempotency_key, 1 FROM tasks
+WHERE trigger_ms <= %(now)s AND status != 'DONE' AND status != 'SKIPPED' ORDER BY trigger_ms, id;
+
+-- name: check_duplicated
+SELECT t.idempotency_key, count(*) - 1 FROM executions e JOIN tasks t ON t.id = e.task_id
+WHERE e.outcome IN ('ok', 'noop') AND e.start_ms <= %(now)s
+GROUP BY t.id, t.idempotency_key HAVING count(*) > 1 ORDER BY t.id;
+
+-- name: check_unexpected
+SELECT t.idempotency_key, count(*) FROM executions e JOIN tasks t ON t.id = e.task_id
+WHERE e.outcome IN ('ok', 'noop') AND e.start_ms < t.trigger_ms AND e.start_ms <= %(now)s
+GROUP BY t.id, t.idempotency_key ORDER BY t.id;
+
+-- name: check_stuck
+SELECT idempotency_key, 1 FROM tasks WHERE status = 'DISPATCHED'
+  AND id NOT IN (SELECT unnest(task_ids) FROM queue)
+ORDER BY id;
+
+-- name: check_first_effects
+SELECT t.idempotency_key, t.trigger_ms, min(e.end_ms) AS first_end
+FROM executions e JOIN tasks t ON t.id = e.task_id
+WHERE e.outcome IN ('ok', 'noop') GROUP BY t.id, t.idempotency_key, t.trigger_ms
+ORDER BY first_end, t.id;

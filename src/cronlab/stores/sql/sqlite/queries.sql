@@ -298,3 +298,33 @@ ORDER BY at_ms DESC LIMIT 1;
 -- DISPATCHED with no message left anywhere in the queue: nothing will run them (but a reconcile).
 SELECT count(*) FROM tasks WHERE status = 'DISPATCHED'
   AND id NOT IN (SELECT j.value FROM queue, json_each(queue.task_ids) j);
+
+-- The checker (`cronlab check`, runtime/check.py): each row a task key and how many it counts.
+-- name: check_lost
+SELECT idempotency_key, 1 FROM tasks
+WHERE trigger_ms <= :now AND status IN ('MISSED', 'FAILED') ORDER BY trigger_ms, id;
+
+-- name: check_lost_final
+SELECT idempotency_key, 1 FROM tasks
+WHERE trigger_ms <= :now AND status != 'DONE' AND status != 'SKIPPED' ORDER BY trigger_ms, id;
+
+-- name: check_duplicated
+SELECT t.idempotency_key, count(*) - 1 FROM executions e JOIN tasks t ON t.id = e.task_id
+WHERE e.outcome IN ('ok', 'noop') AND e.start_ms <= :now
+GROUP BY t.id, t.idempotency_key HAVING count(*) > 1 ORDER BY t.id;
+
+-- name: check_unexpected
+SELECT t.idempotency_key, count(*) FROM executions e JOIN tasks t ON t.id = e.task_id
+WHERE e.outcome IN ('ok', 'noop') AND e.start_ms < t.trigger_ms AND e.start_ms <= :now
+GROUP BY t.id, t.idempotency_key ORDER BY t.id;
+
+-- name: check_stuck
+SELECT idempotency_key, 1 FROM tasks WHERE status = 'DISPATCHED'
+  AND id NOT IN (SELECT j.value FROM queue, json_each(queue.task_ids) j)
+ORDER BY id;
+
+-- name: check_first_effects
+SELECT t.idempotency_key, t.trigger_ms, min(e.end_ms) AS first_end
+FROM executions e JOIN tasks t ON t.id = e.task_id
+WHERE e.outcome IN ('ok', 'noop') GROUP BY t.id, t.idempotency_key, t.trigger_ms
+ORDER BY first_end, t.id;
