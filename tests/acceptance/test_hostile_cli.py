@@ -32,6 +32,17 @@ DEEP = '{"a":' * 5_000 + "1" + "}" * 5_000
         (["cluster", "--workers", "100000000000000000000"], "--workers"),  # 24 GB, then OOM
         (["worker", "--rate", "nan"], "not a finite number"),
         (["scheduler", "--lease-ttl", "nan"], "not a finite number"),
+        # found by test_cli_fuzz.py: each wrote the store, printed a traceback or ran for hours
+        (["invoices", "seed", "--count", "10000000000", "--at", "+5"], "--count"),  # hours
+        (["invoices", "seed", "--count", "5", "--at", "+1e20"], "out of range"),  # OverflowError
+        (["invoices", "seed", "--count", "5", "--work-ms", "1" + "0" * 20, "--at", "+5"], "--work"),
+        (["enqueue", "fail", "--in", "1s", "--key", "k\udcff"], "not UTF-8"),  # UnicodeEncodeError
+        (["schedule", "show", "\udcff"], "not UTF-8"),  # bytes that are not UTF-8: a traceback
+        (["scheduler", "--queue", "lease"], "expected store or redis"),  # the store written
+        (["scheduler", "--election", "etcd://127.0.0.1:1"], "unreachable"),
+        (["worker", "--queue", "redis://:secret@127.0.0.1:1/0"], "unreachable"),
+        (["cluster", "--queue", "redis://127.0.0.1:1"], "unreachable"),
+        (["chaos", "pause-leader", "--for", "nan"], "not a finite number"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(
@@ -44,6 +55,18 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert len(lines) == 1 and words in lines[0], done.stderr[-500:]
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert not db.exists()
+
+
+def test_no_idempotency_with_an_app_is_refused_before_the_store_is_written(
+    tmp_path: Path,
+) -> None:
+    """Found by test_cli_fuzz.py: the cluster created the store, then refused."""
+    (tmp_path / "jobs.py").write_text("import cronlab\napp = cronlab.App()\n")
+    db = tmp_path / "s.db"
+    args = ("--store", f"sqlite:///{db}", "--app", "jobs:app", "--no-idempotency")
+    done = cronlab("cluster", *args, cwd=tmp_path)
+    assert done.returncode == 2 and "--no-idempotency applies" in done.stderr
+    assert done.stderr.count("\n") == 1 and not db.exists()
 
 
 def test_a_retried_enqueue_shows_what_is_stored_and_another_payload_is_refused(
