@@ -13,6 +13,7 @@ import pytest
 from shell import cronlab
 
 pytestmark = pytest.mark.acceptance
+ADD = ["schedule", "add", "nightly", "0 0 * * *", "--handler", "fail"]
 DEEP = '{"a":' * 5_000 + "1" + "}" * 5_000
 
 
@@ -23,6 +24,7 @@ DEEP = '{"a":' * 5_000 + "1" + "}" * 5_000
         (["enqueue", "fail", "--in", "99999999999999999999s"], "at most 36600d"),
         (["enqueue", "fail", "--in", "1s", "--payload", '{"a": NaN}'], "is not JSON"),
         (["enqueue", "fail", "--in", "1s", "--payload", DEEP], "nests too deep"),
+        ([*ADD, "--catchup-window", "99999999999999999999d"], "at most 36600d"),
         (["cluster", "--lease-ttl", "nan"], "not a finite number"),  # crashed the children
         (["cluster", "--visibility", "nan"], "not a finite number"),
         (["cluster", "--scan-interval", "nan"], "not a finite number"),
@@ -55,6 +57,21 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert len(lines) == 1 and words in lines[0], done.stderr[-500:]
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert not db.exists()
+
+
+def test_a_seed_run_by_a_script_leaves_nothing_on_stderr(tmp_path: Path) -> None:
+    """Its progress bar left a blank line on stderr (before an error, too: two lines)."""
+    done = cronlab(
+        "invoices",
+        "seed",
+        "--store",
+        f"sqlite:///{tmp_path / 's.db'}",
+        "--count",
+        "3",
+        "--at",
+        "+60",
+    )
+    assert (done.returncode, done.stderr) == (0, "")
 
 
 def test_no_idempotency_with_an_app_is_refused_before_the_store_is_written(
@@ -132,3 +149,32 @@ def test_status_and_report_on_a_damaged_store_say_so_in_one_line(tmp_path: Path)
         done = cronlab(command, "--store", url)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-300:]
         assert done.stderr.count("\n") == 1 and "no such table" in done.stderr
+
+
+def test_a_store_of_a_newer_cronlab_and_a_store_corrupted_half_way_are_one_line(
+    tmp_path: Path,
+) -> None:
+    """Issue 13: a store at schema version 999 was used silently; a file corrupted half way
+    gave a traceback."""
+    newer, corrupt = tmp_path / "newer.db", tmp_path / "corrupt.db"
+    for db in (newer, corrupt):
+        seed = ("invoices", "seed", "--store", f"sqlite:///{db}", "--count", "500", "--at", "+60")
+        assert cronlab(*seed).returncode == 0
+    with sqlite3.connect(newer) as conn:
+        conn.execute("INSERT INTO cronlab_schema VALUES (999, '999_future.sql')")
+    conn.close()
+    data = bytearray(corrupt.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 4096] = b"\xa5" * 4096
+    corrupt.write_bytes(bytes(data))
+    seed = ["invoices", "seed", "--count", "1", "--at", "+60"]
+    for db, words, commands in (
+        (newer, "schema version 999, newer than", (["status"], ["report"], seed)),
+        (corrupt, "damaged", (["status"], ["report"])),  # they read every page
+    ):
+        before = db.read_bytes()
+        for command in commands:
+            done = cronlab(*command, "--store", f"sqlite:///{db}")
+            assert done.returncode == 2 and done.stdout == "", done.stderr[-300:]
+            lines = done.stderr.splitlines()
+            assert len(lines) == 1 and words in lines[0], (command, done.stderr)
+        assert db.read_bytes() == before

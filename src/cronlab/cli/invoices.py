@@ -47,7 +47,8 @@ def seed_cmd(store_url: str, count: int, at_text: str, work_ms: int, as_json: bo
     trigger_ms = parse_at(at_text, CLOCK.now_ms())
     store = open_store(store_url, create=True)
     invoices_app.app.start(store)
-    with Progress(console=Console(stderr=True), transient=True) as bar:
+    err = Console(stderr=True)
+    with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
         job = bar.add_task("seeding invoices", total=count)
         added = store.add_tasks(
             invoices_app.tasks(count, trigger_ms, work_ms), progress=lambda n: bar.advance(job, n)
