@@ -388,6 +388,8 @@ def test_no_argv_makes_a_traceback(
         code, out, err = run(argv, tmp)
         shown = f"cronlab {' '.join(a[:60] for a in argv)}\n{err[-2000:]}"
         assert "Traceback" not in out + err, shown
+        if code == "hung":  # a command that blocks needs its loop replaced in in_process()
+            raise AssertionError(f"still running after {WATCHDOG_S} s: {shown}")
         assert code in (0, 1, 2), f"exit {code!r}: {shown}"
         if code == 2:
             lines = err.strip().splitlines()
@@ -402,7 +404,7 @@ def test_no_argv_makes_a_traceback(
 def test_every_command_is_fuzzed() -> None:
     names = {p[0] for p in commands()}
     assert names == set(cli.list_commands(click.Context(cli)))
-    assert len(commands()) == 22  # 12 commands, the groups' subcommands counted
+    assert {("schedule", "add"), ("chaos", "pause-leader"), ("invoices", "seed")} <= set(commands())
 
 
 def test_the_fuzzer_sees_a_traceback_when_there_is_one(tmp_path: Path) -> None:
