@@ -1,52 +1,70 @@
-"""``cronlab.App``: your handlers and recurring schedules, registered by name on a store.
+"""``cronlab.App``: your tasks and their schedules, on a store.
 
 ```python
 app = cronlab.App("sqlite:///cron.db")
 
-@app.handler("bill")                      # looked up by name by the workers; never pickled
-def bill(ctx, payload): ...
+@app.cron("0 0 1 * *", tz="Europe/Berlin", catchup="all", overlap="skip")
+@app.task
+def monthly(ctx: cronlab.Context) -> None: ...
 
-app.cron("monthly-invoices", "0 0 1 * *", handler="bill", tz="Europe/Berlin",
-         catchup="all", overlap="skip")   # an idempotent upsert by name
+@app.task
+def bill(ctx: cronlab.Context, plan: str, customer: int) -> None: ...
+
+bill.defer(plan="pro", customer=7)     # a worker runs it, now
+app.run()                              # scheduler + worker in this process
 ```
 
-``cronlab scheduler|worker|cluster --store URL --app module:app`` import the module the user
-names on the command line (their own code), deploy its schedules to ``--store`` and run its
-handlers. Nothing read from a store is ever imported, unpickled or evaluated.
+Schedules declared in code are the truth: ``app.sync()`` writes them (``app.run()``,
+``cronlab cluster``/``scheduler``/``run --app`` and ``cronlab schedule sync`` call it) —
+importing the module writes nothing. ``cronlab scheduler|worker|cluster|run --app module:app``
+import the module the user names (their own code); nothing read from a store is ever
+imported, unpickled or evaluated.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
+import threading
 import traceback
+import warnings
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
 
 from cronlab import urls
 from cronlab.core.policy import Catchup, Overlap, Schedule
 from cronlab.exceptions import ConfigError
-from cronlab.handlers import Handler, Registry
-from cronlab.ports import Clock, ScheduleStore
+from cronlab.handlers import Context, Handler, Options, Registry
+from cronlab.ports import Clock, ScheduleStore, SyncReport
 from cronlab.runtime.clock import SystemClock
+from cronlab.tasks import Task
+
+if TYPE_CHECKING:
+    from cronlab.stores.sql import SqlStore
+
+P = ParamSpec("P")
+R = TypeVar("R")
+TaskFn = Callable[Concatenate[Context, P], R]
 
 
 class App:
-    """Your handlers and the schedules this code deploys.
+    """Your tasks and the schedules this code declares.
 
-    Give a store URL (``sqlite:///PATH``; default: the ``CRONLAB_STORE`` environment variable),
-    a store object (``stores.memory.MemoryStore`` in tests), or neither, for an app that runs
-    on whatever store the engine is started with. ``cron(...)`` writes at once; every mistake
-    is a ConfigError with nothing written.
+    Give a store URL (``sqlite:///PATH`` or ``postgresql://…``; default: the ``CRONLAB_STORE``
+    environment variable), a store object (``cronlab.testing.MemoryStore`` in tests), or
+    neither, for an app that runs on whatever store the engine is started with. ``name``
+    tells this app's schedules from another's on a shared store (``sync`` removes only its
+    own). Every mistake is a ConfigError, with nothing written.
     """
 
     def __init__(
         self,
         store_url: str | None = None,
         *,
-        store: ScheduleStore | None = None,
+        store: SqlStore | None = None,
         clock: Clock | None = None,
         name: str | None = None,
     ) -> None:
@@ -55,14 +73,214 @@ class App:
         if store_url is None and store is None:
             store_url = os.environ.get("CRONLAB_STORE") or None
         if store_url is not None:
-            urls.parse(store_url)  # a malformed URL fails here, before any handler is defined
+            urls.parse(store_url)  # a malformed URL fails here, before any task is defined
         self.name = name or "app"
         self.store_url = store_url
         self._store = store
+        self._local = threading.local()
         self.clock: Clock = clock or SystemClock()
         self.registry = Registry()
+        self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, Schedule] = {}
         self._on_start: list[Callable[[Any], None]] = []
+
+    # -- tasks --------------------------------------------------------------------------------
+
+    @overload
+    def task(self, fn: TaskFn[P, R]) -> Task[P, R]: ...
+
+    @overload
+    def task(
+        self,
+        *,
+        name: str | None = None,
+        retries: int | None = None,
+        timeout: timedelta | None = None,
+    ) -> Callable[[TaskFn[P, R]], Task[P, R]]: ...
+
+    def task(
+        self,
+        fn: TaskFn[P, R] | None = None,
+        *,
+        name: str | None = None,
+        retries: int | None = None,
+        timeout: timedelta | None = None,
+    ) -> Task[P, R] | Callable[[TaskFn[P, R]], Task[P, R]]:
+        """Decorator: register ``fn(ctx, **arguments)`` (``def`` or ``async def``) as a task,
+        named ``module.qualname`` (``<locals>`` left out) unless ``name`` is given.
+        ``retries``: how many times a failed run is tried again (default: the worker's
+        ``--max-attempts``); ``timeout``: a run that outlasts it fails, its effect undone."""
+
+        def register(f: TaskFn[P, R]) -> Task[P, R]:
+            task_name = name or _default_name(f)
+            if task_name in self.tasks or task_name in self.registry.names():
+                raise ConfigError(f"a task named {task_name!r} is already registered")
+            task = Task[P, R](self, f, name=task_name, retries=retries, timeout=timeout)
+            options = Options(
+                max_attempts=None if retries is None else retries + 1,
+                timeout_ms=None if timeout is None else timeout // timedelta(milliseconds=1),
+                is_async=task.is_async,
+            )
+            self.registry.handler(task_name, options)(_caller(f))
+            self.tasks[task_name] = task
+            return task
+
+        return register if fn is None else register(fn)
+
+    def handler(self, name: str) -> Callable[[Handler], Handler]:
+        """Deprecated: ``@app.task`` (the function takes its arguments by name)."""
+        warnings.warn(
+            "@app.handler(name) is deprecated: use @app.task (or @app.task(name=...)), whose "
+            "function takes its arguments by name",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.registry.handler(name)
+
+    # -- schedules ----------------------------------------------------------------------------
+
+    @overload
+    def cron(
+        self,
+        expr: str,
+        /,
+        *,
+        tz: str = "UTC",
+        catchup: Catchup = "latest",
+        catchup_window: timedelta = timedelta(hours=1),
+        overlap: Overlap = "skip",
+        name: str | None = None,
+        args: Mapping[str, Any] | None = None,
+    ) -> Callable[[Task[P, R]], Task[P, R]]: ...
+
+    @overload
+    def cron(
+        self,
+        name: str,
+        expr: str,
+        /,
+        *,
+        handler: str,
+        tz: str = "UTC",
+        payload: Mapping[str, Any] | None = None,
+        catchup: Catchup = "latest",
+        catchup_window: timedelta = timedelta(hours=1),
+        overlap: Overlap = "skip",
+    ) -> Schedule: ...
+
+    def cron(
+        self,
+        first: str,
+        second: str | None = None,
+        /,
+        *,
+        handler: str | None = None,
+        tz: str = "UTC",
+        payload: Mapping[str, Any] | None = None,
+        catchup: Catchup = "latest",
+        catchup_window: timedelta = timedelta(hours=1),
+        overlap: Overlap = "skip",
+        name: str | None = None,
+        args: Mapping[str, Any] | None = None,
+    ) -> Callable[[Task[P, R]], Task[P, R]] | Schedule:
+        """Decorator on a task: run it on the cron expression ``first`` in time zone ``tz``
+        (the schedule is named after the task unless ``name`` is given; ``args`` are the
+        task's arguments). ``catchup`` (all, latest, none) says what runs for occurrences
+        missed while no scheduler was up, within ``catchup_window``; ``overlap`` (skip,
+        allow) what happens when a run is due while the previous one still runs.
+
+        Deprecated form: ``app.cron(name, expr, handler="bill", payload=...)``.
+        A declared schedule is written by ``sync``; a paused one stays paused.
+        """
+        window_ms = _window_ms(catchup_window)
+        if second is not None or handler is not None:
+            warnings.warn(
+                "app.cron(name, expr, handler=...) is deprecated: stack @app.cron(expr) on an "
+                "@app.task",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            if second is None or handler is None:
+                raise ConfigError("app.cron(name, expr, handler=...): give all three")
+            schedule = self._schedule(
+                first, second, handler, tz, payload, catchup, window_ms, overlap
+            )
+            self.schedules[schedule.name] = schedule
+            return schedule
+
+        def declare(task: Task[P, R]) -> Task[P, R]:
+            if not isinstance(task, Task):
+                raise ConfigError("@app.cron(expr) goes on an @app.task (put it above)")
+            arguments = dict(args or {})
+            task.new(arguments, 0, "check")  # the arguments must fit the task: refused now
+            schedule = self._schedule(
+                name or task.name, first, task.name, tz, arguments, catchup, window_ms, overlap
+            )
+            if schedule.name in self.schedules:
+                raise ConfigError(f"a schedule named {schedule.name!r} is already declared")
+            self.schedules[schedule.name] = schedule
+            return task
+
+        return declare
+
+    def _schedule(
+        self,
+        name: str,
+        expr: str,
+        handler: str,
+        tz: str,
+        payload: Mapping[str, Any] | None,
+        catchup: Catchup,
+        window_ms: int,
+        overlap: Overlap,
+    ) -> Schedule:
+        schedule = Schedule(
+            name=name,
+            cron=expr,
+            handler=handler,
+            tz=tz,
+            payload=dict(payload or {}),
+            catchup=catchup,
+            catchup_window_ms=window_ms,
+            overlap=overlap,
+        )
+        if schedule.handler not in self.registry.names():
+            known = ", ".join(self.registry.names()) or "none"
+            raise ConfigError(
+                f"schedule {schedule.name!r}: unknown task {schedule.handler!r} "
+                f"(registered: {known}); define it with @app.task first"
+            )
+        return schedule
+
+    def sync(self, store: ScheduleStore | None = None) -> SyncReport:
+        """Write the declared schedules to ``store`` (default: the app's), in one transaction:
+        what was added, changed and removed (only this app's; see ``App.name``)."""
+        target = store if store is not None else self.store()
+        wanted = list(self.schedules.values())
+        return target.sync_schedules(self.name, wanted, self.clock.now_ms())
+
+    # -- running ------------------------------------------------------------------------------
+
+    def run(
+        self, *, concurrency: int = 100, scan_interval: timedelta = timedelta(seconds=1)
+    ) -> None:
+        """Scheduler and worker in this process, on the app's store, until SIGINT/SIGTERM (or
+        KeyboardInterrupt). Syncs the schedules first. Several processes may run it on one
+        store: one leads (a fenced lease), all work."""
+        from cronlab.runtime import embedded
+
+        embedded.run(self, concurrency=concurrency, scan_interval=scan_interval)
+
+    def run_until_idle(
+        self, *, concurrency: int = 100, timeout: timedelta | None = None
+    ) -> dict[str, int]:
+        """Run what is due, and what that defers due by then, until nothing due is left
+        pending or queued (tests, scripts); the runs' outcome counts (``ok``, ``noop``,
+        ``error``, ``failed``, ``stale``). Syncs the schedules first. ``timeout``: give up
+        after so long (TimeoutError)."""
+        from cronlab.runtime import embedded
+
+        return embedded.run_until_idle(self, concurrency=concurrency, timeout=timeout)
 
     def on_start(self, fn: Callable[[Any], None]) -> Callable[[Any], None]:
         """Decorator: ``fn(store)`` runs when an engine process starts this app on a store
@@ -75,63 +293,77 @@ class App:
         for fn in self._on_start:
             fn(store)
 
-    def handler(self, name: str) -> Callable[[Handler], Handler]:
-        """Decorator: register ``fn(ctx, payload)`` under ``name`` (a name taken is an error)."""
-        return self.registry.handler(name)
+    # -- stores -------------------------------------------------------------------------------
 
-    def cron(
-        self,
-        name: str,
-        expr: str,
-        *,
-        handler: str,
-        tz: str = "UTC",
-        payload: Mapping[str, Any] | None = None,
-        catchup: str = "latest",
-        catchup_window: timedelta = timedelta(hours=1),
-        overlap: str = "skip",
-    ) -> Schedule:
-        """Define (or update) the schedule ``name``; running it twice changes nothing.
+    def use_store(self, store_url: str) -> None:
+        """Run on ``store_url`` from now on, instead of the URL given to ``App`` (the CLI's
+        ``--store``)."""
+        urls.parse(store_url)
+        self.store_url, self._store = store_url, None
+        self._local = threading.local()
 
-        A paused schedule stays paused: pausing is the operator's (``cronlab schedule pause``).
-        """
-        schedule = Schedule(
-            name=name,
-            cron=expr,
-            handler=handler,
-            tz=tz,
-            payload=dict(payload or {}),
-            catchup=cast(Catchup, catchup),
-            catchup_window_ms=_window_ms(catchup_window),
-            overlap=cast(Overlap, overlap),
-        )
-        self._check_handler(schedule)
-        self.store().put_schedule(schedule, self.clock.now_ms(), replace=True)
-        self.schedules[name] = schedule
-        return schedule
-
-    def deploy(self, store: ScheduleStore) -> int:
-        """Upsert every schedule of this app into ``store``; returns how many changed."""
-        now = self.clock.now_ms()
-        return sum(store.put_schedule(s, now, replace=True) for s in self.schedules.values())
-
-    def store(self) -> ScheduleStore:
+    def store(self) -> SqlStore:
         """The app's store, opened (and migrated) on first use."""
         if self._store is None:
-            from cronlab import stores  # the backends load only when a store is used
-
-            if self.store_url is None:
-                raise ConfigError("this App has no store: give App a store URL or CRONLAB_STORE")
-            self._store = schedule_store(stores.open_store(self.store_url, create=True))
+            self._store = self.open_store()
         return self._store
 
-    def _check_handler(self, schedule: Schedule) -> None:
-        if schedule.handler not in self.registry.names():
-            known = ", ".join(self.registry.names())
-            raise ConfigError(
-                f"schedule {schedule.name!r}: unknown handler {schedule.handler!r} "
-                f"(registered: {known}); define it with @app.handler first"
-            )
+    def open_store(self) -> SqlStore:
+        """A new connection to the app's store (one per thread: a SQLite connection is not
+        shared between threads)."""
+        from cronlab import stores  # the backends load only when a store is used
+
+        if self._store is not None and self.store_url is None:
+            return self._store  # given as an object: shared (a :memory: store is thread-safe)
+        if self.store_url is None:
+            raise ConfigError("this App has no store: give App a store URL or CRONLAB_STORE")
+        return stores.open_store(self.store_url, create=True)
+
+    def defer_store(self) -> SqlStore:
+        """Where ``defer`` writes from this thread: the app's store, or this thread's own
+        connection to a SQLite file."""
+        if self.store_url is None or not self.store_url.startswith("sqlite:"):
+            return self.store()
+        if threading.current_thread() is threading.main_thread():
+            return self.store()
+        found: SqlStore | None = getattr(self._local, "store", None)
+        if found is None:
+            found = self._local.store = self.open_store()
+        return found
+
+
+def _caller(fn: Callable[..., Any]) -> Handler:
+    """The registry's ``fn(ctx, payload)`` form of a task function: arguments by name."""
+    if inspect.iscoroutinefunction(fn):
+
+        async def call_async(ctx: Context, payload: dict[str, Any]) -> Any:
+            return await fn(ctx, **payload)
+
+        return call_async
+
+    def call(ctx: Context, payload: dict[str, Any]) -> Any:
+        return fn(ctx, **payload)
+
+    return call
+
+
+def _default_name(fn: Callable[..., Any]) -> str:
+    """``module.qualname``; a script run as ``python jobs.py`` is named after its file, as a
+    worker that imports ``--app jobs:app`` names it."""
+    module = getattr(fn, "__module__", None) or "task"
+    if module == "__main__":
+        main = sys.modules.get("__main__")
+        spec = getattr(main, "__spec__", None)
+        path = getattr(main, "__file__", None)
+        if spec is not None and spec.name:
+            module = spec.name
+        elif path:
+            module = os.path.splitext(os.path.basename(path))[0]
+    qualname = getattr(fn, "__qualname__", getattr(fn, "__name__", "task"))
+    name = f"{module}.{qualname.replace('.<locals>', '')}"  # a function made inside another
+    if "<" in name:
+        raise ConfigError(f"task {name!r}: give it a name (@app.task(name=...))")
+    return name
 
 
 def _window_ms(window: timedelta) -> int:
@@ -142,7 +374,8 @@ def _window_ms(window: timedelta) -> int:
 
 def schedule_store(store: Any) -> ScheduleStore:
     """``store`` as the schedules' port (every SQL store keeps schedules)."""
-    return cast(ScheduleStore, store)
+    store_: ScheduleStore = store
+    return store_
 
 
 def load(spec: str) -> App:

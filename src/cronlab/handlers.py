@@ -1,10 +1,14 @@
 """Handlers registered by name; a worker looks a message's handler up here (never by import path).
 
-An app registers its own (``cronlab.App``); the engine has none built in.
+An app registers its own (``cronlab.App``: ``@app.task`` registers ``fn(ctx, **arguments)``
+under the task's name); the engine has none built in.
 
 A handler is ``fn(ctx, payload) -> bool | None``: it writes through ``ctx.tx``, the worker's
 open transaction, so its effect commits together with the execution record and the ack.
-Return False for "no effect" (an idempotent duplicate); None or True for "applied".
+Return False for "no effect" (an idempotent duplicate); None or True for "applied". An
+``async`` handler runs on the worker's event loop, many at once (``concurrency``); its
+``ctx.tx`` writes are queued and run in the same transaction once it returns (``QueuedTx``).
+A handler may have its own attempt limit and a timeout: a run past it fails, its effect undone.
 
 A handler may also have a batch form, ``fn(items, tx) -> list[bool]`` over ``(ctx, payload)``
 pairs (``@registry.batch_handler(name)``): same semantics, one answer per item, but it can
@@ -15,26 +19,47 @@ falls back to it, one savepoint per message, when a batch raises.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import inspect
 import json
+import signal
+import threading
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cronlab.exceptions import ConfigError, NotFoundError
-from cronlab.ports import Message, NewTask, Tx
+from cronlab.ports import Message, NewTask, Retry, Tx
 from cronlab.runtime.clock import to_datetime, to_ms
 
-Handler = Callable[["Context", dict[str, Any]], "bool | None"]
+if TYPE_CHECKING:
+    from cronlab.tasks import Task
+
+Handler = Callable[["Context", dict[str, Any]], "bool | Awaitable[bool | None] | None"]
 Item = tuple["Context", dict[str, Any]]
 BatchHandler = Callable[[Sequence[Item], Tx], list[bool]]
 BatchStep = Callable[[Tx], list[bool]]
 # A batch form's work that needs no transaction, done before the store takes its write lock:
 # ``prepare(items, dialect) -> step(tx)``; ``dialect`` is the store's SQL flavour, if known.
 BatchPrepare = Callable[[Sequence[Item], "str | None"], BatchStep]
+CONCURRENCY = 100  # async handlers a worker runs at once
+
+
+class TaskTimeout(Exception):
+    """A run went on past its handler's timeout: it failed, and its effect was undone."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    """How a worker runs one handler: ``max_attempts`` (None: the worker's), ``timeout_ms``."""
+
+    max_attempts: int | None = None
+    timeout_ms: int | None = None
+    is_async: bool = False
 
 
 @dataclass(kw_only=True)
@@ -56,27 +81,32 @@ class Context:
 
     def defer(
         self,
-        handler: str,
-        payload: dict[str, Any] | None = None,
+        task: str | Task[..., Any],
+        arguments: Mapping[str, Any] | None = None,
         *,
         delay: timedelta = timedelta(0),
         at: datetime | None = None,
     ) -> bool:
-        """Defer a follow-up task (``handler``, due after ``delay`` or ``at``) in this run's
-        transaction: it commits with this run, or not at all. False if it already existed.
+        """Defer a follow-up of ``task`` (a ``Task``, or a handler's name) with ``arguments``,
+        due after ``delay`` or ``at``, in this run's transaction: it commits with this run, or
+        not at all. False if it already existed (an async task's is queued: True).
 
         Its key derives from this task's key, so a duplicate execution adds nothing twice.
         """
         self._follow_ups += 1
         trigger = to_ms(at) if at is not None else self.now_ms + int(delay.total_seconds() * 1000)
-        key = f"{self.idempotency_key}/then/{handler}/{self._follow_ups}"
-        task = NewTask(
-            idempotency_key=key,
-            handler=handler,
-            trigger_ms=trigger,
-            payload=json.dumps(payload or {}),
-        )
-        return self.tx.add_task(task) > 0
+        name = task if isinstance(task, str) else task.name
+        key = f"{self.idempotency_key}/then/{name}/{self._follow_ups}"
+        if isinstance(task, str):
+            new = NewTask(
+                idempotency_key=key,
+                handler=task,
+                trigger_ms=trigger,
+                payload=json.dumps(arguments or {}),
+            )
+        else:
+            new = task.new(arguments or {}, trigger, key)
+        return self.tx.add_task(new) != 0
 
 
 class Registry:
@@ -84,19 +114,28 @@ class Registry:
 
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
+        self._options: dict[str, Options] = {}
         self._batch: dict[str, BatchHandler] = {}
         self._prepare: dict[str, BatchPrepare] = {}
 
-    def handler(self, name: str) -> Callable[[Handler], Handler]:
-        """Decorator: ``@registry.handler("invoice")``."""
+    def handler(self, name: str, options: Options | None = None) -> Callable[[Handler], Handler]:
+        """Decorator: ``@registry.handler("invoice")``; an async def is marked as such."""
 
         def register(fn: Handler) -> Handler:
             if name in self._handlers:
                 raise ConfigError(f"handler {name!r} is already registered")
+            found = options or Options()
+            if inspect.iscoroutinefunction(fn) and not found.is_async:
+                found = dataclasses.replace(found, is_async=True)
             self._handlers[name] = fn
+            self._options[name] = found
             return fn
 
         return register
+
+    def options(self, name: str) -> Options:
+        """How ``name`` runs (defaults for a name not registered)."""
+        return self._options.get(name) or Options()
 
     def batch_handler(
         self, name: str, *, prepare: BatchPrepare | None = None
@@ -137,9 +176,9 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(self._handlers)
 
-    def runner(self, now: Callable[[], int]) -> Runner:
+    def runner(self, now: Callable[[], int], concurrency: int = CONCURRENCY) -> Runner:
         """The ``ports.Run`` a worker passes to ``Store.execute``."""
-        return Runner(self, now)
+        return Runner(self, now, concurrency)
 
 
 class _NoTx:
@@ -157,35 +196,92 @@ class _NoTx:
         raise RuntimeError("handler ran outside its transaction")
 
 
+class AsyncStep:
+    """A prepared async run: ``start(tx)`` is its coroutine (``Runner.gather`` runs many at
+    once); calling the step runs it alone, to its end."""
+
+    def __init__(self, runner: Runner, start: Callable[[Tx], Awaitable[bool]]) -> None:
+        self._runner, self.start = runner, start
+
+    def __call__(self, tx: Tx) -> bool:
+        return bool(self._runner._await(self.start(tx)))
+
+
 class Runner:
     """``ports.Run``, plus ``prepare``: look up, decode and build the context BEFORE the store
     takes its write lock, so only the handler's own work runs while holding it."""
 
-    def __init__(self, registry: Registry, now: Callable[[], int]) -> None:
-        self._registry, self._now = registry, now
+    def __init__(
+        self, registry: Registry, now: Callable[[], int], concurrency: int = CONCURRENCY
+    ) -> None:
+        self._registry, self._now, self.concurrency = registry, now, concurrency
         self._event_loop: asyncio.AbstractEventLoop | None = None
 
     def __call__(self, m: Message, tx: Tx) -> bool:
         return self.prepare(m)(tx)
 
+    def retry(self, handler: str, default: Retry) -> Retry:
+        """The retry policy of ``handler``'s runs: the worker's, with its own attempt limit."""
+        attempts = self._registry.options(handler).max_attempts
+        return default if attempts is None else dataclasses.replace(default, max_attempts=attempts)
+
     def prepare(self, m: Message) -> Callable[[Tx], bool]:
         """The step to run inside the transaction; errors here surface when it runs. A step
         may run more than once (a transaction retried after a lost connection): it numbers
-        its follow-ups from one each time, so their keys do not shift."""
+        its follow-ups from one each time, so their keys do not shift. An async handler's
+        step is an ``AsyncStep``."""
         try:
             fn = self._registry.get(m.handler)
+            options = self._registry.options(m.handler)
             ctx, payload = self._item(m)
         except Exception as exc:
             return _raise(exc)
+        if options.is_async:
+            return AsyncStep(self, partial(self._run_async, fn, options, ctx, payload))
 
         def step(tx: Tx) -> bool:
             ctx.tx, ctx._follow_ups = tx, 0
-            result = fn(ctx, payload)
-            if inspect.isawaitable(result):  # an async def handler: run it to its end
+            started = self._now()
+            with _deadline(options.timeout_ms):
+                result = fn(ctx, payload)
+            if inspect.isawaitable(result):  # an async callable not declared async def
                 result = self._await(result)
+            _check_time(options.timeout_ms, self._now() - started)
             return result is not False
 
         return step
+
+    async def _run_async(
+        self, fn: Handler, options: Options, ctx: Context, payload: dict[str, Any], tx: Tx
+    ) -> bool:
+        ctx.tx, ctx._follow_ups = tx, 0
+        result: Any = fn(ctx, payload)
+        if inspect.isawaitable(result):
+            timeout = None if options.timeout_ms is None else options.timeout_ms / 1000
+            try:
+                result = await asyncio.wait_for(result, timeout)
+            except TimeoutError:
+                raise TaskTimeout(f"ran past its timeout of {timeout:g} s") from None
+        return result is not False
+
+    def gather(self, runs: Sequence[tuple[AsyncStep, Tx]]) -> list[bool | BaseException]:
+        """Run async steps on this runner's loop, ``concurrency`` at a time; each one's result,
+        or the exception it raised, in order."""
+
+        async def every() -> list[bool | BaseException]:
+            gate = asyncio.Semaphore(self.concurrency)
+
+            async def one(step: AsyncStep, tx: Tx) -> bool | BaseException:
+                async with gate:
+                    try:
+                        return await step.start(tx)
+                    except Exception as exc:
+                        return exc
+
+            return list(await asyncio.gather(*(one(s, t) for s, t in runs)))
+
+        out: list[bool | BaseException] = self._await(every())
+        return out
 
     def prepare_batch(
         self, messages: Sequence[Message], dialect: str | None = None
@@ -267,6 +363,31 @@ def decode_payload(text: str) -> Any:
     except ValueError:
         return json.loads(text)
     return value if end == len(text) else json.loads(text)
+
+
+@contextlib.contextmanager
+def _deadline(timeout_ms: int | None) -> Iterator[None]:
+    """Interrupt a synchronous run at its timeout (``SIGALRM``: in the main thread only;
+    elsewhere the run is judged when it returns, by ``_check_time``)."""
+    if timeout_ms is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, _timed_out)
+    signal.setitimer(signal.ITIMER_REAL, timeout_ms / 1000)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _timed_out(signum: int, frame: object) -> None:
+    raise TaskTimeout("ran past its timeout")
+
+
+def _check_time(timeout_ms: int | None, took_ms: int) -> None:
+    if timeout_ms is not None and took_ms > timeout_ms:
+        raise TaskTimeout(f"took {took_ms / 1000:g} s, past its timeout of {timeout_ms / 1000:g} s")
 
 
 def _raise(exc: Exception) -> Callable[[Tx], bool]:

@@ -146,6 +146,18 @@ class Tx(Protocol):
 Run = Callable[[Message, Tx], bool]
 
 
+@dataclass(frozen=True, kw_only=True)
+class Batch:
+    """Messages a worker claimed, and how to run them (``Store.execute``)."""
+
+    worker: str
+    messages: Sequence[Message]
+    run: Run
+    retry: Retry
+    now: Callable[[], int]
+    checked: bool = True  # False: run every delivery, live or stale (``--fencing off``)
+
+
 class Clock(Protocol):
     """Wall time in integer epoch milliseconds, and a monotonic clock for deadlines."""
 
@@ -185,13 +197,25 @@ class Store(Protocol):
         """
         ...
 
+    def dispatch_held(self, held: Sequence[Task], now_ms: int, epoch: int, *, fenced: bool) -> int:
+        """Write a batch read earlier with ``read_due`` (the two-phase dispatch): ``fenced``,
+        refused (``FencedError``) unless ``epoch`` holds the lease and only the rows still
+        PENDING; unfenced (the ``--fencing off`` anti-pattern), every row. Returns how many."""
+        ...
+
+    def pause_request(self, owner: str, since_ms: int) -> tuple[int, float, int] | None:
+        """The newest chaos pause request for ``owner`` after ``since_ms``: (instant,
+        seconds, until)."""
+        ...
+
     def read_due(
         self, now_ms: int, limit: int, copied_since_ms: int | None = None
     ) -> Sequence[Task]:
         """Due PENDING tasks, without claiming them (``--election off``).
 
-        With ``copied_since_ms``, also the due tasks that an unfenced dispatcher copied at or
-        after that instant (replicas scanning in the same second each send a copy).
+        With ``copied_since_ms`` (the caller's previous scan), also the tasks that fell due
+        after it and another unfenced dispatcher copied already: cron on every replica sends its
+        own copy of every task that falls due while it runs. Each task at most once.
         """
         ...
 
@@ -203,20 +227,14 @@ class Store(Protocol):
         """Mark PENDING tasks with ``trigger_ms < before_ms`` MISSED (in-memory timers)."""
         ...
 
-    def execute(
-        self,
-        worker: str,
-        messages: Sequence[Message],
-        run: Run,
-        retry: Retry,
-        now: Callable[[], int],
-    ) -> dict[str, int]:
-        """Run ``run`` on each message in ONE transaction with the execution records and acks.
+    def execute(self, batch: Batch) -> dict[str, int]:
+        """Run ``batch.run`` on each message in ONE transaction with the execution records and
+        acks.
 
-        A message whose run raises is retried later (``retry``) or its task becomes FAILED with
-        the error kept; the other messages' effects stand. Each run is recorded (task,
-        message, receive, worker, attempt, start/end ms, outcome). Returns outcome counts
-        (``ok``, ``noop``, ``error``, ``failed``).
+        A message whose run raises is retried later (``batch.retry``) or its task becomes
+        FAILED with the error kept; the other messages' effects stand. Each run is recorded
+        (task, message, receive, worker, attempt, start/end ms, outcome). Returns outcome
+        counts (``ok``, ``noop``, ``error``, ``failed``, ``stale``).
         """
         ...
 
@@ -347,6 +365,16 @@ class ScheduleInfo:
     last_fire_ms: int | None = None
     last_outcome: str | None = None
     last_reason: str | None = None
+    app: str | None = None  # the App whose code declares it (None: added by hand)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyncReport:
+    """What ``ScheduleStore.sync_schedules`` did, by schedule name."""
+
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
 
 
 class ScheduleStore(Protocol):
@@ -366,6 +394,13 @@ class ScheduleStore(Protocol):
         definition drops its occurrence still to come and materialises ``next_fire(now)``; one
         already due stays and runs (it was due under the definition in force at its time).
         """
+        ...
+
+    def sync_schedules(self, app: str, wanted: Sequence[Schedule], now_ms: int) -> SyncReport:
+        """Make the schedules ``app`` declares exactly ``wanted``, in one transaction: add,
+        change (as ``put_schedule`` with ``replace``) and remove (as ``remove_schedule``)
+        those of ``app``'s; one added by hand is adopted; one of another app is a
+        ``ConflictError`` (nothing written)."""
         ...
 
     def get_schedule(self, name: str) -> ScheduleInfo:

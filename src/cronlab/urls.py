@@ -24,12 +24,22 @@ def redact(url: str) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
-class StoreUrl:
+class Url:
+    """A parsed URL; ``text`` as given, ``shown`` as messages show it (no secrets)."""
+
+    text: str
+
+    @property
+    def shown(self) -> str:
+        return redact(self.text)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreUrl(Url):
     """A parsed store URL."""
 
     scheme: str
     path: Path
-    text: str
 
 
 def parse(text: str) -> StoreUrl:

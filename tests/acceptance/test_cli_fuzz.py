@@ -9,9 +9,10 @@ or unreachable hosts, a foreign and a corrupt SQLite file, an ``--app`` that rai
 parse or is not an App — next to valid ones (a fresh SQLite store, the choices, small numbers)
 so that the code behind the parsing runs too.
 
-``main()`` runs in-process (fast). What would block is replaced: a scheduler or worker runs one
-real round instead of its loop; ``cluster`` parses each child's command line with the child's own
-command instead of spawning it (a value the cluster takes must be one its children take);
+``main()`` runs in-process (fast). What would block is replaced: a scheduler, a worker or
+``cronlab run`` runs one real round instead of its loop; ``cluster`` parses each child's
+command line with the child's own command instead of spawning it (a value the cluster takes
+must be one its children take);
 ``lab`` does everything but serve; ``verify --seeds`` draws no seeds. The budget is
 ``EXAMPLES`` argvs per parameter (its value hostile, the others sane) and three times as many
 per command (any value hostile), derandomized: the same argvs in every run.
@@ -43,7 +44,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from cronlab.cli import cli, main
-from cronlab.runtime import cluster, scheduler, worker
+from cronlab.runtime import cluster, embedded, scheduler, worker
 
 pytestmark = pytest.mark.acceptance
 EXAMPLES = 10  # per parameter; three times as many with any value hostile
@@ -71,7 +72,7 @@ CRONS = [
     "1-0 * * * *", "99999999999999999999 * * * *", "R R * * *",
 ]  # fmt: skip
 ZONES = ["UTC", "Europe/Paris", "Nope/Nope", "../../etc/passwd", "posix/UTC", "Etc/GMT+14"]
-HANDLERS = ["fail", "invoice", "noop", "nosuch", "jobs.ping"]
+HANDLERS = ["fail", "invoice", "noop", "nosuch", "jobs.ping"]  # jobs.ping: --app jobs:app
 
 
 def commands() -> list[tuple[str, ...]]:
@@ -266,8 +267,7 @@ def make_fixtures(tmp: Path) -> None:
         db.commit()
     (tmp / "garbage.db").write_bytes(b"SQLite format 3\x00" + bytes(range(256)) * 16)
     (tmp / "jobs.py").write_text(
-        "import cronlab\napp = cronlab.App()\n\n@app.handler('jobs.ping')\n"
-        "def ping(ctx, payload):\n    return None\n"
+        "import cronlab\napp = cronlab.App()\n\n@app.task\ndef ping(ctx):\n    return None\n"
     )
     (tmp / "broken.py").write_text("def f(:\n")
     (tmp / "raises.py").write_text("raise RuntimeError('the user module raised')\n")
@@ -296,6 +296,14 @@ def one_round(self: Any, stopping: Any) -> None:
     self.step()
 
 
+def one_embedded_round(app: Any, *, concurrency: int, scan_interval: Any) -> None:
+    """``cronlab run``'s loop (``App.run``), one real round long."""
+    scan_ms = int(scan_interval.total_seconds() * 1000)
+    engine = embedded.start(app, concurrency=concurrency, scan_ms=scan_ms)
+    engine.step()
+    engine.stop()
+
+
 def children_parse(self: cluster.Cluster) -> None:
     """Instead of spawning: each child's command line, parsed by the child's own command."""
     for role, index in self.slots()[:2] + self.slots()[-1:]:
@@ -316,6 +324,7 @@ def in_process(tmp: Path) -> Iterator[dict[str, Any]]:
         with (
             mock.patch.object(scheduler.Scheduler, "run", one_round),
             mock.patch.object(worker.Worker, "run", one_round),
+            mock.patch.object(embedded, "run", one_embedded_round),
             mock.patch.object(cluster.Cluster, "run", children_parse),
             mock.patch.object(cluster, "tune_gc", lambda: None),
             mock.patch("uvicorn.run", lambda *a, **k: None),

@@ -86,6 +86,14 @@ def test_no_idempotency_with_an_app_is_refused_before_the_store_is_written(
     assert done.stderr.count("\n") == 1 and not db.exists()
 
 
+def test_run_of_an_app_with_no_store_is_one_line(tmp_path: Path) -> None:
+    """Found by test_cli_fuzz.py: the banner ("… on its store — Ctrl-C stops"), then the error."""
+    (tmp_path / "jobs.py").write_text("import cronlab\napp = cronlab.App()\n")
+    done = cronlab("run", "--app", "jobs:app", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "has no store" in done.stderr
+
+
 def test_a_retried_enqueue_shows_what_is_stored_and_another_payload_is_refused(
     tmp_path: Path,
 ) -> None:

@@ -18,6 +18,10 @@ TOTALS = {
     "backlog_peak",
     "drain_time_s",
     "takeover_delays_s",
+    "fenced_writes",
+    "redelivered",
+    "stuck",
+    "late",
 }
 
 
@@ -110,3 +114,46 @@ def test_bad_flags_get_one_line_and_exit_2(args: list[str], word: str) -> None:
     assert len(lines) == 1, out.stderr
     assert word in lines[0]
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (
+            ["--pause", "leader@0:30", "--fencing", "off"],
+            {"duplicates": 10_000, "fenced_writes": 0},
+        ),
+        (["--pause", "leader@0:30"], {"duplicates": 0, "fenced_writes": 10_000}),
+        (
+            ["--worker-crash", "0@10", "--effects", "external"],
+            {"duplicates": 200, "redelivered": 200},
+        ),
+        (["--worker-crash", "0@10"], {"duplicates": 0, "redelivered": 200}),
+        (["--lose", "5000@0", "--reconcile", "off"], {"stuck": 5_000}),
+        (["--lose", "5000@0"], {"stuck": 0}),
+    ],
+)
+def test_the_production_faults_give_their_documented_numbers(
+    flags: list[str], expected: dict[str, int]
+) -> None:
+    out = cronlab("simulate", *flags, "--json")
+    assert out.returncode == 0, out.stderr
+    totals = json.loads(out.stdout)["totals"]
+    assert {k: totals[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--pause", "leader@0"], "expected leader@T:D"),
+        (["--pause", "replica:9@0:5"], "pause target replica 9 does not exist"),
+        (["--worker-crash", "7@0"], "worker crash target pod 7 does not exist"),
+        (["--lose", "many@3"], "must be a whole number"),
+        (["--reconcile", "soon"], "reconcile must be a whole number"),
+        (["--pause", "leader@0:999999999"], "pause length"),
+    ],
+)
+def test_a_bad_fault_is_one_line_and_exit_2(flags: list[str], words: str) -> None:
+    out = cronlab("simulate", *flags)
+    assert out.returncode == 2 and words in out.stderr and "Traceback" not in out.stderr
+    assert out.stdout == ""

@@ -11,7 +11,7 @@ import pytest
 
 from cronlab.handlers import Context, Registry
 from cronlab.lab import invoices as lab
-from cronlab.ports import NewTask, Retry
+from cronlab.ports import Batch, NewTask, Retry
 from cronlab.queues.store import StoreQueue
 
 from .conftest import Backend
@@ -27,8 +27,8 @@ def sql(backend: Backend) -> Backend:
 def single_form() -> Registry:
     """The same handlers without batch forms: the reference the batch form must match."""
     r = Registry()
-    r.handler("invoice")(lab.invoice)
-    r.handler("fail")(lab.fail)
+    r.handler("invoice")(lambda ctx, payload: lab.invoice(ctx, **payload))
+    r.handler("fail")(lambda ctx, payload: lab.fail(ctx, **payload))
     return r
 
 
@@ -48,7 +48,15 @@ def seed(b: Backend, customers: list[str], handler: str = "invoice") -> None:
 
 def run(b: Backend, registry: Registry = lab.app.registry) -> dict[str, int]:
     messages = StoreQueue(b.store, b.clock).claim("w", 1_000, 30_000)
-    return b.store.execute("w", messages, registry.runner(b.clock.now_ms), Retry(), b.clock.now_ms)
+    return b.store.execute(
+        Batch(
+            worker="w",
+            messages=messages,
+            run=registry.runner(b.clock.now_ms),
+            retry=Retry(),
+            now=b.clock.now_ms,
+        )
+    )
 
 
 def invoices(b: Backend) -> list[Any]:

@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 
 from cronlab.handlers import Context, Registry
-from cronlab.ports import NewTask, Retry
+from cronlab.ports import Batch, NewTask, Retry, Run
 from cronlab.queues.store import StoreQueue
 
 from .conftest import Backend
 from .test_store import lead
 
 VISIBILITY = 1_000
+DEFAULT_RETRY = Retry()
 
 
 def effects_table(b: Backend) -> None:
@@ -28,8 +29,24 @@ def effects(b: Backend) -> int:
 
 
 def app(calls: list[str]) -> Registry:
-    """``write``: one row through ctx.tx, no unique key; ``boom`` raises. Each call noted."""
+    """``write``: one row through ctx.tx, no unique key; ``boom`` raises. Each call noted.
+    ``awrite`` and ``aboom``: the same as async handlers, whose writes are queued."""
     r = Registry()
+
+    @r.handler("awrite")
+    async def awrite(ctx: Context, payload: dict[str, Any]) -> None:
+        calls.append(ctx.idempotency_key)
+        await asyncio.sleep(0)
+        sql = "INSERT INTO effects VALUES (?)" if ctx.tx.dialect == "sqlite" else None
+        ctx.tx.execute(sql or "INSERT INTO effects VALUES (%s)", (ctx.task_id,))
+
+    @r.handler("aboom")
+    async def aboom(ctx: Context, payload: dict[str, Any]) -> None:
+        calls.append(ctx.idempotency_key)
+        sql = "INSERT INTO effects VALUES (?)" if ctx.tx.dialect == "sqlite" else None
+        ctx.tx.execute(sql or "INSERT INTO effects VALUES (%s)", (ctx.task_id,))
+        await asyncio.sleep(0)
+        raise RuntimeError("boom")
 
     @r.handler("write")
     def write(ctx: Context, payload: dict[str, Any]) -> None:
@@ -58,8 +75,12 @@ def due(b: Backend, *handlers: str) -> None:
     b.store.dispatch_due(now, 100, lead(b))
 
 
+def batch(b: Backend, messages: Any, run: Run, retry: Retry = DEFAULT_RETRY) -> Batch:
+    return Batch(worker="w", messages=messages, run=run, retry=retry, now=b.clock.now_ms)
+
+
 def execute(b: Backend, r: Registry, messages: Any) -> dict[str, int]:
-    return b.store.execute("w", messages, r.runner(b.clock.now_ms), Retry(), b.clock.now_ms)
+    return b.store.execute(batch(b, messages, r.runner(b.clock.now_ms)))
 
 
 def test_a_stale_delivery_commits_no_effect(backend: Backend) -> None:
@@ -108,6 +129,27 @@ def test_one_failing_message_runs_no_other_twice(backend: Backend) -> None:
     assert effects(backend) == 3
 
 
+def test_async_handlers_each_run_once_and_commit_their_writes_with_their_acks(
+    backend: Backend,
+) -> None:
+    """Async runs of a batch overlap on the worker's loop; each one's queued writes commit in a
+    savepoint of its own: a failing one is undone alone and no run is repeated, and a stale or
+    doubled delivery runs nothing."""
+    effects_table(backend)
+    calls: list[str] = []
+    due(backend, "awrite", "write", "aboom", "awrite")
+    queue = StoreQueue(backend.store, backend.clock)
+    messages = queue.claim("w", 10, VISIBILITY)
+    counts = execute(backend, app(calls), messages + messages[:1])
+    assert (counts["ok"], counts["error"], counts["stale"]) == (3, 1, 1)
+    assert sorted(calls) == ["t0", "t1", "t2", "t3"]
+    assert effects(backend) == 3  # t2's write went with its failure
+    backend.clock.advance(VISIBILITY + 1)
+    (retry,) = queue.claim("w2", 10, VISIBILITY)  # only the failed one comes back, once
+    assert (retry.idempotency_key, retry.attempt) == ("t2", 2)
+    assert execute(backend, app(calls), messages)["stale"] == 4 and effects(backend) == 3
+
+
 def test_a_retried_message_runs_again_and_its_stale_first_delivery_does_not(
     backend: Backend,
 ) -> None:
@@ -127,17 +169,15 @@ def test_a_retried_message_runs_again_and_its_stale_first_delivery_does_not(
     first = queue.claim("w", 10, VISIBILITY)
     retry = Retry(base_ms=10)
     assert (
-        backend.store.execute(
-            "w", first, r.runner(backend.clock.now_ms), retry, backend.clock.now_ms
-        )["error"]
+        backend.store.execute(batch(backend, first, r.runner(backend.clock.now_ms), retry))["error"]
         == 1
     )
     backend.clock.advance(10)
     second = queue.claim("w", 10, VISIBILITY)
     assert [m.attempt for m in second] == [2]
     run = r.runner(backend.clock.now_ms)
-    assert backend.store.execute("w", first, run, retry, backend.clock.now_ms)["stale"] == 1
-    assert backend.store.execute("w", second, run, retry, backend.clock.now_ms)["ok"] == 1
+    assert backend.store.execute(batch(backend, first, run, retry))["stale"] == 1
+    assert backend.store.execute(batch(backend, second, run, retry))["ok"] == 1
     assert calls == ["attempt 1", "attempt 2"] and backend.status(1) == "DONE"
 
 

@@ -18,7 +18,7 @@ import pytest
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import BackendUnavailable, ConfigError, FencedError
 from cronlab.handlers import Context, Registry
-from cronlab.ports import NewTask, Queue, Retry
+from cronlab.ports import Batch, NewTask, Queue, Retry
 from cronlab.queues.redis import RedisQueue, RelayStore, connect, parse_url
 from cronlab.queues.store import StoreQueue
 from cronlab.runtime.clock import SystemClock
@@ -230,7 +230,12 @@ def test_worker_batches_are_acked_on_the_stream_after_the_store_commits(
     run = registry().runner(CLOCK.now_ms)
     retry = Retry(max_attempts=2, base_ms=BACKOFF_MS)
     failed_at = CLOCK.now_ms()
-    assert wrapped.execute("w", batch, run, retry, CLOCK.now_ms)["ok"] == 3
+    assert (
+        wrapped.execute(Batch(worker="w", messages=batch, run=run, retry=retry, now=CLOCK.now_ms))[
+            "ok"
+        ]
+        == 3
+    )
     # every delivery is acked; the failing one waits in the outbox for its backoff
     assert store.counts()["DONE"] == 3 and q.depth() == 1 == store.queue_depth()
     assert q.claim("w2", 10, VIS) == [] and wrapped.dispatch_due(now, 100, lease.epoch) == 0
@@ -238,7 +243,12 @@ def test_worker_batches_are_acked_on_the_stream_after_the_store_commits(
     (again,) = poll(lambda: [*relayed(wrapped, lease.epoch), *q.claim("w2", 10, VIS)])
     assert CLOCK.now_ms() - failed_at >= BACKOFF_MS
     assert again.idempotency_key == "b" and again.attempt == 2
-    assert wrapped.execute("w2", [again], run, retry, CLOCK.now_ms)["failed"] == 1
+    assert (
+        wrapped.execute(
+            Batch(worker="w2", messages=[again], run=run, retry=retry, now=CLOCK.now_ms)
+        )["failed"]
+        == 1
+    )
     assert store.counts()["FAILED"] == 1 and q.depth() == 0
 
 

@@ -16,7 +16,7 @@ import pytest
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import BackendUnavailable, ConfigError, FencedError
 from cronlab.handlers import Context, Registry
-from cronlab.ports import NewTask, Retry
+from cronlab.ports import Batch, NewTask, Retry
 from cronlab.queues.store import StoreQueue
 from cronlab.runtime import report
 from cronlab.runtime.clock import FakeClock, SystemClock
@@ -109,7 +109,7 @@ def test_migrations_are_applied_once_by_replicas_starting_together(url: str) -> 
     for t in threads:
         t.join(60)
     assert len(stores) == 3
-    assert stores[0].schema_versions() == [1, 2, 4]
+    assert stores[0].schema_versions() == [1, 2, 4, 5]  # 003 is an index of SQLite's own
     for s in stores:
         s.close()
 
@@ -264,7 +264,15 @@ def test_a_handler_statement_error_is_its_failure_not_a_lost_connection(url: str
     with psycopg.connect(url) as holder:
         holder.execute("SELECT id FROM hot WHERE id = 1 FOR UPDATE")
         run = registry.runner(clock.now_ms)
-        counts = store.execute("w", queue.claim("w", 10, 60_000), run, Retry(), clock.now_ms)
+        counts = store.execute(
+            Batch(
+                worker="w",
+                messages=queue.claim("w", 10, 60_000),
+                run=run,
+                retry=Retry(),
+                now=clock.now_ms,
+            )
+        )
     assert counts["error"] == 1
     assert "LockNotAvailable" in (store.last_error(1) or "")
     clock.advance(60_000)
@@ -291,7 +299,15 @@ def test_a_batch_keeps_its_messages_however_long_its_handler_runs(url: str) -> N
     assert lease is not None
     store.dispatch_due(clock.now_ms(), 10, lease.epoch)
     batch = StoreQueue(store, clock).claim("a", 10, 1_000)
-    counts = store.execute("a", batch, registry.runner(clock.now_ms), Retry(), clock.now_ms)
+    counts = store.execute(
+        Batch(
+            worker="a",
+            messages=batch,
+            run=registry.runner(clock.now_ms),
+            retry=Retry(),
+            now=clock.now_ms,
+        )
+    )
     assert seen == [[]] and counts["ok"] == 1 and store.queue_depth() == 0
     store.close()
     other.close()

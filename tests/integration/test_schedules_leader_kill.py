@@ -33,13 +33,11 @@ import cronlab
 app = cronlab.App("{url}")
 
 
-@app.handler("tick")
-def tick(ctx, payload):
+@app.cron("* * * * * *", name="every-second", catchup="all", overlap="allow")
+@app.task(name="tick")
+def tick(ctx):
     ctx.tx.execute("INSERT INTO fires (fire_ms, run_ms) VALUES (?, ?)",
                    (ctx.scheduled_ms, ctx.now_ms))
-
-
-app.cron("every-second", "* * * * * *", handler="tick", catchup="all", overlap="allow")
 """
 
 

@@ -1,4 +1,4 @@
-"""``cronlab.App``: handlers by name, ``cron`` as an idempotent upsert, ``--app`` loading."""
+"""``cronlab.App``: tasks by name, declared schedules written by ``sync``, ``--app`` loading."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ import pytest
 
 import cronlab
 from cronlab.app import load
-from cronlab.exceptions import ConfigError
+from cronlab.core.policy import Schedule
+from cronlab.exceptions import ConfigError, ConflictError
 from cronlab.handlers import Context
+from cronlab.ports import SyncReport
 from cronlab.runtime.clock import FakeClock
 from cronlab.stores.memory import MemoryStore
 from cronlab.stores.sqlite import SqliteStore
@@ -20,75 +22,135 @@ from cronlab.stores.sqlite import SqliteStore
 T0 = 1_780_000_000_000
 
 
-def bill(ctx: Context, payload: dict[str, Any]) -> None:
-    """A user's handler."""
+def module_level(ctx: Context) -> None:
+    """A task named after its module and qualname."""
 
 
-def app_on(path: Path) -> cronlab.App:
+def app_on(path: Path) -> tuple[cronlab.App, cronlab.Task[..., None]]:
     app = cronlab.App(f"sqlite:///{path}", clock=FakeClock(T0))
-    app.handler("bill")(bill)
-    return app
+
+    @app.task(name="bill")
+    def bill(ctx: Context, plan: str = "basic") -> None:
+        """A user's task."""
+
+    return app, bill
 
 
-def test_cron_writes_the_schedule_and_its_next_occurrence(tmp_path: Path) -> None:
-    app = app_on(tmp_path / "cron.db")
+def test_a_declared_schedule_is_written_by_sync_with_its_next_occurrence(tmp_path: Path) -> None:
+    app, bill = app_on(tmp_path / "cron.db")
     app.cron(
-        "monthly-invoices",
         "0 0 1 * *",
-        handler="bill",
+        name="monthly-invoices",
         tz="Europe/Berlin",
         catchup="all",
         overlap="skip",
-        payload={"plan": "pro"},
-    )
+        args={"plan": "pro"},
+    )(bill)
+    assert not (tmp_path / "cron.db").exists()  # declaring writes nothing
+    assert app.sync() == SyncReport(added=("monthly-invoices",))
     store = SqliteStore(tmp_path / "cron.db", create=False)
     (info,) = store.list_schedules()
     assert info.schedule.payload == {"plan": "pro"} and info.schedule.catchup == "all"
-    assert store.counts()["PENDING"] == 1
+    assert info.app == "app" and store.counts()["PENDING"] == 1
     keys = store.query("SELECT idempotency_key FROM tasks")
     assert keys == [(f"schedule:monthly-invoices:{info.next_fire_ms}",)]
     store.close()
 
 
-def test_deploying_the_same_app_twice_changes_nothing(tmp_path: Path) -> None:
-    first = app_on(tmp_path / "cron.db")
-    first.cron("daily", "0 6 * * *", handler="bill")
-    again = app_on(tmp_path / "cron.db")
-    again.cron("daily", "0 6 * * *", handler="bill")
-    assert again.deploy(again.store()) == 0
+def test_syncing_the_same_app_twice_changes_nothing(tmp_path: Path) -> None:
+    first, bill = app_on(tmp_path / "cron.db")
+    first.cron("0 6 * * *", name="daily")(bill)
+    first.sync()
+    again, bill2 = app_on(tmp_path / "cron.db")
+    again.cron("0 6 * * *", name="daily")(bill2)
+    assert again.sync() == SyncReport()
     store = SqliteStore(tmp_path / "cron.db", create=False)
     assert store.query("SELECT count(*) FROM tasks") == [(1,)]
+    store.close()
+
+
+def test_sync_changes_and_removes_only_its_own_schedules(tmp_path: Path) -> None:
+    app, bill = app_on(tmp_path / "cron.db")
+    app.cron("0 6 * * *", name="daily")(bill)
+    app.cron("0 7 * * *", name="later")(bill)
+    app.sync()
+    store = SqliteStore(tmp_path / "cron.db", create=False)
+    by_hand = Schedule(name="by-hand", cron="0 8 * * *", handler="bill")
+    store.put_schedule(by_hand, T0, replace=False)
+    other = cronlab.App(store=store, clock=FakeClock(T0), name="billing")
+    other.task(name="bill")(lambda ctx: None)
+    other.cron("0 9 * * *", name="theirs")(other.tasks["bill"])
+    other.sync()
+    redeploy, bill2 = app_on(tmp_path / "cron.db")
+    redeploy.cron("30 6 * * *", name="daily")(bill2)  # changed; "later" is gone from the code
+    report = redeploy.sync()
+    assert report == SyncReport(changed=("daily",), removed=("later",))
+    names = [i.schedule.name for i in store.list_schedules()]
+    assert names == ["by-hand", "daily", "theirs"]  # by hand, and another app's, stay
+    clash, bill3 = app_on(tmp_path / "cron.db")
+    clash.cron("0 9 * * *", name="theirs")(bill3)
+    with pytest.raises(ConflictError, match="declared by app 'billing'"):
+        clash.sync()
     store.close()
 
 
 @pytest.mark.parametrize(
     ("expr", "kw", "words"),
     [
-        ("0 6 * * *", {"handler": "nope"}, ("unknown handler 'nope'", "'daily'")),
-        ("0 6 * *", {"handler": "bill"}, ("bad cron expression",)),
-        ("0 6 * * *", {"handler": "bill", "tz": "Europe/Nowhere"}, ("'Europe/Nowhere'",)),
-        ("0 6 * * *", {"handler": "bill", "catchup": "some"}, ("bad catchup 'some'",)),
-        ("0 6 * * *", {"handler": "bill", "catchup_window": 60}, ("catchup_window",)),
+        ("0 6 * *", {}, ("bad cron expression",)),
+        ("0 6 * * *", {"tz": "Europe/Nowhere"}, ("'Europe/Nowhere'",)),
+        ("0 6 * * *", {"catchup": "some"}, ("bad catchup 'some'",)),
+        ("0 6 * * *", {"catchup_window": 60}, ("catchup_window",)),
+        ("0 6 * * *", {"args": {"nope": 1}}, ("unexpected argument 'nope'",)),
     ],
 )
 def test_a_bad_schedule_raises_and_writes_nothing(
     tmp_path: Path, expr: str, kw: dict[str, Any], words: tuple[str, ...]
 ) -> None:
-    app = app_on(tmp_path / "cron.db")
+    app, bill = app_on(tmp_path / "cron.db")
     with pytest.raises(ConfigError) as err:
-        app.cron("daily", expr, **kw)
+        app.cron(expr, name="daily", **kw)(bill)
     assert all(w in str(err.value) for w in words), str(err.value)
     assert not (tmp_path / "cron.db").exists() and app.schedules == {}
 
 
-def test_handler_names_are_unique_and_none_is_reserved_by_the_engine() -> None:
+def test_cron_goes_on_a_task() -> None:
+    app = cronlab.App(store=MemoryStore())
+    with pytest.raises(ConfigError, match=r"goes on an @app\.task"):
+        app.cron("0 6 * * *")(lambda ctx: None)  # type: ignore[arg-type]
+
+
+def test_task_names_are_unique_and_none_is_reserved_by_the_engine() -> None:
     app = cronlab.App(store=MemoryStore())
     assert app.registry.names() == []
-    app.handler("bill")(bill)
+
+    def bill(ctx: Context) -> None: ...
+
+    app.task(name="bill")(bill)
     with pytest.raises(ConfigError, match="'bill'"):
-        app.handler("bill")(bill)
-    app.handler("invoice")(bill)  # the lab's workload is an app of its own
+        app.task(name="bill")(bill)
+    app.task(name="invoice")(bill)  # the lab's workload is an app of its own
     assert app.registry.names() == ["bill", "invoice"]
+    here = test_task_names_are_unique_and_none_is_reserved_by_the_engine.__name__
+    assert app.task(bill).name == f"{__name__}.{here}.bill"
+    with pytest.raises(ConfigError, match="give it a name"):
+        app.task(lambda ctx: None)
+    assert app.task(module_level).name == f"{__name__}.module_level"
+
+
+def test_the_old_forms_still_work_and_warn(tmp_path: Path) -> None:
+    app = cronlab.App(f"sqlite:///{tmp_path / 'cron.db'}", clock=FakeClock(T0))
+    with pytest.warns(DeprecationWarning, match="@app.task"):
+
+        @app.handler("bill")
+        def bill(ctx: Context, payload: dict[str, Any]) -> None: ...
+
+    with pytest.warns(DeprecationWarning, match="stack @app.cron"):
+        s = app.cron("q", "*/15 * * * *", handler="bill", catchup_window=timedelta(minutes=90))
+    assert s.catchup_window_ms == 5_400_000
+    with pytest.warns(DeprecationWarning), pytest.raises(ConfigError, match="unknown task 'nope'"):
+        app.cron("daily", "0 6 * * *", handler="nope")
+    assert app.sync() == SyncReport(added=("q",))
 
 
 def test_a_store_url_or_a_store_not_both(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,13 +163,6 @@ def test_a_store_url_or_a_store_not_both(monkeypatch: pytest.MonkeyPatch) -> Non
         cronlab.App("sqlite:///x.db", store=MemoryStore())
     with pytest.raises(ConfigError, match="'mysql'"):
         cronlab.App("mysql://db")
-
-
-def test_a_window_is_kept_in_milliseconds() -> None:
-    app = cronlab.App(store=MemoryStore(), clock=FakeClock(T0))
-    app.handler("bill")(bill)
-    s = app.cron("q", "*/15 * * * *", handler="bill", catchup_window=timedelta(minutes=90))
-    assert s.catchup_window_ms == 5_400_000
 
 
 def test_load_imports_the_users_module_from_the_working_directory(

@@ -1,4 +1,4 @@
-"""examples/jobs.py (the README's App example) deploys its schedule and its handler runs."""
+"""examples/jobs.py (the README's App example) syncs its schedule and its task runs."""
 
 from __future__ import annotations
 
@@ -34,14 +34,16 @@ def test_the_example_deploys_a_monthly_berlin_schedule_and_bills(
 ) -> None:
     monkeypatch.chdir(tmp_path)  # its store is sqlite:///cron.db, relative to here
     app = load_example()
-    load_example()  # deploying twice changes nothing
+    assert not (tmp_path / "cron.db").exists()  # importing it writes nothing
+    assert app.sync().added == ("bill",)
+    assert load_example().sync() == cronlab.SyncReport()  # syncing twice changes nothing
     store = SqliteStore(tmp_path / "cron.db", create=False)
     (info,) = store.list_schedules()
     assert info.next_fire_ms is not None and store.counts()["PENDING"] == 1
     berlin = datetime.fromtimestamp(info.next_fire_ms / 1000, ZoneInfo("Europe/Berlin"))
     assert (berlin.day, berlin.hour, berlin.minute) == (1, 0, 0)
     clock = SystemClock()
-    store.trigger_schedule("monthly-invoices", clock.now_ms())
+    store.trigger_schedule("bill", clock.now_ms())
     lease = StoreElector(store, clock).acquire_or_renew("s", 10_000)
     assert lease is not None
     assert store.dispatch_due(clock.now_ms(), 10, lease.epoch) == 1
@@ -55,5 +57,5 @@ def test_the_example_deploys_a_monthly_berlin_schedule_and_bills(
     )
     worker.step()
     assert capsys.readouterr().out.startswith("billing pro for ")
-    assert store.get_schedule("monthly-invoices").last_outcome == "DONE"
+    assert store.get_schedule("bill").last_outcome == "DONE"
     store.close()

@@ -7,16 +7,17 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
-from cronlab.ports import Message
+from cronlab.ports import Batch, Message, Retry
 from cronlab.runtime.clock import FakeClock
 from cronlab.stores.memory import MemoryStore
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "onboarding.py"
 T0 = 1_780_000_000_000
-MIN, DAY = 60_000, 86_400_000
+DAY = 86_400_000
 
 
 def load() -> ModuleType:
@@ -33,62 +34,66 @@ def ex() -> ModuleType:
     return load()
 
 
-def setup(ex: ModuleType) -> tuple[FakeClock, MemoryStore, object]:
-    return FakeClock(T0), MemoryStore(), ex.Onboarding()
+def setup(ex: ModuleType) -> tuple[FakeClock, MemoryStore, Any]:
+    clock, store = FakeClock(T0), MemoryStore()
+    return clock, store, ex.Onboarding(store, clock)
 
 
-def sent(app: object) -> list[tuple[str, str, int]]:
-    return [(e.kind, e.to, e.sent_ms - T0) for e in app.mailer.sent]  # type: ignore[attr-defined]
+def sent(product: Any) -> list[tuple[str, str, int]]:
+    return [(e.kind, e.to, e.sent_ms - T0) for e in product.mailer.sent]
 
 
 def test_welcome_now_nudge_after_exactly_three_days_and_only_once(ex: ModuleType) -> None:
-    clock, store, app = setup(ex)
-    assert ex.sign_up(store, "ada", clock.now_ms())
-    engine = ex.Engine.start(store, clock, app)
-    engine.run_until(T0 + MIN)
-    assert sent(app) == [("welcome", "ada", MIN)]
+    clock, store, product = setup(ex)
+    assert product.sign_up("ada")
+    product.app.run_until_idle()
+    assert sent(product) == [("welcome", "ada", 0)]
     assert store.counts()["PENDING"] == 1  # the nudge, a durable row
-    engine.run_until(T0 + MIN + 3 * DAY - MIN)
-    assert [kind for kind, _, _ in sent(app)] == ["welcome"]
-    engine.run_until(T0 + 6 * DAY)
-    assert sent(app) == [("welcome", "ada", MIN), ("nudge", "ada", MIN + 3 * DAY)]
+    clock.advance(3 * DAY - 1)
+    product.app.run_until_idle()
+    assert [kind for kind, _, _ in sent(product)] == ["welcome"]
+    clock.advance(1)
+    product.app.run_until_idle()
+    assert sent(product) == [("welcome", "ada", 0), ("nudge", "ada", 3 * DAY)]
     assert store.counts()["PENDING"] == 0 and store.counts()["DONE"] == 2
 
 
 def test_a_user_who_activated_gets_no_nudge(ex: ModuleType) -> None:
-    clock, store, app = setup(ex)
-    ex.sign_up(store, "grace", clock.now_ms())
-    engine = ex.Engine.start(store, clock, app)
-    engine.run_until(T0 + DAY)
-    app.activated.add("grace")  # type: ignore[attr-defined]
-    engine.run_until(T0 + 4 * DAY)
-    assert [kind for kind, _, _ in sent(app)] == ["welcome"]
-    assert store.counts()["DONE"] == 2  # the nudge ran, with no effect
+    clock, store, product = setup(ex)
+    product.sign_up("grace")
+    product.app.run_until_idle()
+    product.activated.add("grace")
+    clock.advance(4 * DAY)
+    assert product.app.run_until_idle()["noop"] == 1  # the nudge ran, with no effect
+    assert [kind for kind, _, _ in sent(product)] == ["welcome"]
+    assert store.counts()["DONE"] == 2
 
 
-def test_the_timer_survives_the_processes_that_set_it(ex: ModuleType) -> None:
-    clock, store, app = setup(ex)
-    ex.sign_up(store, "ada", clock.now_ms())
-    ex.Engine.start(store, clock, app).run_until(T0 + DAY)
-    # Those processes die without releasing anything; new ones start on day 2.
-    clock.advance(DAY)
-    ex.Engine.start(store, clock, app, n=1).run_until(T0 + 5 * DAY)
-    assert sent(app) == [("welcome", "ada", MIN), ("nudge", "ada", MIN + 3 * DAY)]
+def test_the_timer_survives_the_process_that_set_it(ex: ModuleType) -> None:
+    clock, store, product = setup(ex)
+    product.sign_up("ada")
+    product.app.run_until_idle()
+    clock.advance(4 * DAY)
+    later = ex.Onboarding(store, clock)  # a new process on the same store
+    later.app.run_until_idle()
+    # Due on day 3, run when a process is next up: day 4.
+    assert [(e.kind, e.sent_ms - T0) for e in later.mailer.sent] == [("nudge", 4 * DAY)]
 
 
 def test_signing_up_twice_sends_one_welcome_and_one_nudge(ex: ModuleType) -> None:
-    clock, store, app = setup(ex)
-    assert ex.sign_up(store, "ada", clock.now_ms())
-    assert not ex.sign_up(store, "ada", clock.now_ms())
-    ex.Engine.start(store, clock, app).run_until(T0 + 4 * DAY)
-    assert [kind for kind, _, _ in sent(app)] == ["welcome", "nudge"]
+    clock, _, product = setup(ex)
+    assert product.sign_up("ada")
+    assert not product.sign_up("ada")
+    product.app.run_until_idle()
+    clock.advance(4 * DAY)
+    product.app.run_until_idle()
+    assert [kind for kind, _, _ in sent(product)] == ["welcome", "nudge"]
 
 
 def test_a_redelivered_welcome_sends_nothing_twice(ex: ModuleType) -> None:
-    clock, store, app = setup(ex)
-    ex.sign_up(store, "ada", clock.now_ms())
-    engine = ex.Engine.start(store, clock, app)
-    engine.run_until(T0 + MIN)
+    clock, store, product = setup(ex)
+    product.sign_up("ada")
+    product.app.run_until_idle()
     # The same delivery once more, as after a worker that died before its ack was seen.
     welcome = store.task(1)
     again = Message(
@@ -100,11 +105,12 @@ def test_a_redelivered_welcome_sends_nothing_twice(ex: ModuleType) -> None:
         trigger_ms=welcome.trigger_ms,
         attempt=2,
     )
-    run = app.registry().runner(clock.now_ms)  # type: ignore[attr-defined]
-    counts = store.execute("w", [again], run, engine.worker.cfg.retry, clock.now_ms)
-    assert counts["stale"] == 1  # its task is DONE: the handler does not even run again
-    engine.run_until(T0 + 4 * DAY)
-    assert [kind for kind, _, _ in sent(app)] == ["welcome", "nudge"]
+    run = product.app.registry.runner(clock.now_ms)
+    work = Batch(worker="w", messages=[again], run=run, retry=Retry(), now=clock.now_ms)
+    assert store.execute(work)["stale"] == 1  # its task is DONE: the handler does not run again
+    clock.advance(4 * DAY)
+    product.app.run_until_idle()
+    assert [kind for kind, _, _ in sent(product)] == ["welcome", "nudge"]
     assert store.counts()["DONE"] == 2
 
 

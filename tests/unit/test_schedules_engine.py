@@ -72,7 +72,11 @@ class Lab:
                 pass
 
     def cron(self, name: str = "tick", expr: str = EVERY_MINUTE, **kw: Any) -> Schedule:
-        return self.app.cron(name, expr, handler="record", **kw)
+        """Declare (or redeclare: a redeploy) the schedule ``name`` on ``record``, and sync."""
+        self.app.schedules.pop(name, None)
+        self.app.cron(expr, name=name, **kw)(self.app.tasks["record"])
+        self.app.sync()
+        return self.app.schedules[name]
 
     def statuses(self, name: str = "tick") -> dict[int, str]:
         """Fire ms → task status of the schedule's occurrences."""
@@ -92,8 +96,8 @@ def lab(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Lab]:
     app = App(store=store, clock=clock)
     result = Lab(store=store, clock=clock, app=app)
 
-    @app.handler("record")
-    def record(ctx: Context, payload: dict[str, Any]) -> None:
+    @app.task(name="record")
+    def record(ctx: Context) -> None:
         result.runs.append(ctx.scheduled_ms)
 
     result.start()

@@ -78,19 +78,15 @@ def test_random_crashes_never_run_a_fire_twice_or_lose_one_in_the_window(
     app = App(store=store, clock=clock)
     runs: list[int] = []
 
-    @app.handler("record")
-    def record(ctx: Context, payload: dict[str, Any]) -> None:
+    @app.cron(
+        expr, name="s", tz="Europe/Berlin", catchup="all", catchup_window=WINDOW, overlap="allow"
+    )
+    @app.task(name="record")
+    def record(ctx: Context) -> None:
         runs.append(ctx.scheduled_ms)
 
-    schedule = app.cron(
-        "s",
-        expr,
-        handler="record",
-        tz="Europe/Berlin",
-        catchup="all",
-        catchup_window=WINDOW,
-        overlap="allow",
-    )
+    app.sync()
+    schedule = app.schedules["s"]
     stale: int | None = None
     for n, (up_s, down_s) in enumerate(history):
         scheduler, worker = processes(store, clock, app, n)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cronlab import distributed
-from cronlab.cli.options import CLOCK, DAY_S, OBSERVE_ELECTION, STORE, Finite, open_store
+from cronlab.cli.options import CLOCK, OBSERVE_ELECTION, STORE, Finite, open_store
 from cronlab.runtime import chaos
 
 
@@ -31,11 +31,19 @@ def crash_leader_cmd(store_url: str, election: str) -> None:
 @chaos_cmd.command("pause-leader")
 @STORE
 @OBSERVE_ELECTION
-@click.option("--for", "seconds", type=Finite(min=0, max=DAY_S), required=True, help="Seconds.")
-def pause_leader_cmd(store_url: str, election: str, seconds: float) -> None:
+@click.option("--for", "seconds", type=Finite(min=0, max=3600), required=True, help="Seconds.")
+@click.option(
+    "--mid-dispatch",
+    is_flag=True,
+    help="Catch it between reading a batch and writing it (schedulers of the lab, "
+    "CRONLAB_CHAOS=1): the zombie leader.",
+)
+def pause_leader_cmd(store_url: str, election: str, seconds: float, mid_dispatch: bool) -> None:
     """SIGSTOP the leader, then SIGCONT it after --for seconds (blocks meanwhile)."""
     elector = distributed.observer(election, CLOCK)
-    e = chaos.pause_leader(open_store(store_url, create=False), CLOCK, seconds, elector)
+    e = chaos.pause_leader(
+        open_store(store_url, create=False), CLOCK, seconds, elector, mid_dispatch=mid_dispatch
+    )
     _echo_event(f"SIGSTOP/SIGCONT after {seconds} s, leader", e.pid, e.holder)
 
 

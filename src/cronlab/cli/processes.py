@@ -6,6 +6,7 @@ The lab drives these; their names and flags are a contract.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from typing import cast
 
 import click
@@ -33,7 +34,7 @@ from cronlab.cli.options import (
     open_store,
 )
 from cronlab.exceptions import ConfigError
-from cronlab.ports import Retry
+from cronlab.ports import Retry, SyncReport
 from cronlab.runtime import cluster
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig, Timers
 from cronlab.runtime.worker import Worker, WorkerConfig
@@ -41,6 +42,18 @@ from cronlab.stores import LOCK_WAIT_S
 from cronlab.urls import redact
 
 MAX_RATE = 1e8  # tasks/s per worker
+CONCURRENCY = knob(
+    "--concurrency", click.IntRange(min=1, max=10_000), 100, "Async tasks a worker runs at once."
+)
+FENCING = click.option(
+    "--fencing",
+    type=click.Choice(["on", "off"]),
+    default="on",
+    show_default=True,
+    help="off: the zombie anti-pattern (docs/engine.md): a leader's write checks no lease and "
+    "workers run stale deliveries too.",
+)
+CHAOS_ENV = "CRONLAB_CHAOS"  # the lab's clusters: schedulers honour mid-dispatch pause requests
 
 
 @click.command("cluster")
@@ -68,6 +81,8 @@ MAX_RATE = 1e8  # tasks/s per worker
 @VISIBILITY
 @knob("--scan-batch", click.IntRange(min=1), 10_000, "Tasks a leader claims per transaction.")
 @knob("--worker-batch", click.IntRange(min=1), 10_000, BATCH_HELP)
+@CONCURRENCY
+@FENCING
 def cluster_cmd(
     store_url: str,
     replicas: int,
@@ -84,6 +99,8 @@ def cluster_cmd(
     visibility: float,
     scan_batch: int,
     worker_batch: int,
+    concurrency: int,
+    fencing: str,
 ) -> None:
     """Run R scheduler and W worker processes in the foreground until SIGINT/SIGTERM."""
     cfg = cluster.ClusterConfig(
@@ -99,6 +116,8 @@ def cluster_cmd(
         visibility_s=visibility,
         scan_batch=scan_batch,
         worker_batch=worker_batch,
+        concurrency=concurrency,
+        fencing=fencing == "on",
     )
     if queue_url:
         os.environ["CRONLAB_QUEUE"] = queue_url  # the children read --queue from it
@@ -109,6 +128,7 @@ def cluster_cmd(
     distributed.reach(election, queue_url)  # before the store: a cluster that cannot start
     store = open_store(store_url, create=True)
     app.start(store)
+    echo_sync(app.sync(schedule_store(store)))
     _idempotency(app, store, not no_idempotency)
     click.echo(
         f"cronlab cluster: {replicas} schedulers ({redact(election)}, {timers} timers), "
@@ -146,6 +166,7 @@ def _restart_after(text: str) -> float | None:
 @LEASE_TTL
 @SCAN_INTERVAL
 @knob("--batch", click.IntRange(min=1), 10_000, "Tasks claimed per transaction.")
+@FENCING
 def scheduler_cmd(
     store_url: str,
     replica: int,
@@ -156,13 +177,14 @@ def scheduler_cmd(
     lease_ttl: float,
     scan_interval: float,
     batch: int,
+    fencing: str,
 ) -> None:
     """One scheduler replica (the cluster starts these)."""
     app = app_for(app_spec)  # a bad --app: one line, nothing written
     distributed.reach(election, queue_url)  # an unreachable backend: the same
     wait_s = min(LOCK_WAIT_S, lease_ttl / 2)  # a paused writer is given up before a takeover
     sql_store = open_store(store_url, create=True, election=election, lock_wait_s=wait_s)
-    app.deploy(schedule_store(sql_store))
+    echo_sync(app.sync(schedule_store(sql_store)), quiet=True)
     elector, mode = distributed.open_elector(election, sql_store, CLOCK)
     queue, store = distributed.open_queue(queue_url, sql_store, CLOCK)
     cfg = SchedulerConfig(
@@ -172,6 +194,8 @@ def scheduler_cmd(
         ttl_ms=int(lease_ttl * 1000),
         scan_ms=int(scan_interval * 1000),
         batch=batch,
+        fencing=fencing == "on",
+        chaos=os.environ.get(CHAOS_ENV) == "1",
     )
     pid = os.getpid()
     cluster.tune_gc()
@@ -196,6 +220,8 @@ def scheduler_cmd(
 @knob("--retry-base", Finite(min=0, max=DAY_S), 0.5, "Seconds.")
 @QUEUE
 @APP
+@CONCURRENCY
+@FENCING
 def worker_cmd(
     store_url: str,
     index: int,
@@ -206,6 +232,8 @@ def worker_cmd(
     retry_base: float,
     queue_url: str | None,
     app_spec: str | None,
+    concurrency: int,
+    fencing: str,
 ) -> None:
     """One worker (the cluster starts these)."""
     app = app_for(app_spec)
@@ -215,11 +243,55 @@ def worker_cmd(
     queue, store = distributed.open_queue(queue_url, sql_store, CLOCK)
     retry = Retry(max_attempts=max_attempts, base_ms=int(retry_base * 1000))
     cfg = WorkerConfig(
-        index=index, batch=batch, visibility_ms=int(visibility * 1000), rate=rate, retry=retry
+        index=index,
+        batch=batch,
+        visibility_ms=int(visibility * 1000),
+        rate=rate,
+        retry=retry,
+        concurrency=concurrency,
+        checked=fencing == "on",
     )
     name = cluster.identity("worker", index)
     cluster.tune_gc()
     Worker(cfg, store=store, queue=queue, registry=app.registry, clock=CLOCK, name=name).run(Stop())
+
+
+def echo_sync(report: SyncReport, *, quiet: bool = False) -> None:
+    """What a sync of ``--app``'s schedules changed, a line each on stderr (``quiet``: none
+    when nothing changed)."""
+    lines = [f"schedule added: {n}" for n in report.added]
+    lines += [f"schedule changed: {n}" for n in report.changed]
+    lines += [
+        f"schedule removed: {n} (one already due is recorded SKIPPED)" for n in report.removed
+    ]
+    for line in lines or ([] if quiet else ["schedules: in sync"]):
+        click.echo(f"cronlab: {line}", err=True)
+
+
+@click.command("run")
+@click.option(
+    "--store",
+    "store_url",
+    default=None,
+    metavar="URL",
+    help="sqlite:///PATH or postgresql://… (default: the app's own, or CRONLAB_STORE).",
+)
+@APP
+@CONCURRENCY
+@SCAN_INTERVAL
+def run_cmd(
+    store_url: str | None, app_spec: str | None, concurrency: int, scan_interval: float
+) -> None:
+    """Scheduler and worker in this one process (App.run), until SIGINT/SIGTERM."""
+    if not app_spec:
+        raise ConfigError("cronlab run needs --app MODULE:APP (or CRONLAB_APP)")
+    app = app_for(app_spec)
+    if store_url is not None:
+        app.use_store(store_url)
+    echo_sync(app.sync(), quiet=True)  # an app with no store: one line, before the banner
+    shown = redact(app.store_url) if app.store_url else "its store"
+    click.echo(f"cronlab run: {app_spec} on {shown} — Ctrl-C stops", err=True)
+    app.run(concurrency=concurrency, scan_interval=timedelta(seconds=scan_interval))
 
 
 def _check_idempotency(app: object, on: bool) -> None:

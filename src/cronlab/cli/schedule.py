@@ -1,6 +1,7 @@
 """``cronlab schedule``: preview fire times, and the operator's commands on stored schedules.
 
-``add|list|show|pause|resume|remove|trigger NAME --store URL``. Every mistake (bad cron,
+``add|list|show|pause|resume|remove|trigger NAME --store URL``, and ``sync --app`` for the
+schedules an app's code declares. Every mistake (bad cron,
 unknown zone, unknown handler, duplicate or unknown name) is one line and exit 2, with nothing
 written: the schedule is validated in full before the store is touched.
 """
@@ -285,3 +286,29 @@ def _line_of(info: ScheduleInfo) -> str:
     state = "paused" if d["paused"] else f"next {d['next_fire']}"
     last = d["last_outcome"] or "never run"
     return f"{d['name']}  {d['cron']!r} {d['tz']} → {d['handler']}  {state}  last: {last}"
+
+
+@schedule_group.command("sync")
+@STORE
+@click.option(
+    "--app",
+    "app_spec",
+    required=True,
+    metavar="MODULE:APP",
+    help="The app whose code declares them.",
+)
+@JSON
+def sync_cmd(store_url: str, app_spec: str, as_json: bool) -> None:
+    """Write the schedules --app declares to the store, in one transaction; print what was
+    added, changed and removed (only that app's; one added by hand is never removed)."""
+    app = apps.load(app_spec)
+    report = app.sync(open_schedules(store_url, create=True))
+    if as_json:
+        data = {"added": report.added, "changed": report.changed, "removed": report.removed}
+        click.echo(json.dumps({k: list(v) for k, v in data.items()}))
+        return
+    for verb in ("added", "changed", "removed"):
+        for name in getattr(report, verb):
+            click.echo(f"{verb}: {name}")
+    if not (report.added or report.changed or report.removed):
+        click.echo(f"in sync: {len(app.schedules)} schedule(s)")

@@ -80,6 +80,61 @@ TICKER_HEAD, TICKER_TAIL = 12, 6
     metavar="S|never",
     help="A crashed replica restarts after S seconds.",
 )
+@click.option(
+    "--pause",
+    "pauses",
+    multiple=True,
+    metavar="leader@T:D|replica:I@T:D",
+    help="Stop for D s at second T (a GC pause, SIGSTOP) and resume. Repeatable.",
+)
+@click.option(
+    "--fencing",
+    type=click.Choice(["on", "off"]),
+    default="on",
+    show_default=True,
+    help="Off: a paused leader that lost its lease still writes the batch it held.",
+)
+@click.option(
+    "--batch", type=click.IntRange(min=1), default=10_000, show_default=True, help="Dispatch batch."
+)
+@click.option(
+    "--worker-crash",
+    "worker_crashes",
+    multiple=True,
+    metavar="POD@T",
+    help="Worker pod POD dies at second T, before its ack. Repeatable.",
+)
+@click.option(
+    "--visibility", type=click.IntRange(min=1), default=30, show_default=True, help="Seconds."
+)
+@click.option(
+    "--pod-restart",
+    default="30",
+    show_default=True,
+    metavar="S|never",
+    help="A crashed pod is back after S seconds.",
+)
+@click.option(
+    "--effects",
+    type=click.Choice(["transactional", "external"]),
+    default="transactional",
+    show_default=True,
+    help="Transactional: the effect commits with the ack; external: sent before it.",
+)
+@click.option(
+    "--lose",
+    "losses",
+    multiple=True,
+    metavar="N@T",
+    help="N queued messages lost at second T (a queue failover). Repeatable.",
+)
+@click.option(
+    "--reconcile",
+    default="60",
+    show_default=True,
+    metavar="S|off",
+    help="The leader re-enqueues lost messages every S seconds.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.option(
     "--compare",
@@ -88,29 +143,9 @@ TICKER_HEAD, TICKER_TAIL = 12, 6
     metavar="KEY=VALUE",
     help=f"Run again with a knob changed and show both ({', '.join(params.COMPARE_KEYS)}).",
 )
-def simulate_cmd(
-    preset: str,
-    tasks: int,
-    minutes: int,
-    buckets: tuple[str, ...],
-    crashes: tuple[str, ...],
-    restart_after: str,
-    as_json: bool,
-    changes: tuple[str, ...],
-    durable: bool,
-    **knobs: Any,
-) -> None:
+def simulate_cmd(as_json: bool, changes: tuple[str, ...], **fields: Any) -> None:
     """Run the model of distributed cron: duplicates, missed triggers, backlog, drain time."""
-    a = params.build_scenario(
-        preset=preset,
-        tasks=tasks,
-        minutes=minutes,
-        buckets=buckets,
-        crashes=crashes,
-        restart_after=restart_after,
-        durable=durable,
-        **knobs,
-    )
+    a = params.build_scenario(**fields)  # every other option is one of its parameters
     b = _changed(a, changes)
     ra, rb = simulate(a), (simulate(b) if b is not None else None)
     if as_json:
@@ -142,11 +177,18 @@ def _json(a: Result, b: Result | None) -> dict[str, Any]:
 
 def describe(s: Scenario) -> str:
     election = f"lease (TTL {s.lease_ttl} s)" if s.election == "lease" else "no election"
-    crashes = ", crash " + ", ".join(f.label() for f in s.faults) if s.faults else ""
+    faults = [("crash", [f.label() for f in s.faults]), ("pause", [p.label() for p in s.pauses])]
+    faults += [("worker crash", [w.label() for w in s.worker_crashes])]
+    faults += [("lose", [x.label() for x in s.losses])]
+    extra = "".join(f", {kind} {', '.join(labels)}" for kind, labels in faults if labels)
+    if s.pauses and not s.fencing:
+        extra += ", no fencing"
+    if s.worker_crashes:
+        extra += f", {s.effects} effects"
     return (
         f"{s.due:,} due in {len(s.buckets)} bucket(s) · {s.replicas} replicas · {election} · "
         f"{'durable' if s.durable else 'in-memory'} timers · {s.workers} pods × {s.rate}/s"
-        f"{crashes}"
+        f"{extra}"
     )
 
 
@@ -185,6 +227,8 @@ def _print_one(out: Console, r: Result) -> None:
     for line in lines:
         out.print(line, highlight=False, markup=False, soft_wrap=True)
     out.print(params.sentence(r.scenario), highlight=False)
+    for line in params.fault_sentences(r):
+        out.print(line, highlight=False)
     _print_extras(out, r.totals)
 
 
@@ -192,9 +236,13 @@ def _print_extras(out: Console, t: Totals) -> None:
     delays = ", ".join(f"{d} s" for d in t.takeover_delays_s) or "none"
     out.print(
         f"due {t.due:,} · dispatched {t.dispatched:,} · executed {t.executed:,} · "
-        f"takeovers: {delays}",
+        f"takeovers: {delays} · fenced writes {t.fenced_writes:,} · redelivered "
+        f"{t.redelivered:,} · stuck {t.stuck:,} · late {t.late:,}",
         highlight=False,
     )
+    v = params.verdict(t)
+    found = ", ".join(f"{k} {n:,}" for k, n in v["counts"].items() if n)
+    out.print(f"verdict: {'ok' if v['ok'] else found}", highlight=False)
 
 
 def _elide(lines: list[str]) -> list[str]:
@@ -218,6 +266,10 @@ def _print_compare(out: Console, a: Result, b: Result, changes: tuple[str, ...])
         ("drain_time_s", "Drain time (s)"),
         ("dispatched", "Dispatched"),
         ("executed", "Executed"),
+        ("fenced_writes", "Fenced writes"),
+        ("redelivered", "Redelivered"),
+        ("stuck", "Stuck"),
+        ("late", "Late"),
     ]
     for key, label in rows:
         va, vb = getattr(a.totals, key), getattr(b.totals, key)

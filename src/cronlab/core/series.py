@@ -15,16 +15,23 @@ MAX_MINUTES = 50_000  # a chart of about 35 days, a few MB of JSON
 
 
 @dataclass(frozen=True, kw_only=True)
-class PerMinute:
-    """Minute m covers seconds 60m .. 60m+59; ``backlog`` and ``leader`` are at its last second."""
+class PerSecond:
+    """The series one entry per simulated second (short runs and tests); ``PerMinute`` sums
+    them per minute."""
 
-    minute: Ints
     dispatched: Ints
     executed: Ints
     duplicates: Ints
     missed: Ints
     backlog: Ints
     leader: Ints
+
+
+@dataclass(frozen=True, kw_only=True)
+class PerMinute(PerSecond):
+    """Minute m covers seconds 60m .. 60m+59; ``backlog`` and ``leader`` are at its last second."""
+
+    minute: Ints
 
 
 def per_minute(tl: Timeline) -> PerMinute:
@@ -72,18 +79,6 @@ def _at(t: Ints, n: Ints, base: Ints, step: Ints, seconds: Ints, end: int) -> In
     seconds = np.minimum(seconds, max(end - 1, 0))
     i = np.clip(np.searchsorted(t, seconds, side="right") - 1, 0, None)
     return base[i] + step[i] * (seconds - t[i])
-
-
-@dataclass(frozen=True, kw_only=True)
-class PerSecond:
-    """The timeline expanded: one entry per simulated second (for short runs and tests)."""
-
-    dispatched: Ints
-    executed: Ints
-    duplicates: Ints
-    missed: Ints
-    backlog: Ints
-    leader: Ints
 
 
 def per_second(tl: Timeline) -> PerSecond:

@@ -32,7 +32,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ConfigError("etcd:// election needs the etcd extra: pip install 'cronlab[etcd]'") from exc
 from cronlab.ports import Clock, Lease
-from cronlab.urls import redact
+from cronlab.urls import Url
 
 API_PATHS = ("/v3/", "/v3beta/")
 DEFAULT_PREFIX = "/cronlab"
@@ -40,18 +40,12 @@ REQUEST_TIMEOUT_S = 2.0
 
 
 @dataclass(frozen=True, kw_only=True)
-class EtcdUrl:
+class EtcdUrl(Url):
     """``etcd://host:port[/prefix]`` parsed; the leader key is ``prefix + "/leader"``."""
 
     host: str
     port: int
     prefix: str
-    text: str
-
-    @property
-    def shown(self) -> str:
-        """The URL as messages show it: no password, no token."""
-        return redact(self.text)
 
     @property
     def leader_key(self) -> str:

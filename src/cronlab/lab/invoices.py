@@ -1,6 +1,6 @@
 """The midnight run's workload: one invoice row per (customer, period), as an app.
 
-``app`` registers the ``invoice`` handler (with a batch form that writes a whole worker batch
+``app`` registers the ``invoice`` task (with a batch form that writes a whole worker batch
 in one statement) and ``fail`` (for retry demos), and creates the ``invoices`` table when an
 engine process starts on a store. Its unique key makes a duplicate execution a no-op;
 ``cronlab cluster --no-idempotency`` drops it, so duplicates become extra rows.
@@ -98,16 +98,15 @@ def tasks(count: int, trigger_ms: int, work_ms: int = 0) -> Iterator[NewTask]:
         )
 
 
-@app.handler("invoice")
-def invoice(ctx: Context, payload: dict[str, Any]) -> bool:
+@app.task(name="invoice")
+def invoice(ctx: Context, customer: str, period: str, work_ms: int = 0) -> bool:
     """Write one invoice row; False when (customer, period) already has one.
 
-    ``work_ms`` in the payload simulates the billing call's latency (the lab's slow worker).
+    ``work_ms`` simulates the billing call's latency (the lab's slow worker).
     """
-    if work_ms := int(payload.get("work_ms", 0)):
-        time.sleep(work_ms / 1000)
-    row = (str(payload["customer"]), str(payload["period"]), ctx.task_id)
-    return ctx.tx.execute(INSERT[ctx.tx.dialect], row) > 0
+    if work_ms:
+        time.sleep(int(work_ms) / 1000)
+    return ctx.tx.execute(INSERT[ctx.tx.dialect], (str(customer), str(period), ctx.task_id)) > 0
 
 
 def prepare_invoices(items: Sequence[Item], dialect: str | None) -> BatchStep:
@@ -141,14 +140,11 @@ def invoice_batch(items: Sequence[Item], tx: Tx) -> list[bool]:
     return prepare_invoices(items, tx.dialect)(tx)
 
 
-@app.handler("fail")
-def fail(ctx: Context, payload: dict[str, Any]) -> bool:
-    """Raise until attempt ``payload["until"]`` (default: always) — for retry demos and tests."""
-    until = int(payload.get("until", 1 << 30))
-    if ctx.attempt < until:
-        raise RuntimeError(
-            f"{payload.get('message', 'failing on purpose')} (attempt {ctx.attempt})"
-        )
+@app.task(name="fail")
+def fail(ctx: Context, until: int = 1 << 30, message: str = "failing on purpose") -> bool:
+    """Raise until attempt ``until`` (default: always) — for retry demos and tests."""
+    if ctx.attempt < int(until):
+        raise RuntimeError(f"{message} (attempt {ctx.attempt})")
     return True
 
 

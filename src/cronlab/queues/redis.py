@@ -40,16 +40,9 @@ try:
     import redis
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ConfigError("redis:// queues need the redis extra: pip install 'cronlab[redis]'") from exc
-from cronlab.ports import (
-    Clock,
-    Message,
-    Retry,
-    Run,
-    Store,
-    Task,
-)
+from cronlab.ports import Batch, Clock, Message, Store, Task
 from cronlab.stores.rows import Envelope
-from cronlab.urls import redact
+from cronlab.urls import Url, redact
 
 GROUP = "workers"
 RELAY_BATCH = 10_000
@@ -161,17 +154,11 @@ return n
 
 
 @dataclass(frozen=True, kw_only=True)
-class RedisUrl:
+class RedisUrl(Url):
     """``redis://host:port[/db][?prefix=NAME]``; keys start with ``prefix`` (default cronlab)."""
 
     client_url: str
     prefix: str
-    text: str
-
-    @property
-    def shown(self) -> str:
-        """The URL as messages show it: no password, no token."""
-        return redact(self.text)
 
 
 def parse_url(text: str) -> RedisUrl:
@@ -420,16 +407,7 @@ def _delivery(m: Message) -> tuple[int, int, int]:
 class OutboxStore(Store, Protocol):
     """A store whose queue table can serve as the outbox (the SQL stores)."""
 
-    def execute(
-        self,
-        worker: str,
-        messages: Sequence[Message],
-        run: Run,
-        retry: Retry,
-        now: Callable[[], int],
-        *,
-        relayed: bool = False,
-    ) -> dict[str, int]:
+    def execute(self, work: Batch, *, relayed: bool = False) -> dict[str, int]:
         """``Store.execute``; ``relayed``: the messages came through the relay, so there is
         nothing to settle in the outbox, and a retry goes into it, due after its backoff."""
         ...
@@ -452,20 +430,18 @@ class RelayStore:
         self.queue.relay()
         return n
 
-    def execute(
-        self,
-        worker: str,
-        messages: Sequence[Message],
-        run: Run,
-        retry: Retry,
-        now: Callable[[], int],
-    ) -> dict[str, int]:
+    def dispatch_held(self, held: Sequence[Task], now_ms: int, epoch: int, *, fenced: bool) -> int:
+        n = self.inner.dispatch_held(held, now_ms, epoch, fenced=fenced)
+        self.queue.relay()
+        return n
+
+    def execute(self, work: Batch) -> dict[str, int]:
         """Run the batch in the store, which puts a message to retry back in the outbox, due
         after its backoff, in the same transaction; then ack every delivery on the stream. A
         worker that dies between the two leaves its deliveries pending: they come back after
         the visibility timeout (a duplicate run, whose effect the idempotency key keeps single)."""
-        counts = self.inner.execute(worker, messages, run, retry, now, relayed=True)
-        self.queue.ack(messages)
+        counts = self.inner.execute(work, relayed=True)
+        self.queue.ack(work.messages)
         return counts
 
     def __getattr__(self, name: str) -> Any:

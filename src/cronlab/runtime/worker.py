@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cronlab.exceptions import BackendUnavailable
-from cronlab.handlers import Registry
-from cronlab.ports import Clock, Event, Queue, Retry, Store
+from cronlab.handlers import CONCURRENCY, Registry
+from cronlab.ports import Batch, Clock, Event, Queue, Retry, Store
 from cronlab.runtime.outage import Outage
 
 IDLE_MS = 100
@@ -38,6 +38,8 @@ class WorkerConfig:
     visibility_ms: int = 30_000
     rate: float | None = None
     retry: Retry = field(default_factory=Retry)
+    concurrency: int = CONCURRENCY  # async handlers run at once
+    checked: bool = True  # False (``--fencing off``): every delivery runs, stale ones too
 
 
 class TokenBucket:
@@ -73,7 +75,7 @@ class Worker:
         name: str,
     ) -> None:
         self.cfg, self.store, self.queue, self.clock, self.name = cfg, store, queue, clock, name
-        self.run_message = registry.runner(clock.now_ms)
+        self.run_message = registry.runner(clock.now_ms, cfg.concurrency)
         self.bucket = TokenBucket(cfg.rate, clock.now_ms()) if cfg.rate else None
         self.totals = dict.fromkeys(("ok", "noop", "error", "failed", "stale"), 0)
         self.limit = min(cfg.batch, FIRST_BATCH)
@@ -119,9 +121,15 @@ class Worker:
             self.bucket.take(len(messages))
         started = self.clock.now_ms()
         with self.queue.holding(messages, self.cfg.visibility_ms):
-            counts = self.store.execute(
-                self.name, messages, self.run_message, self.cfg.retry, self.clock.now_ms
+            work = Batch(
+                worker=self.name,
+                messages=messages,
+                run=self.run_message,
+                retry=self.cfg.retry,
+                now=self.clock.now_ms,
+                checked=self.cfg.checked,
             )
+            counts = self.store.execute(work)
         for key, n in counts.items():
             self.totals[key] += n
         # Step aside briefly after a LONG batch (slow handlers): a single-writer store

@@ -8,6 +8,7 @@ table — every PENDING row that was ever dropped, and when.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import shutil
@@ -137,7 +138,7 @@ class _Run:
         for statement in SETUP_SQL.strip().split(";\n"):
             conn.execute(statement)
         store.add_tasks(
-            NewTask(j.key, "effect", T0 + j.due_ms, json.dumps(_payload(j))) for j in self.s.jobs
+            NewTask(j.key, _handler(j), T0 + j.due_ms, json.dumps(_payload(j))) for j in self.s.jobs
         )
         tick = self._definition(self.s.every_s)
         store.put_schedule(tick, T0, replace=True)
@@ -274,7 +275,14 @@ class _Run:
     def _registry(self) -> Registry:
         registry = Registry()
         registry.handler("effect")(self._effect)
+        registry.handler("aeffect")(self._effect_async)
         return registry
+
+    async def _effect_async(self, ctx: Context, payload: dict[str, Any]) -> bool:
+        """``_effect`` as an async handler: the worker runs it on its event loop next to the
+        batch's others; its row goes through the queued ``ctx.tx`` into its own savepoint."""
+        await asyncio.sleep(0)
+        return self._effect(ctx, payload)
 
     def _effect(self, ctx: Context, payload: dict[str, Any]) -> bool:
         """The handler: an outside effect (noted when it returns) and a row through ctx.tx."""
@@ -485,6 +493,10 @@ class _Recording:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+def _handler(job: sc.Job) -> str:
+    return "aeffect" if job.is_async else "effect"
 
 
 def _payload(job: sc.Job) -> dict[str, int]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, TypedDict, TypeVar, Unpack, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from cronlab.exceptions import BackendUnavailable, ConfigError
@@ -37,7 +37,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 T = TypeVar("T")
 TimeSource = Literal["server", "caller"]
 SCHEMES = ("postgresql", "postgres")
-QUERIES = base.parse_queries(base.sql_files("postgresql")["queries.sql"])
+QUERIES = base.queries("postgresql")
 
 
 CONFLICT_TRIES = 3
@@ -177,6 +177,16 @@ class PostgresDialect:
         self._pool.close()
 
 
+class Options(TypedDict, total=False):
+    """``PostgresDialect``'s keyword arguments, as ``PostgresStore`` passes them on."""
+
+    time_source: TimeSource
+    pool_size: int
+    connect_timeout_s: float
+    retry_s: float
+    lock_wait_s: float | None
+
+
 class PostgresStore(sql.SqlStore):
     """The SQL store on a PostgreSQL database."""
 
@@ -186,21 +196,10 @@ class PostgresStore(sql.SqlStore):
         *,
         create: bool = True,
         fencing: Fencing = "lease",
-        time_source: TimeSource = "server",
-        pool_size: int = 2,
-        connect_timeout_s: float = 5.0,
-        retry_s: float = 60.0,
-        lock_wait_s: float | None = None,
+        **options: Unpack[Options],
     ) -> None:
         self.url = url
-        self.dialect = PostgresDialect(
-            url,
-            time_source=time_source,
-            pool_size=pool_size,
-            connect_timeout_s=connect_timeout_s,
-            retry_s=retry_s,
-            lock_wait_s=lock_wait_s,
-        )
+        self.dialect = PostgresDialect(url, **options)
         super().__init__(self.dialect, create=create, fencing=fencing)
 
     def server_ms(self) -> int:

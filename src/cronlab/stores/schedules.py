@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from cronlab.core import policy
@@ -58,32 +58,18 @@ def same_definition(stored: Schedule, wanted: Schedule) -> bool:
     return dataclasses.replace(stored, paused=wanted.paused) == wanted
 
 
-def to_row(schedule: Schedule) -> dict[str, Any]:
-    """The schedule's stored columns (payload as JSON text, paused as 0/1)."""
-    return {
-        "name": schedule.name,
-        "cron": schedule.cron,
-        "tz": schedule.tz,
-        "handler": schedule.handler,
-        "payload": json.dumps(schedule.payload, sort_keys=True),
-        "catchup": schedule.catchup,
-        "catchup_window_ms": schedule.catchup_window_ms,
-        "overlap": schedule.overlap,
-        "paused": int(schedule.paused),
-    }
+def to_row(schedule: Schedule, app: str | None = None) -> dict[str, Any]:
+    """The schedule's stored columns (payload as JSON text, paused as 0/1), declared by
+    ``app`` (None: added by hand)."""
+    payload = json.dumps(schedule.payload, sort_keys=True)
+    row = {**dataclasses.asdict(schedule), "payload": payload, "paused": int(schedule.paused)}
+    return {**row, "app": app}
 
 
-def from_row(row: Sequence[Any] | Mapping[str, Any]) -> Schedule:
-    """A stored row (``COLUMNS`` order, or by name) → a validated Schedule (JSON only, no eval)."""
-    values = dict(row) if isinstance(row, Mapping) else dict(zip(COLUMNS, row, strict=False))
-    return Schedule(
-        name=values["name"],
-        cron=values["cron"],
-        tz=values["tz"],
-        handler=values["handler"],
-        payload=json.loads(values["payload"]),
-        catchup=values["catchup"],
-        catchup_window_ms=int(values["catchup_window_ms"]),
-        overlap=values["overlap"],
-        paused=bool(values["paused"]),
-    )
+def from_row(row: Sequence[Any]) -> Schedule:
+    """A stored row in ``COLUMNS`` order → a validated Schedule (JSON only, no eval)."""
+    values = dict(zip(COLUMNS, row, strict=True))
+    values["payload"] = json.loads(values["payload"])
+    values["catchup_window_ms"] = int(values["catchup_window_ms"])
+    values["paused"] = bool(values["paused"])
+    return Schedule(**values)

@@ -29,7 +29,7 @@ from cronlab.stores.sql import dialect as base
 
 T = TypeVar("T")
 MEMORY = ":memory:"
-QUERIES = base.parse_queries(base.sql_files("sqlite")["queries.sql"])
+QUERIES = base.queries("sqlite")
 
 
 def split_statements(script: str) -> list[str]:
@@ -92,8 +92,9 @@ class SqliteDialect:
         self.seams = seams = seams or REAL
         conn = _connect(str(path), create, self.memory, lock_wait_s)
         self.conn: Any = conn if seams.before is None else _Watched(conn, seams.before)
-        self._writer: AbstractContextManager[None] = seams.lock or (
-            _ThreadLock() if self.memory else _WriterLock(self.path, lock_wait_s)
+        # A :memory: store's threads take turns on its one connection.
+        self._writer: AbstractContextManager[Any] = seams.lock or (
+            threading.RLock() if self.memory else _WriterLock(self.path, lock_wait_s)
         )
         self._wal = self.memory
         self._inode = None if self.memory else os.stat(self.path).st_ino
@@ -296,22 +297,6 @@ class _Watched:
 
     def close(self) -> None:
         self._conn.close()
-
-
-class _ThreadLock:
-    """The writer lock of a ``:memory:`` store: its threads take turns on its one connection."""
-
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
-
-    def __enter__(self) -> None:
-        self._lock.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()
-
-    def close(self) -> None:
-        """Nothing to release."""
 
 
 def _connect(path: str, create: bool, memory: bool, wait_s: float) -> sqlite3.Connection:

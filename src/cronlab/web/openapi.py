@@ -49,6 +49,11 @@ def upto(high: int, *, zero: bool = False) -> str:
 SECONDS = upto(model.MAX_SECONDS, zero=True)
 CRASH = rf"(?:leader|replica:{upto(model.MAX_REPLICAS - 1, zero=True)})@{SECONDS}"
 RESTART = rf"(?:never|{SECONDS})"
+LENGTH = upto(model.MAX_TTL_S)
+PAUSE = rf"(?:leader|replica:{upto(model.MAX_REPLICAS - 1, zero=True)})@{SECONDS}:{LENGTH}"
+WORKER_CRASH = rf"{upto(model.MAX_WORKERS - 1, zero=True)}@{SECONDS}"
+LOSE = rf"{upto(model.MAX_TASKS)}@{SECONDS}"
+RECONCILE = rf"(?:off|{LENGTH})"
 CHANGES = {  # compare KEY=VALUE: each key's values, as the same knob takes them
     "election": "(?:lease|off)",
     "replicas": upto(model.MAX_REPLICAS),
@@ -58,6 +63,15 @@ CHANGES = {  # compare KEY=VALUE: each key's values, as the same knob takes them
     "timers": "(?:durable|in-memory)",
     "restart-after": RESTART,
     "crash": f"(?:none|{CRASH})",
+    "fencing": "(?:on|off)",
+    "batch": upto(model.MAX_TASKS),
+    "effects": "(?:transactional|external)",
+    "visibility": LENGTH,
+    "pod-restart": RESTART,
+    "reconcile": RECONCILE,
+    "pause": f"(?:none|{PAUSE})",
+    "worker-crash": f"(?:none|{WORKER_CRASH})",
+    "lose": f"(?:none|{LOSE})",
 }
 
 SCENARIO_PARAMS = [
@@ -100,6 +114,37 @@ SCENARIO_PARAMS = [
         "Seconds, or never.",
     ),
     _q(
+        "pause",
+        _each(PAUSE),
+        "leader@T:D or replica:I@T:D: stop at second T for D seconds, then resume (a zombie "
+        "leader if D is past its lease).",
+        many=True,
+    ),
+    _q(
+        "fencing",
+        {"enum": ["on", "off"], "default": "on"},
+        "Off: a paused leader that lost its lease still writes the batch it held.",
+    ),
+    _q("batch", _int(1, model.MAX_TASKS, 10_000), "Tasks a leader reads and writes per batch."),
+    _q("worker-crash", _each(WORKER_CRASH), "POD@T: worker pod POD dies at second T.", many=True),
+    _q("visibility", _int(1, model.MAX_TTL_S, 30), "Queue visibility timeout, seconds."),
+    _q(
+        "pod-restart",
+        {"type": "string", "pattern": f"^{RESTART}$", "default": "30"},
+        "A crashed pod is back after so many seconds, or never.",
+    ),
+    _q(
+        "effects",
+        {"enum": ["transactional", "external"], "default": "transactional"},
+        "A task's effect commits with its ack, or is sent before it (an e-mail).",
+    ),
+    _q("lose", _each(LOSE), "N@T: N queued messages lost at second T.", many=True),
+    _q(
+        "reconcile",
+        {"type": "string", "pattern": f"^{RECONCILE}$", "default": "60"},
+        "The leader re-enqueues lost messages every so many seconds, or off.",
+    ),
+    _q(
         "compare",
         _each("|".join(f"{k}={v}" for k, v in CHANGES.items())),
         f"KEY=VALUE: run again with a knob changed ({', '.join(COMPARE_KEYS)}); VALUE as "
@@ -131,6 +176,10 @@ RESULT = {
                     "missed",
                     "backlog_peak",
                     "drain_time_s",
+                    "fenced_writes",
+                    "redelivered",
+                    "stuck",
+                    "late",
                 )
             }
             | {"takeover_delays_s": {"type": "array", "items": {"type": "integer"}}},
@@ -139,7 +188,31 @@ RESULT = {
         "per_minute": {"type": "object"},
         "log": {"type": "array", "items": {"type": "object"}},
         "sentence": {"type": "string"},
+        "faults": {"type": "array", "items": {"type": "string"}},
         "scenario": {"type": "object"},
+        "lanes": {
+            "type": "object",
+            "description": "Each replica's and pod's states over time, for the lease "
+            "timeline: spans {who, state, start, end, epoch, held}.",
+            "properties": {
+                "replicas": {"type": "array", "items": {"type": "object"}},
+                "pods": {"type": "array", "items": {"type": "object"}},
+            },
+        },
+        "verdict": {
+            "type": "object",
+            "required": ["ok", "counts"],
+            "properties": {
+                "ok": {"type": "boolean"},
+                "counts": {
+                    "type": "object",
+                    "properties": {
+                        k: {"type": "integer", "minimum": 0}
+                        for k in ("lost", "duplicated", "unexpected", "late", "stuck")
+                    },
+                },
+            },
+        },
     },
 }
 SNAPSHOT = {

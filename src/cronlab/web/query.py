@@ -25,11 +25,34 @@ INT_BOUNDS: dict[str, tuple[str, int, int]] = {
     "workers": ("workers", 1, 100_000),
     "rate": ("rate", 1, 10**8),
     "ttl": ("lease_ttl", 1, 86_400),
+    "batch": ("batch", 1, 10**12),
+    "visibility": ("visibility", 1, 86_400),
 }
-ALIASES = {"lease-ttl": "ttl", "lease_ttl": "ttl", "restart_after": "restart-after"}
+ALIASES = {
+    "lease-ttl": "ttl",
+    "lease_ttl": "ttl",
+    "restart_after": "restart-after",
+    "worker_crash": "worker-crash",
+    "pod_restart": "pod-restart",
+}
 T = TypeVar("T")
-REPEATABLE = {"crash": 20, "bucket": 1440, "compare": 4}
+REPEATABLE = {
+    "crash": 20,
+    "bucket": 1440,
+    "compare": 4,
+    "pause": 20,
+    "worker-crash": 20,
+    "lose": 20,
+}
 SINGLE = {*INT_BOUNDS, "preset", "election", "timers", "restart-after", "token"}
+SINGLE |= {"fencing", "effects", "pod-restart", "reconcile"}
+# Each fault kind: its query name, the parser that checks one value, build_scenario's argument.
+FAULTS: tuple[tuple[str, Callable[[str], object], str], ...] = (
+    ("crash", params.parse_fault, "crashes"),
+    ("pause", params.parse_pause, "pauses"),
+    ("worker-crash", params.parse_worker_crash, "worker_crashes"),
+    ("lose", params.parse_loss, "losses"),
+)
 
 
 class ParamError(ConfigError):
@@ -91,20 +114,32 @@ def _build(grouped: dict[str, list[str]], knobs: dict[str, Any]) -> Scenario:
     durable = _choice(grouped, "timers", ("durable", "in-memory")) == "durable"
     restart = _one(grouped, "restart-after", "300")
     _guard("restart-after", partial(params.parse_restart_after, restart))
-    buckets, crashes = _all(grouped, "bucket"), _all(grouped, "crash")
+    buckets = _all(grouped, "bucket")
     _guard("bucket", lambda: [workload.parse_bucket(b) for b in buckets])
-    _guard("crash", lambda: [params.parse_fault(c) for c in crashes])
-    fields = {
+    fields: dict[str, Any] = {
         "preset": preset,
         "buckets": buckets,
         "restart_after": restart,
         "election": election,
         "durable": durable,
+        "effects": _choice(grouped, "effects", ("transactional", "external")),
+        "fencing": _choice(grouped, "fencing", ("on", "off")),
         **knobs,
     }
+    for name, default, parse in (
+        ("pod-restart", "30", lambda v: params.parse_seconds_or_off(v, "pod-restart", "never")),
+        ("reconcile", "60", lambda v: params.parse_seconds_or_off(v, "reconcile")),
+    ):
+        fields[name.replace("-", "_")] = value = _one(grouped, name, default)
+        _guard(name, partial(parse, value))
+    faults: dict[str, Any] = {arg: _all(grouped, name) for name, _, arg in FAULTS}
+    for name, check, arg in FAULTS:
+        _guard(name, lambda: [check(v) for v in faults[arg]])  # noqa: B023 (called at once)
     _guard("scenario", partial(params.build_scenario, **fields))
-    # Then what is left across fields (a crash of a replica that does not exist): the crash's.
-    return _guard("crash", partial(params.build_scenario, crashes=crashes, **fields))
+    # Then what is left across fields (a target that does not exist): each fault kind's own.
+    for name, _, arg in FAULTS:
+        _guard(name, partial(params.build_scenario, **{arg: faults[arg]}, **fields))
+    return params.build_scenario(**faults, **fields)
 
 
 def _choice(grouped: dict[str, list[str]], name: str, choices: tuple[str, ...]) -> str:

@@ -4,8 +4,8 @@
 ``stores/postgres.py``) holds what differs: connecting, running one transaction (SQLite's
 writer lock, PostgreSQL's pool that retries a dropped connection), how id lists go over the
 wire, the bulk insert and the enqueue statement, and each named query's text
-(``<dialect>/queries.sql``: same names, same parameters). Migrations are numbered the same on
-both (``<dialect>/NNN_*.sql``).
+(``<dialect>/queries.sql``: same names, same parameters; ``shared/queries.sql`` those both
+take as they are). Migrations are numbered the same on both (``<dialect>/NNN_*.sql``).
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ updates and the acks (``SqlStore.execute``).
 * Every message runs in a savepoint of its own: one that raises is undone alone, and no other
   message runs twice. A batch form runs once for the whole batch, in one savepoint; if it
   raises, each message runs once in its single form instead.
+* Async handlers of a batch run at once on the worker's event loop (``Runner.gather``), each
+  writing to a ``QueuedTx``; once they are all done, each one's writes run in a savepoint of
+  its own, so its effect still commits with its ack, once, or not at all.
 * Nobody else receives a batch's messages while it runs, however long its handlers take
   (the visibility heartbeat of a store queue): on SQLite the batch holds the write lock a claim
   needs; on PostgreSQL it first locks its envelopes' rows, which a claim skips (``SKIP
@@ -26,8 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cronlab.ports import Message, NewTask, Retry, Run, Tx
-from cronlab.stores.sql.dialect import Conn, fetch, task_args
+from cronlab.ports import Batch, Message, NewTask, Retry, Run, Tx
+from cronlab.stores.sql.dialect import Conn, fetch
 
 if TYPE_CHECKING:
     from cronlab.stores.sql.store import SqlStore
@@ -36,6 +39,40 @@ T = TypeVar("T")
 Step = Callable[[Tx], bool]
 BatchStep = Callable[[Tx], list[bool]]
 OUTCOMES = ("ok", "noop", "error", "failed", "stale")
+
+
+class QueuedTx:
+    """An async handler's ``ctx.tx``: while it runs (others run at the same time, on the same
+    connection) its writes queue up; once it returns they run, in order, in its savepoint.
+    ``execute`` and ``add_task`` return -1, the DB-API's "not known yet"; ``rows`` refuses
+    (read through a connection of your own)."""
+
+    def __init__(self, dialect: str) -> None:
+        self.dialect = dialect
+        self.writes: list[NewTask | tuple[str, Sequence[Any] | Mapping[str, Any]]] = []
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
+        self.writes.append((sql, params))
+        return -1
+
+    def rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
+        raise RuntimeError(
+            "ctx.tx.rows() is not available to an async task: its writes are queued and run "
+            "when it returns; read through a connection of your own"
+        )
+
+    def add_task(self, task: NewTask) -> int:
+        self.writes.append(task)
+        return -1
+
+    def apply(self, tx: Tx) -> bool:
+        """Run the queued writes through ``tx``, in order."""
+        for write in self.writes:
+            if isinstance(write, NewTask):
+                tx.add_task(write)
+            else:
+                tx.execute(*write)
+        return True
 
 
 class SqlTx:
@@ -56,29 +93,20 @@ class SqlTx:
         return fetch(self._c.execute(sql, params))
 
     def add_task(self, task: NewTask) -> int:
-        return int(self._c.execute(self._q["add_task"], task_args(task)).rowcount)
+        return int(self._c.execute(self._q["add_task"], task._asdict()).rowcount)
 
 
-def execute(
-    store: SqlStore,
-    worker: str,
-    messages: Sequence[Message],
-    run: Run,
-    retry: Retry,
-    now: Callable[[], int],
-    relayed: bool,
-) -> dict[str, int]:
+def execute(store: SqlStore, work: Batch, relayed: bool) -> dict[str, int]:
     """``Store.execute``; ``relayed``: see ``redis.OutboxStore``."""
-    start = now()
-    batched = _prepare_batch(run, messages, store.d.name)
-    ready = None if batched is not None else _prepare(run, messages)
+    start = work.now()
+    batched = _prepare_batch(work.run, work.messages, store.d.name)
+    ready = None if batched is not None else _prepare(work.run, work.messages)
 
     def steps() -> Sequence[Step]:  # the single forms: prepared here unless a batch form runs
-        return ready if ready is not None else _prepare(run, messages)
+        return ready if ready is not None else _prepare(work.run, work.messages)
 
     def transaction(c: Conn) -> dict[str, int]:
-        b = _Batch(store, c, worker, start, retry, now, relayed)
-        return b.run(messages, steps, batched)
+        return _Batch(store, c, work, start, relayed).run(work.messages, steps, batched)
 
     return store.d.transaction(transaction)
 
@@ -111,19 +139,11 @@ class _Undone(Exception):
 class _Batch:
     """One batch inside an open transaction: runs, execution ends, task updates, acks."""
 
-    def __init__(
-        self,
-        store: SqlStore,
-        c: Conn,
-        worker: str,
-        start_ms: int,
-        retry: Retry,
-        now: Callable[[], int],
-        relayed: bool,
-    ) -> None:
+    def __init__(self, store: SqlStore, c: Conn, work: Batch, start_ms: int, relayed: bool):
         self.store, self.c, self.q, self.d = store, c, store.q, store.d
-        self.worker, self.start_ms, self.retry, self.now = worker, start_ms, retry, now
-        self.relayed = relayed
+        self.worker, self.retry, self.now, self.runs = work.worker, work.retry, work.now, work.run
+        self.checked = work.checked
+        self.start_ms, self.relayed = start_ms, relayed
         self.ends: list[list[Any]] = []  # [task, message, receive, attempt, end, outcome, error]
         self.done: list[int] = []  # copies that ran
         self.acks: list[Message] = []
@@ -143,10 +163,42 @@ class _Batch:
         if applied is not None:
             self._all_succeeded(messages, applied)
         else:
-            for m, step, is_live in zip(messages, steps(), live, strict=True):
-                self._run_one(m, step, is_live, tx)
+            prepared = steps()
+            ran = self._run_async(prepared, live)
+            for i, (m, step, is_live) in enumerate(zip(messages, prepared, live, strict=True)):
+                if i in ran:
+                    self._settle_async(m, *ran[i], tx)
+                else:
+                    self._run_one(m, step, is_live, tx)
         self._flush()
         return self.counts
+
+    def _run_async(
+        self, steps: Sequence[Step], live: Sequence[bool]
+    ) -> dict[int, tuple[bool | BaseException, QueuedTx]]:
+        """The live async steps, run at once; by index, each one's result and queued writes."""
+        gather = getattr(self.runs, "gather", None)
+        todo = [(i, s) for i, s in enumerate(steps) if live[i] and hasattr(s, "start")]
+        if gather is None or not todo:
+            return {}
+        queued = [QueuedTx(self.d.name) for _ in todo]
+        results = gather([(s, q) for (_, s), q in zip(todo, queued, strict=True)])
+        return {i: (r, q) for (i, _), r, q in zip(todo, results, queued, strict=True)}
+
+    def _settle_async(
+        self, m: Message, result: bool | BaseException, queued: QueuedTx, tx: SqlTx
+    ) -> None:
+        """An async run's end: its queued writes in a savepoint of their own, then its ack."""
+        if isinstance(result, BaseException):
+            self._failed(m, result)
+            return
+        try:
+            with self.d.savepoint(self.c):
+                self._handler(queued.apply, tx)
+        except _Undone as undone:
+            self._failed(m, undone.error)
+            return
+        self._succeeded(m, result, self.now())
 
     def _live(self, messages: Sequence[Message]) -> list[bool]:
         """Mark DONE, in this transaction, the tasks still DISPATCHED at the attempt their
@@ -155,6 +207,9 @@ class _Batch:
         ``--election off`` always runs. A failing run sets its task back (``_failed``)."""
         if not self.relayed and (hold := self.q.get("queue_hold")):
             self.c.execute(hold, {"ids": self.d.ints(sorted({m.id for m in messages}))})
+        if not self.checked:  # the --fencing off anti-pattern: every delivery runs, as a
+            self.copies = {m.task_id for m in messages}  # naive consumer would run it
+            return [True] * len(messages)
         by_attempt: dict[int, set[int]] = {}
         for m in messages:
             by_attempt.setdefault(m.attempt - 1, set()).add(m.task_id)
@@ -237,7 +292,8 @@ class _Batch:
 
     def _failed(self, m: Message, exc: BaseException) -> None:
         error, now = f"{type(exc).__name__}: {exc}", self.now()
-        final = m.attempt >= self.retry.max_attempts
+        retry = self._retry(m.handler)
+        final = m.attempt >= retry.max_attempts
         outcome = "failed" if final else "error"
         self.counts[outcome] += 1
         self.ends.append([m.task_id, m.id, m.receives, m.attempt, now, outcome, error])
@@ -246,7 +302,12 @@ class _Batch:
         if final:
             self.acks.append(m)
         else:
-            self.retries.append((m, now + self.retry.delay_ms(m.attempt)))
+            self.retries.append((m, now + retry.delay_ms(m.attempt)))
+
+    def _retry(self, handler: str) -> Retry:
+        """The handler's own retry policy (``Runner.retry``), or the worker's."""
+        of: Callable[[str, Retry], Retry] | None = getattr(self.runs, "retry", None)
+        return self.retry if of is None else of(handler, self.retry)
 
     def _flush(self) -> None:
         if self.ends:

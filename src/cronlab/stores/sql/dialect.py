@@ -96,6 +96,14 @@ def sql_files(dialect: str) -> dict[str, str]:
     return {f.name: f.read_text() for f in folder.iterdir() if f.name.endswith(".sql")}
 
 
+def queries(dialect: str) -> dict[str, str]:
+    """The named queries of ``dialect``: ``shared/queries.sql``, then its own file's."""
+    return {
+        **parse_queries(sql_files("shared")["queries.sql"]),
+        **parse_queries(sql_files(dialect)["queries.sql"]),
+    }
+
+
 def parse_queries(text: str) -> dict[str, str]:
     """``-- name: X`` blocks → {X: sql}; comment lines inside a block are dropped."""
     queries: dict[str, str] = {}
@@ -107,17 +115,6 @@ def parse_queries(text: str) -> dict[str, str]:
         elif name and not line.lstrip().startswith("--"):
             queries[name] += line + "\n"
     return {k: v.strip() for k, v in queries.items()}
-
-
-def task_args(t: NewTask) -> dict[str, Any]:
-    """``add_task``'s parameters."""
-    return {
-        "key": t.idempotency_key,
-        "handler": t.handler,
-        "payload": t.payload,
-        "trigger": t.trigger_ms,
-        "schedule": t.schedule,
-    }
 
 
 TaskRow = tuple[str, str, str, int, "str | None"]

@@ -18,19 +18,19 @@ from cronlab.core.policy import Schedule
 from cronlab.exceptions import ConfigError, ConflictError, FencedError, NotFoundError
 from cronlab.ports import (
     STATUSES,
+    Batch,
     Event,
     Message,
     NewTask,
     ProcessInfo,
-    Retry,
-    Run,
     ScheduleInfo,
+    SyncReport,
     Task,
 )
 from cronlab.stores import Fencing, schedules
 from cronlab.stores.rows import Delivery, Envelope, Settlement, task
 from cronlab.stores.sql import batch, migrate
-from cronlab.stores.sql.dialect import Conn, Dialect, chunks, fetch, task_args, task_row
+from cronlab.stores.sql.dialect import Conn, Dialect, chunks, fetch, task_row
 
 T = TypeVar("T")
 START = (-(1 << 62), -(1 << 62))  # a (trigger_ms, id) before every row
@@ -149,6 +149,37 @@ class SqlStore:
         self.enqueue(c, [(r[0], r[2]) for r in rows], now_ms)
         return len(rows)
 
+    def dispatch_held(self, held: Sequence[Task], now_ms: int, epoch: int, *, fenced: bool) -> int:
+        """Write a batch read earlier (``read_due``): the two-phase dispatch. ``fenced``: in
+        one transaction checked against the lease (``FencedError``, nothing written) and only
+        the rows still PENDING; without (the ``--fencing off`` anti-pattern) every row,
+        whatever happened to it meanwhile — a zombie's write."""
+
+        def write(c: Conn) -> int:
+            now = self.d.now(c, now_ms)
+            if fenced:
+                self._fence(c, epoch, now)
+            args = {"epoch": epoch, "now": now, "limit": len(held), "guard": int(fenced)}
+            claimed = c.execute(
+                self.q["claim_held"], {**args, "ids": self.d.ints(t.id for t in held)}
+            )
+            rows = self._plan_schedules(
+                c, sorted(claimed.fetchall(), key=lambda r: (r[3], r[0])), args
+            )
+            self.enqueue(c, [(r[0], r[2]) for r in rows], now)
+            return len(rows)
+
+        return self.d.transaction(write)
+
+    def pause_request(self, owner: str, since_ms: int) -> tuple[int, float, int] | None:
+        """The newest chaos request (``chaos pause-leader --mid-dispatch``) for ``owner`` made
+        after ``since_ms``: (its instant, the seconds to stay paused, until when it holds)."""
+        rows = self.named("pause_request", {"owner": owner, "since": since_ms})
+        if not rows:
+            return None
+        detail = json.loads(rows[0][1])
+        return int(rows[0][0]), float(detail.get("for_s", 0)), int(detail.get("until_ms", 0))
+
     def reconcile(
         self,
         now_ms: int,
@@ -167,7 +198,7 @@ class SqlStore:
         (the Redis stream this table is the outbox of). Returns how many were enqueued."""
 
         def lost_ones(c: Conn, now: int) -> list[tuple[int, int]]:
-            if c.execute(self.q["queued_size"]).fetchone()[0] > RECONCILE_MAX_QUEUED:
+            if c.execute(self.q["queue_depth"]).fetchone()[0] > RECONCILE_MAX_QUEUED:
                 return []
             args = {"before": now - older_than_ms, "limit": RECONCILE_LIMIT}
             candidates = c.execute(self.q["reconcile_candidates"], args).fetchall()
@@ -276,7 +307,7 @@ class SqlStore:
         return reason, added
 
     def _add(self, c: Conn, task: NewTask) -> int:
-        return int(c.execute(self.q["add_task"], task_args(task)).rowcount)
+        return int(c.execute(self.q["add_task"], task._asdict()).rowcount)
 
     def read_due(
         self, now_ms: int, limit: int, copied_since_ms: int | None = None
@@ -288,7 +319,8 @@ class SqlStore:
                 rows += c.execute(self.q["read_copied"], args).fetchall()
             return list(rows)
 
-        return [task(r, "PENDING", None) for r in self.d.read(read)]
+        rows = {r[0]: r for r in self.d.read(read)}  # (copied between the two reads: once)
+        return [task(r, "PENDING", None) for r in rows.values()]
 
     def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
         def copy(c: Conn) -> None:
@@ -305,25 +337,20 @@ class SqlStore:
             lambda c: int(c.execute(self.q["mark_missed"], {"before": before_ms}).rowcount)
         )
 
+    def pending_due(self, now_ms: int) -> int:
+        """PENDING tasks whose trigger time has come (``now_ms`` or earlier)."""
+        return int(self.named("pending_due", {"now": now_ms})[0][0])
+
     def counts(self) -> dict[str, int]:
         found = dict(self.named("counts"))
         return {s: int(found.get(s, 0)) for s in STATUSES}
 
     # -- executions -------------------------------------------------------------------------
 
-    def execute(
-        self,
-        worker: str,
-        messages: Sequence[Message],
-        run: Run,
-        retry: Retry,
-        now: Callable[[], int],
-        *,
-        relayed: bool = False,
-    ) -> dict[str, int]:
+    def execute(self, work: Batch, *, relayed: bool = False) -> dict[str, int]:
         """Run the batch in ONE transaction with its execution records, task updates and acks
         (``batch.execute``)."""
-        return batch.execute(self, worker, messages, run, retry, now, relayed)
+        return batch.execute(self, work, relayed)
 
     # -- lease row (LeaseTable) -------------------------------------------------------------
 
@@ -517,6 +544,35 @@ class SqlStore:
 
         return self.d.transaction(put)
 
+    def sync_schedules(self, app: str, wanted: Sequence[Schedule], now_ms: int) -> SyncReport:
+        def sync(c: Conn) -> SyncReport:
+            added: list[str] = []
+            changed: list[str] = []
+            for s in wanted:
+                old = self._schedule(c, s.name, lock=True)
+                if old is not None and old.app not in (None, app):
+                    raise ConflictError(
+                        f"schedule {s.name!r} is declared by app {old.app!r}, not {app!r}: "
+                        "nothing was written (give one of them another name)"
+                    )
+                same = old is not None and schedules.same_definition(old.schedule, s)
+                if not same:
+                    (changed if old is not None else added).append(s.name)
+                if same and old is not None and old.app == app:
+                    continue
+                c.execute(self.q["schedule_upsert"], schedules.to_row(s, app))
+                if not same:
+                    paused = old.schedule.paused if old is not None else s.paused
+                    self._rematerialise(c, s, now_ms, paused)
+            declared = {s.name for s in wanted}
+            names = c.execute(self.q["schedule_names_of_app"], {"app": app}).fetchall()
+            removed = [n for (n,) in names if n not in declared]
+            for name in removed:
+                self._remove(c, name, now_ms)
+            return SyncReport(added=tuple(added), changed=tuple(changed), removed=tuple(removed))
+
+        return self.d.transaction(sync)
+
     def get_schedule(self, name: str) -> ScheduleInfo:
         def get(c: Conn) -> ScheduleInfo:
             info = self._must_exist(c, name)
@@ -553,10 +609,15 @@ class SqlStore:
     def remove_schedule(self, name: str, now_ms: int) -> None:
         def remove(c: Conn) -> None:
             self._must_exist(c, name, lock=True)
-            c.execute(self.q["schedule_drop_pending"], {"name": name, "now": now_ms})
-            c.execute(self.q["schedule_delete"], {"name": name})
+            self._remove(c, name, now_ms)
 
         self.d.transaction(remove)
+
+    def _remove(self, c: Conn, name: str, now_ms: int) -> None:
+        """Delete a schedule and its occurrence still to come; one already due stays, and is
+        recorded SKIPPED ("removed") as it is dispatched."""
+        c.execute(self.q["schedule_drop_pending"], {"name": name, "now": now_ms})
+        c.execute(self.q["schedule_delete"], {"name": name})
 
     def trigger_schedule(self, name: str, now_ms: int) -> str:
         def trigger(c: Conn) -> str:
@@ -576,6 +637,7 @@ class SqlStore:
             next_fire_ms=row[9],
             last_fire_ms=row[10],
             last_reason=row[11],
+            app=row[12],
         )
 
     def _must_exist(self, c: Conn, name: str, *, lock: bool = False) -> ScheduleInfo:

@@ -29,11 +29,8 @@ TRUNCATE add_tasks_tmp;
 
 -- name: add_task
 INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
-VALUES (%(key)s, %(handler)s, %(payload)s, %(trigger)s, %(schedule)s)
+VALUES (%(idempotency_key)s, %(handler)s, %(payload)s, %(trigger_ms)s, %(schedule)s)
 ON CONFLICT (idempotency_key) DO NOTHING;
-
--- name: lease_read
-SELECT holder, epoch, expires_ms FROM lease WHERE name = 'scheduler';
 
 -- name: lease_read_locked
 -- A dispatch's fencing check: the row stays as read until the dispatch commits.
@@ -97,7 +94,7 @@ WHERE p.trigger_ms <= %(now)s ORDER BY p.trigger_ms, p.task_id LIMIT %(limit)s;
 -- name: read_copied
 SELECT t.id, t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.attempts
 FROM copied c JOIN tasks t ON t.id = c.task_id
-WHERE c.dispatched_ms >= %(since)s AND t.trigger_ms <= %(now)s;
+WHERE c.dispatched_ms > %(since)s AND t.trigger_ms > %(since)s AND t.trigger_ms <= %(now)s;
 
 -- name: mark_copied
 -- The first copy takes a task off the pending list and notes when it was copied.
@@ -163,9 +160,6 @@ ORDER BY id LIMIT %(limit)s;
 -- name: outbox_delete
 DELETE FROM queue WHERE id = ANY(%(ids)s::bigint[]);
 
--- name: queue_depth
-SELECT coalesce(sum(size), 0) FROM queue;
-
 -- name: execution_insert
 INSERT INTO executions
   (task_id, message_id, receive, worker, attempt, start_ms, end_ms, outcome, error)
@@ -203,9 +197,6 @@ FROM tasks WHERE id = %(id)s;
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts, status, epoch, last_error
 FROM tasks WHERE idempotency_key = %(key)s;
 
--- name: counts
-SELECT status, count(*) FROM tasks GROUP BY status;
-
 -- name: forget_exited_process
 DELETE FROM processes WHERE role = %(role)s AND idx = %(index)s AND exited_ms IS NOT NULL;
 
@@ -217,25 +208,15 @@ ON CONFLICT (owner) DO UPDATE SET started_ms = excluded.started_ms, exited_ms = 
 -- name: process_exited
 UPDATE processes SET exited_ms = %(now)s WHERE owner = %(owner)s;
 
--- name: processes
-SELECT role, idx, pid, owner, started_ms, exited_ms FROM processes
-ORDER BY role, idx, started_ms, owner;
-
 -- name: record_event
 INSERT INTO events (kind, at_ms, holder, epoch, pid, detail)
 VALUES (%(kind)s, %(at_ms)s, %(holder)s, %(epoch)s, %(pid)s, %(detail)s);
-
--- name: events
-SELECT kind, at_ms, holder, epoch, pid, detail FROM events ORDER BY at_ms, id;
 
 -- name: record_sample
 INSERT INTO samples (at_ms, depth) VALUES (%(at)s, %(depth)s);
 
 -- name: report_due
 SELECT count(*), min(trigger_ms) FROM tasks WHERE trigger_ms <= %(now)s;
-
--- name: report_dispatched
-SELECT value FROM counters WHERE name = 'dispatched';
 
 -- name: report_runs
 SELECT
@@ -245,37 +226,32 @@ SELECT
   coalesce(sum(greatest(receive - 1, 0)), 0)
 FROM executions WHERE outcome IN ('ok', 'noop', 'failed');
 
--- name: report_backlog_peak
-SELECT coalesce(max(depth), 0) FROM samples;
-
--- name: report_lateness_count
-SELECT count(*) FROM tasks WHERE dispatched_ms IS NOT NULL;
-
 -- name: report_lateness_at
 SELECT dispatched_ms - trigger_ms AS late FROM tasks WHERE dispatched_ms IS NOT NULL
 ORDER BY late LIMIT 1 OFFSET %(k)s;
 
 -- name: schedule_get
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
-  next_fire_ms, last_fire_ms, last_reason
+  next_fire_ms, last_fire_ms, last_reason, app
 FROM schedules WHERE name = %(name)s;
 
 -- name: schedule_get_locked
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
-  next_fire_ms, last_fire_ms, last_reason
+  next_fire_ms, last_fire_ms, last_reason, app
 FROM schedules WHERE name = %(name)s FOR UPDATE;
-
--- name: schedule_names
-SELECT name FROM schedules ORDER BY name;
 
 -- name: schedule_upsert
 INSERT INTO schedules (name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap,
-  paused)
+  paused, app)
 VALUES (%(name)s, %(cron)s, %(tz)s, %(handler)s, %(payload)s, %(catchup)s,
-  %(catchup_window_ms)s, %(overlap)s, %(paused)s)
+  %(catchup_window_ms)s, %(overlap)s, %(paused)s, %(app)s)
 ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, tz = excluded.tz,
   handler = excluded.handler, payload = excluded.payload, catchup = excluded.catchup,
-  catchup_window_ms = excluded.catchup_window_ms, overlap = excluded.overlap;
+  catchup_window_ms = excluded.catchup_window_ms, overlap = excluded.overlap,
+  app = coalesce(excluded.app, schedules.app);
+
+-- name: schedule_names_of_app
+SELECT name FROM schedules WHERE app = %(app)s ORDER BY name;
 
 -- name: schedule_set_next
 UPDATE schedules SET next_fire_ms = %(next)s WHERE name = %(name)s;
@@ -319,11 +295,57 @@ SELECT id, attempts FROM tasks
 WHERE status = 'DISPATCHED' AND epoch IS NOT NULL AND dispatched_ms < %(before)s
 ORDER BY dispatched_ms LIMIT %(limit)s;
 
--- name: queued_size
-SELECT coalesce(sum(size), 0) FROM queue;
-
--- name: queued_ids
-SELECT task_ids FROM queue;
-
 -- name: reconcile_touch
 UPDATE tasks SET dispatched_ms = %(now)s WHERE id = ANY(%(ids)s::bigint[]);
+
+-- name: pending_due
+SELECT count(*) FROM pending WHERE trigger_ms <= %(now)s;
+
+-- name: claim_held
+-- A batch read before it is written (see SQLite's): off the pending list, and marked.
+WITH gone AS (
+  DELETE FROM pending p USING tasks t
+  WHERE t.id = ANY(%(ids)s::bigint[]) AND p.trigger_ms = t.trigger_ms AND p.task_id = t.id
+)
+UPDATE tasks SET status = 'DISPATCHED', epoch = %(epoch)s, dispatched_ms = %(now)s
+WHERE id = ANY(%(ids)s::bigint[]) AND (status = 'PENDING' OR %(guard)s = 0)
+RETURNING id, idempotency_key, attempts, trigger_ms;
+
+-- name: pause_request
+SELECT at_ms, detail FROM events WHERE kind = 'pause_request' AND holder = %(owner)s
+  AND at_ms > %(since)s
+ORDER BY at_ms DESC LIMIT 1;
+
+-- name: report_stuck
+SELECT count(*) FROM tasks WHERE status = 'DISPATCHED'
+  AND id NOT IN (SELECT unnest(task_ids) FROM queue);
+
+-- The checker (`cronlab check`, runtime/check.py): each row a task key and how many it counts.
+-- name: check_lost
+SELECT idempotency_key, 1 FROM tasks
+WHERE trigger_ms <= %(now)s AND status IN ('MISSED', 'FAILED') ORDER BY trigger_ms, id;
+
+-- name: check_lost_final
+SELECT idempotency_key, 1 FROM tasks
+WHERE trigger_ms <= %(now)s AND status != 'DONE' AND status != 'SKIPPED' ORDER BY trigger_ms, id;
+
+-- name: check_duplicated
+SELECT t.idempotency_key, count(*) - 1 FROM executions e JOIN tasks t ON t.id = e.task_id
+WHERE e.outcome IN ('ok', 'noop') AND e.start_ms <= %(now)s
+GROUP BY t.id, t.idempotency_key HAVING count(*) > 1 ORDER BY t.id;
+
+-- name: check_unexpected
+SELECT t.idempotency_key, count(*) FROM executions e JOIN tasks t ON t.id = e.task_id
+WHERE e.outcome IN ('ok', 'noop') AND e.start_ms < t.trigger_ms AND e.start_ms <= %(now)s
+GROUP BY t.id, t.idempotency_key ORDER BY t.id;
+
+-- name: check_stuck
+SELECT idempotency_key, 1 FROM tasks WHERE status = 'DISPATCHED'
+  AND id NOT IN (SELECT unnest(task_ids) FROM queue)
+ORDER BY id;
+
+-- name: check_first_effects
+SELECT t.idempotency_key, t.trigger_ms, min(e.end_ms) AS first_end
+FROM executions e JOIN tasks t ON t.id = e.task_id
+WHERE e.outcome IN ('ok', 'noop') GROUP BY t.id, t.idempotency_key, t.trigger_ms
+ORDER BY first_end, t.id;

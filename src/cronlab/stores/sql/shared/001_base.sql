@@ -31,3 +31,15 @@ CREATE TABLE schedules (
   last_fire_ms BIGINT, next_fire_ms BIGINT, last_reason TEXT
 );
 -- The overlap check and `schedule list` read one schedule's tasks (created with `tasks`).
+
+-- A row per run of a handler (the report's and the run history's source).
+CREATE TABLE executions (
+  id INTEGER PRIMARY KEY, task_id BIGINT NOT NULL, message_id BIGINT NOT NULL,
+  receive INTEGER NOT NULL, worker TEXT NOT NULL, attempt INTEGER NOT NULL,
+  start_ms BIGINT NOT NULL, end_ms BIGINT, outcome TEXT NOT NULL DEFAULT 'running', error TEXT
+);
+
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY, kind TEXT NOT NULL, at_ms BIGINT NOT NULL, holder TEXT,
+  epoch BIGINT, pid INTEGER, detail TEXT NOT NULL DEFAULT '{}'
+);

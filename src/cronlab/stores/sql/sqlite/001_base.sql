@@ -26,14 +26,3 @@ CREATE TABLE queue (
   invisible_until_ms INTEGER NOT NULL DEFAULT 0, receives INTEGER NOT NULL DEFAULT 0, worker TEXT
 );
 CREATE INDEX queue_visible ON queue (invisible_until_ms, id);
-
-CREATE TABLE executions (
-  id INTEGER PRIMARY KEY, task_id INTEGER NOT NULL, message_id INTEGER NOT NULL,
-  receive INTEGER NOT NULL, worker TEXT NOT NULL, attempt INTEGER NOT NULL,
-  start_ms INTEGER NOT NULL, end_ms INTEGER, outcome TEXT NOT NULL DEFAULT 'running', error TEXT
-);
-
-CREATE TABLE events (
-  id INTEGER PRIMARY KEY, kind TEXT NOT NULL, at_ms INTEGER NOT NULL, holder TEXT,
-  epoch INTEGER, pid INTEGER, detail TEXT NOT NULL DEFAULT '{}'
-);

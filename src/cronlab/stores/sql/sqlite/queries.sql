@@ -9,17 +9,15 @@ SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
 SELECT 1;
 
 -- name: add_task
+-- The parameters are a NewTask's fields (its _asdict()).
 INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
-VALUES (:key, :handler, :payload, :trigger, :schedule)
+VALUES (:idempotency_key, :handler, :payload, :trigger_ms, :schedule)
 ON CONFLICT (idempotency_key) DO NOTHING;
 
 -- name: add_tasks_many
 -- The bulk form (executemany over tuples): the same statement, positional.
 INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
 VALUES (?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING;
-
--- name: lease_read
-SELECT holder, epoch, expires_ms FROM lease WHERE name = 'scheduler';
 
 -- name: lease_read_locked
 -- Inside a write transaction, which holds the database's only write lock.
@@ -60,8 +58,10 @@ SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
 WHERE status = 'PENDING' AND trigger_ms <= :now ORDER BY trigger_ms LIMIT :limit;
 
 -- name: read_copied
+-- `--election off`: what came due after this replica's last scan (:since) and another replica
+-- already copied (so it is no longer PENDING): cron on every replica sends its own copy.
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
-WHERE epoch IS NULL AND dispatched_ms >= :since AND trigger_ms <= :now;
+WHERE epoch IS NULL AND dispatched_ms > :since AND trigger_ms > :since AND trigger_ms <= :now;
 
 -- name: mark_copied
 UPDATE tasks SET status = 'DISPATCHED', dispatched_ms = coalesce(dispatched_ms, :now)
@@ -136,9 +136,6 @@ SELECT id, task_ids, attempt FROM queue WHERE invisible_until_ms <= :now ORDER B
 -- name: outbox_delete
 DELETE FROM queue WHERE id IN (SELECT value FROM json_each(:ids));
 
--- name: queue_depth
-SELECT coalesce(sum(size), 0) FROM queue;
-
 -- name: execution_insert
 -- :rows is a JSON array of [task, message, receive, attempt, end_ms, outcome, error].
 INSERT INTO executions
@@ -179,9 +176,6 @@ FROM tasks WHERE id = :id;
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts, status, epoch, last_error
 FROM tasks WHERE idempotency_key = :key;
 
--- name: counts
-SELECT status, count(*) FROM tasks GROUP BY status;
-
 -- name: forget_exited_process
 DELETE FROM processes WHERE role = :role AND idx = :index AND exited_ms IS NOT NULL;
 
@@ -193,25 +187,15 @@ ON CONFLICT (owner) DO UPDATE SET started_ms = excluded.started_ms, exited_ms = 
 -- name: process_exited
 UPDATE processes SET exited_ms = :now WHERE owner = :owner;
 
--- name: processes
-SELECT role, idx, pid, owner, started_ms, exited_ms FROM processes
-ORDER BY role, idx, started_ms, owner;
-
 -- name: record_event
 INSERT INTO events (kind, at_ms, holder, epoch, pid, detail)
 VALUES (:kind, :at_ms, :holder, :epoch, :pid, :detail);
-
--- name: events
-SELECT kind, at_ms, holder, epoch, pid, detail FROM events ORDER BY at_ms, id;
 
 -- name: record_sample
 INSERT INTO samples (at_ms, depth) VALUES (:at, :depth);
 
 -- name: report_due
 SELECT count(*), min(trigger_ms) FROM tasks WHERE trigger_ms <= :now;
-
--- name: report_dispatched
-SELECT value FROM counters WHERE name = 'dispatched';
 
 -- name: report_runs
 -- A run is an execution that completed (ok, noop) or gave up (failed); runs beyond the first
@@ -225,37 +209,32 @@ SELECT
   coalesce(sum(max(receive - 1, 0)), 0)
 FROM executions WHERE outcome IN ('ok', 'noop', 'failed');
 
--- name: report_backlog_peak
-SELECT coalesce(max(depth), 0) FROM samples;
-
--- name: report_lateness_count
-SELECT count(*) FROM tasks WHERE dispatched_ms IS NOT NULL;
-
 -- name: report_lateness_at
 SELECT dispatched_ms - trigger_ms AS late FROM tasks WHERE dispatched_ms IS NOT NULL
 ORDER BY late LIMIT 1 OFFSET :k;
 
 -- name: schedule_get
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
-  next_fire_ms, last_fire_ms, last_reason
+  next_fire_ms, last_fire_ms, last_reason, app
 FROM schedules WHERE name = :name;
 
 -- name: schedule_get_locked
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
-  next_fire_ms, last_fire_ms, last_reason
+  next_fire_ms, last_fire_ms, last_reason, app
 FROM schedules WHERE name = :name;
-
--- name: schedule_names
-SELECT name FROM schedules ORDER BY name;
 
 -- name: schedule_upsert
 -- (paused is the operator's: redeploying an app does not resume a paused schedule)
 INSERT INTO schedules (name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap,
-  paused)
-VALUES (:name, :cron, :tz, :handler, :payload, :catchup, :catchup_window_ms, :overlap, :paused)
+  paused, app)
+VALUES (:name, :cron, :tz, :handler, :payload, :catchup, :catchup_window_ms, :overlap, :paused, :app)
 ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, tz = excluded.tz,
   handler = excluded.handler, payload = excluded.payload, catchup = excluded.catchup,
-  catchup_window_ms = excluded.catchup_window_ms, overlap = excluded.overlap;
+  catchup_window_ms = excluded.catchup_window_ms, overlap = excluded.overlap,
+  app = coalesce(excluded.app, schedules.app);
+
+-- name: schedule_names_of_app
+SELECT name FROM schedules WHERE app = :app ORDER BY name;
 
 -- name: schedule_set_next
 UPDATE schedules SET next_fire_ms = :next WHERE name = :name;
@@ -297,11 +276,55 @@ SELECT id, attempts FROM tasks
 WHERE status = 'DISPATCHED' AND epoch IS NOT NULL AND dispatched_ms < :before
 ORDER BY dispatched_ms LIMIT :limit;
 
--- name: queued_size
-SELECT coalesce(sum(size), 0) FROM queue;
-
--- name: queued_ids
-SELECT task_ids FROM queue;
-
 -- name: reconcile_touch
 UPDATE tasks SET dispatched_ms = :now WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: pending_due
+SELECT count(*) FROM tasks WHERE status = 'PENDING' AND trigger_ms <= :now;
+
+-- name: claim_held
+-- A batch read before it is written (the two-phase dispatch: `--fencing off`, or one a chaos
+-- pause caught in between): with :guard 1 only the rows still PENDING, else every one of them.
+UPDATE tasks SET status = 'DISPATCHED', epoch = :epoch, dispatched_ms = :now
+WHERE id IN (SELECT value FROM json_each(:ids)) AND (status = 'PENDING' OR :guard = 0)
+RETURNING id, idempotency_key, attempts, trigger_ms;
+
+-- name: pause_request
+SELECT at_ms, detail FROM events WHERE kind = 'pause_request' AND holder = :owner
+  AND at_ms > :since
+ORDER BY at_ms DESC LIMIT 1;
+
+-- name: report_stuck
+-- DISPATCHED with no message left anywhere in the queue: nothing will run them (but a reconcile).
+SELECT count(*) FROM tasks WHERE status = 'DISPATCHED'
+  AND id NOT IN (SELECT j.value FROM queue, json_each(queue.task_ids) j);
+
+-- The checker (`cronlab check`, runtime/check.py): each row a task key and how many it counts.
+-- name: check_lost
+SELECT idempotency_key, 1 FROM tasks
+WHERE trigger_ms <= :now AND status IN ('MISSED', 'FAILED') ORDER BY trigger_ms, id;
+
+-- name: check_lost_final
+SELECT idempotency_key, 1 FROM tasks
+WHERE trigger_ms <= :now AND status != 'DONE' AND status != 'SKIPPED' ORDER BY trigger_ms, id;
+
+-- name: check_duplicated
+SELECT t.idempotency_key, count(*) - 1 FROM executions e JOIN tasks t ON t.id = e.task_id
+WHERE e.outcome IN ('ok', 'noop') AND e.start_ms <= :now
+GROUP BY t.id, t.idempotency_key HAVING count(*) > 1 ORDER BY t.id;
+
+-- name: check_unexpected
+SELECT t.idempotency_key, count(*) FROM executions e JOIN tasks t ON t.id = e.task_id
+WHERE e.outcome IN ('ok', 'noop') AND e.start_ms < t.trigger_ms AND e.start_ms <= :now
+GROUP BY t.id, t.idempotency_key ORDER BY t.id;
+
+-- name: check_stuck
+SELECT idempotency_key, 1 FROM tasks WHERE status = 'DISPATCHED'
+  AND id NOT IN (SELECT j.value FROM queue, json_each(queue.task_ids) j)
+ORDER BY id;
+
+-- name: check_first_effects
+SELECT t.idempotency_key, t.trigger_ms, min(e.end_ms) AS first_end
+FROM executions e JOIN tasks t ON t.id = e.task_id
+WHERE e.outcome IN ('ok', 'noop') GROUP BY t.id, t.idempotency_key, t.trigger_ms
+ORDER BY first_end, t.id;

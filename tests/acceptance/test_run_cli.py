@@ -1,0 +1,142 @@
+"""``cronlab run``, ``cronlab schedule sync`` and ``cronlab enqueue --many`` as a user runs them,
+on an app of the user's own (issue 14)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from shell import cronlab
+
+pytestmark = pytest.mark.acceptance
+
+JOBS = """
+import cronlab
+
+app = cronlab.App("sqlite:///cron.db", name="jobs")
+
+
+@app.on_start
+def tables(store):
+    store.write(lambda tx: tx.execute("CREATE TABLE IF NOT EXISTS seen (what TEXT)"))
+
+
+@app.cron("* * * * * *", catchup="none")
+@app.task(name="tick")
+def tick(ctx: cronlab.Context) -> None:
+    ctx.tx.execute("INSERT INTO seen VALUES ('tick')")
+
+
+@app.task(name="bill")
+def bill(ctx: cronlab.Context, customer: int, plan: str = "basic") -> None:
+    ctx.tx.execute("INSERT INTO seen VALUES (?)", (f"bill {customer} {plan}",))
+"""
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    (tmp_path / "jobs.py").write_text(JOBS)
+    return tmp_path
+
+
+def seen(workdir: Path) -> list[str]:
+    with sqlite3.connect(workdir / "cron.db") as c:
+        return [r[0] for r in c.execute("SELECT what FROM seen ORDER BY rowid")]
+
+
+def test_run_executes_a_deferred_task_and_a_cron_task_and_stops_on_sigterm(
+    workdir: Path,
+) -> None:
+    out = cronlab(
+        "enqueue",
+        "bill",
+        "--payload",
+        '{"customer": 7}',
+        "--in",
+        "1s",
+        "--store",
+        "sqlite:///cron.db",
+        "--app",
+        "jobs:app",
+        cwd=workdir,
+    )
+    assert out.returncode == 0, out.stderr
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cronlab", "run", "--app", "jobs:app"],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if (workdir / "cron.db").exists():
+                try:
+                    got = seen(workdir)
+                except sqlite3.OperationalError:
+                    got = []
+                if "bill 7 basic" in got and "tick" in got:
+                    break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "schedule added: tick" in err and "Traceback" not in err
+    assert "bill 7 basic" in seen(workdir) and "tick" in seen(workdir)
+
+
+def test_run_needs_an_app(workdir: Path) -> None:
+    out = cronlab("run", cwd=workdir)
+    assert out.returncode == 2 and "needs --app" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_schedule_sync_says_what_it_added_changed_and_removed(workdir: Path) -> None:
+    sync = ("schedule", "sync", "--app", "jobs:app", "--store", "sqlite:///cron.db", "--json")
+    first = cronlab(*sync, cwd=workdir)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout) == {"added": ["tick"], "changed": [], "removed": []}
+    assert json.loads(cronlab(*sync, cwd=workdir).stdout)["added"] == []
+    (workdir / "jobs.py").write_text(JOBS.replace('"* * * * * *", catchup="none"', '"*/5 * * * *"'))
+    assert json.loads(cronlab(*sync, cwd=workdir).stdout)["changed"] == ["tick"]
+    (workdir / "jobs.py").write_text(JOBS.replace('@app.cron("* * * * * *", catchup="none")', ""))
+    plain = cronlab(*sync[:-1], cwd=workdir)
+    assert plain.stdout.strip() == "removed: tick"
+
+
+def test_enqueue_many_defers_a_run_per_line_and_checks_every_line_first(workdir: Path) -> None:
+    lines = workdir / "customers.jsonl"
+    lines.write_text("".join(json.dumps({"customer": c}) + "\n" for c in range(2_500)))
+    args = (
+        "enqueue",
+        "bill",
+        "--many",
+        str(lines),
+        "--store",
+        "sqlite:///cron.db",
+        "--app",
+        "jobs:app",
+        "--json",
+    )
+    out = cronlab(*args, cwd=workdir)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"task": "bill", "added": 2500, "existing": 0}
+    bad = workdir / "bad.jsonl"
+    bad.write_text('{"customer": 1}\n{"customer": 2, "colour": "red"}\n')
+    out = cronlab(*args[:3], str(bad), *args[4:], cwd=workdir)
+    assert (
+        out.returncode == 2
+        and "line 2" in out.stderr
+        and "unexpected argument 'colour'" in out.stderr
+    )
+    with sqlite3.connect(workdir / "cron.db") as c:
+        assert c.execute("SELECT count(*) FROM tasks").fetchone() == (2500,)  # nothing of bad
