@@ -29,7 +29,7 @@ SEED = 13
 EXAMPLES = 100
 ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx", "422"]
 ACROSS_PARAMETERS = (  # what a 422 for a schema-valid /api/simulate query may say
-    r"crash target replica \d+ does not exist \(replicas 0\.\.\d+\)",  # I < replicas
+    r"target (replica|pod) \d+ does not exist \((replicas|pods) 0\.\.\d+\)",  # crash, pause
     r"^tasks due must be 0\.\.1,000,000,000,000",  # the buckets' (or steady minutes') sum
     r"^bucket count must be 0\.\.1,000,000,000,000",  # the buckets given for one minute
     r"the lab charts at most 50,000 ",  # the run's length: tasks / capacity, faults
