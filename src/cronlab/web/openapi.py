@@ -310,6 +310,10 @@ LIVE_START = {
             "description": "off: the engine's zombie anti-pattern (docs/engine.md); lease only",
         },
     },
+    "not": {  # fencing off with election off: nobody holds a lease to fence
+        "required": ["election", "fencing"],
+        "properties": {"election": {"const": "off"}, "fencing": {"const": "off"}},
+    },
 }
 GUARDED = {
     "403": {
