@@ -39,7 +39,7 @@ from cronlab.runtime.clock import to_datetime, to_ms
 if TYPE_CHECKING:
     from cronlab.tasks import Task
 
-Handler = Callable[["Context", dict[str, Any]], "bool | None | Awaitable[bool | None]"]
+Handler = Callable[["Context", dict[str, Any]], "bool | Awaitable[bool | None] | None"]
 Item = tuple["Context", dict[str, Any]]
 BatchHandler = Callable[[Sequence[Item], Tx], list[bool]]
 BatchStep = Callable[[Tx], list[bool]]

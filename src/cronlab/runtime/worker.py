@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 
 from cronlab.exceptions import BackendUnavailable
 from cronlab.handlers import CONCURRENCY, Registry
+from cronlab.metrics import NO_METRICS, Metrics
 from cronlab.ports import Batch, Clock, Event, Queue, Retry, Store
+from cronlab.runtime.heartbeat import Heartbeat
 from cronlab.runtime.outage import Outage
 
 IDLE_MS = 100
@@ -72,8 +74,12 @@ class Worker:
         registry: Registry,
         clock: Clock,
         name: str,
+        metrics: Metrics = NO_METRICS,
+        heartbeat: Heartbeat | None = None,
     ) -> None:
         self.cfg, self.store, self.queue, self.clock, self.name = cfg, store, queue, clock, name
+        self.metrics, self.heartbeat = metrics, heartbeat
+        self._observe = None if metrics is NO_METRICS else metrics.ended
         self.run_message = registry.runner(clock.now_ms, cfg.concurrency)
         self.bucket = TokenBucket(cfg.rate, clock.now_ms()) if cfg.rate else None
         self.totals = dict.fromkeys(("ok", "noop", "error", "failed", "stale"), 0)
@@ -108,6 +114,8 @@ class Worker:
             self.store.record_event(event)
 
     def _batch(self) -> int:
+        if self.heartbeat is not None:
+            self.heartbeat.beat()
         limit = self.limit
         if self.bucket is not None:
             limit = min(limit, self.bucket.available(self.clock.now_ms()))
@@ -126,10 +134,12 @@ class Worker:
                 run=self.run_message,
                 retry=self.cfg.retry,
                 now=self.clock.now_ms,
+                observe=self._observe,
             )
             counts = self.store.execute(work)
         for key, n in counts.items():
             self.totals[key] += n
+        self.metrics.executed(counts)
         # Step aside briefly after a LONG batch (slow handlers): a single-writer store
         # (SQLite) would otherwise let this worker take the lock again before any waiting
         # process wakes. After a short batch, going on at once keeps the lock busy.

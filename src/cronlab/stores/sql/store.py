@@ -23,13 +23,15 @@ from cronlab.ports import (
     Message,
     NewTask,
     ProcessInfo,
+    RunQuery,
+    RunRecord,
     ScheduleInfo,
     SyncReport,
     Task,
 )
 from cronlab.stores import Fencing, schedules
 from cronlab.stores.rows import Delivery, Envelope, Settlement, task
-from cronlab.stores.sql import batch, migrate
+from cronlab.stores.sql import batch, history, migrate, operations
 from cronlab.stores.sql.dialect import Conn, Dialect, chunks, fetch, task_row
 
 T = TypeVar("T")
@@ -197,6 +199,11 @@ class SqlStore:
         full = {**args, "after_ms": after[0], "after_id": after[1]}
         return sorted(c.execute(self.q["claim_due"], full).fetchall(), key=lambda r: (r[3], r[0]))
 
+    def fenced(self, c: Conn, epoch: int, now_ms: int) -> None:
+        """In ``c``'s transaction: raise ``FencedError`` (and write nothing) unless ``epoch``
+        still may write — the check every dispatch makes, for the leader's other duties."""
+        self._fence(c, epoch, now_ms)
+
     def _fence(self, c: Conn, epoch: int, now_ms: int) -> None:
         (max_epoch,) = c.execute(self.q["fence_lock"], {"kind": self.fencing}).fetchone()
         if self.fencing == "epoch":
@@ -224,7 +231,7 @@ class SqlStore:
         Caught-up occurrences the plan inserts are already due: they are claimed (and planned)
         here too, up to the batch limit, so one fenced transaction judges them all at one now.
         """
-        if not any(r[1].startswith(schedules.OCCURRENCE_PREFIX) for r in rows):
+        if not any(r[1].startswith(schedules.PLANNED) for r in rows):
             return rows  # the bulk path: nothing to plan, nothing built
         runs: list[Any] = []
         claimed = 0
@@ -245,6 +252,8 @@ class SqlStore:
     def _plan_one(self, c: Conn, key: str, now_ms: int) -> tuple[str | None, int]:
         """Why a claimed task must not run (None: it runs), and how many due occurrences its
         plan inserted. Tasks that are not a schedule's occurrence run as they are."""
+        if key.startswith(schedules.BACKFILL_PREFIX):
+            return self._plan_backfill(c, key, now_ms), 0
         if not key.startswith(schedules.OCCURRENCE_PREFIX):
             return None, 0
         name, fire_ms = policy.parse_occurrence_key(key)
@@ -253,15 +262,17 @@ class SqlStore:
             return "removed", 0
         if info.schedule.paused:
             fired = {"name": name, "fire": fire_ms, "next": None, "reason": "paused"}
-            c.execute(self.q["schedule_fired"], fired)
+            c.execute(self.q["schedule_fired"], {**fired, "missed": 0, "skipped": 0})
             return "paused", 0
         s = info.schedule
         plan = policy.plan_dispatch(s, fire_ms, now_ms)
+        missed = policy.missed_fires(s, fire_ms, now_ms, plan)
         if info.next_fire_ms is not None and fire_ms < info.next_fire_ms:
             # Planned before the one to come: a catch-up, or due under a definition since
             # replaced. It runs as it is; what follows it is planned already (a redeploy's
             # definition never fills in the time before it was deployed).
             plan = policy.DispatchPlan(run=True, catch_up=(), next_fire_ms=info.next_fire_ms)
+            missed = 0
         reason = None if plan.run else f"catchup={s.catchup}"
         since = now_ms - OVERLAP_MAX_AGE_MS
         running = c.execute(
@@ -269,13 +280,26 @@ class SqlStore:
         )
         if reason is None and policy.overlap_decision(s, running.fetchone() is not None) == "skip":
             reason = "overlap"
-        added = sum(self._add(c, schedules.occurrence(s, f)) for f in plan.catch_up)
-        self._add(c, schedules.occurrence(s, plan.next_fire_ms))
+        added = sum(self.add(c, schedules.occurrence(s, f)) for f in plan.catch_up)
+        self.add(c, schedules.occurrence(s, plan.next_fire_ms))
         fired = {"name": name, "fire": fire_ms, "next": plan.next_fire_ms, "reason": reason}
-        c.execute(self.q["schedule_fired"], fired)
+        counts = {"missed": missed, "skipped": int(reason == "overlap")}
+        c.execute(self.q["schedule_fired"], {**fired, **counts})
         return reason, added
 
-    def _add(self, c: Conn, task: NewTask) -> int:
+    def _plan_backfill(self, c: Conn, key: str, now_ms: int) -> str | None:
+        """Why a backfilled occurrence must not run (None: it runs): its schedule is gone, or
+        its overlap policy skips it while an earlier run of the schedule still runs."""
+        name, fire_ms = schedules.parse_backfill_key(key)
+        info = self._schedule(c, name)
+        if info is None:
+            return "removed"
+        args = {"name": name, "fire": fire_ms, "since": now_ms - OVERLAP_MAX_AGE_MS}
+        running = c.execute(self.q["schedule_running_before"], args).fetchone() is not None
+        return "overlap" if policy.overlap_decision(info.schedule, running) == "skip" else None
+
+    def add(self, c: Conn, task: NewTask) -> int:
+        """Insert ``task`` in ``c``'s transaction; 0 when its key exists already."""
         return int(c.execute(self.q["add_task"], task._asdict()).rowcount)
 
     def read_due(
@@ -468,10 +492,31 @@ class SqlStore:
     def processes(self) -> list[ProcessInfo]:
         return [
             ProcessInfo(
-                role=r[0], index=r[1], pid=r[2], owner=r[3], started_ms=r[4], exited_ms=r[5]
+                role=r[0],
+                index=r[1],
+                pid=r[2],
+                owner=r[3],
+                started_ms=r[4],
+                exited_ms=r[5],
+                heartbeat_ms=r[6],
             )
-            for r in self.named("processes")
+            for r in self.named("processes_beat")
         ]
+
+    def heartbeat(self, info: ProcessInfo, now_ms: int) -> None:
+        """``operations.heartbeat``: the process is alive (registering it if nobody did)."""
+        operations.heartbeat(self, info, now_ms)
+
+    # -- run history ------------------------------------------------------------------------
+
+    def runs(self, query: RunQuery, now_ms: int) -> list[RunRecord]:
+        """The run history ``query`` asks for, newest occurrence first (``history.runs``)."""
+        return history.runs(self, query, now_ms)
+
+    def prune_history(self, keep_ms: int, now_ms: int, limit: int, epoch: int) -> int:
+        """Delete history older than ``keep_ms``, fenced, ``limit`` rows of each kind at most
+        (``history.prune``); how many rows went."""
+        return history.prune(self, keep_ms, now_ms, limit, epoch)
 
     def record_event(self, event: Event) -> None:
         args = {**dataclasses.asdict(event), "detail": json.dumps(dict(event.detail))}
@@ -538,7 +583,7 @@ class SqlStore:
 
     def get_schedule(self, name: str) -> ScheduleInfo:
         def get(c: Conn) -> ScheduleInfo:
-            info = self._must_exist(c, name)
+            info = self.must_exist(c, name)
             outcome = c.execute(self.q["schedule_last_outcome"], {"name": name}).fetchone()
             return dataclasses.replace(info, last_outcome=outcome[0] if outcome else None)
 
@@ -547,31 +592,60 @@ class SqlStore:
     def list_schedules(self) -> list[ScheduleInfo]:
         return [self.get_schedule(r[0]) for r in self.named("schedule_names")]
 
-    def pause_schedule(self, name: str, now_ms: int) -> bool:
+    def pause_schedule(self, name: str, now_ms: int, note: str | None = None) -> bool:
+        text = operations.check_note(note)
+
         def pause(c: Conn) -> bool:
-            self._must_exist(c, name, lock=True)
+            self.must_exist(c, name, lock=True)
             args = {"name": name, "paused": 1}
             changed = int(c.execute(self.q["schedule_set_paused"], args).rowcount)
             c.execute(self.q["schedule_drop_pending"], {"name": name, "now": now_ms})
             c.execute(self.q["schedule_set_next"], {"name": name, "next": None})
+            if changed or text is not None:
+                c.execute(self.q["schedule_note"], {"name": name, "note": text})
+            self._operated(c, "paused", name, now_ms, note=text)
             return changed > 0
 
         return self.d.transaction(pause)
 
     def resume_schedule(self, name: str, now_ms: int) -> bool:
         def resume(c: Conn) -> bool:
-            info = self._must_exist(c, name, lock=True)
+            info = self.must_exist(c, name, lock=True)
             args = {"name": name, "paused": 0}
             changed = int(c.execute(self.q["schedule_set_paused"], args).rowcount)
             if changed:
                 self._rematerialise(c, info.schedule, now_ms, False)
+                c.execute(self.q["schedule_note"], {"name": name, "note": None})
+                self._operated(c, "resumed", name, now_ms)
             return changed > 0
 
         return self.d.transaction(resume)
 
+    def backfill_schedule(
+        self, name: str, from_ms: int, to_ms: int, now_ms: int
+    ) -> operations.Backfill:
+        """Run the schedule's occurrences in [from_ms, to_ms) that never ran (``operations
+        .backfill``); a range backwards, in the future or of more than ``MAX_BACKFILL`` is a
+        ConfigError and writes nothing."""
+
+        def fill(c: Conn) -> operations.Backfill:
+            done = operations.backfill(self, c, name, from_ms, to_ms, now_ms)
+            span = {"from_ms": from_ms, "to_ms": to_ms, "added": done.added}
+            self._operated(c, "backfilled", name, now_ms, **span, existing=done.existing)
+            return done
+
+        return self.d.transaction(fill)
+
+    def _operated(self, c: Conn, kind: str, name: str, now_ms: int, **detail: Any) -> None:
+        """An operator's action on schedule ``name``, in the event log (the audit trail)."""
+        event = {"kind": kind, "at_ms": now_ms, "holder": None, "epoch": None, "pid": None}
+        c.execute(
+            self.q["record_event"], {**event, "detail": json.dumps({"schedule": name, **detail})}
+        )
+
     def remove_schedule(self, name: str, now_ms: int) -> None:
         def remove(c: Conn) -> None:
-            self._must_exist(c, name, lock=True)
+            self.must_exist(c, name, lock=True)
             self._remove(c, name, now_ms)
 
         self.d.transaction(remove)
@@ -584,8 +658,9 @@ class SqlStore:
 
     def trigger_schedule(self, name: str, now_ms: int) -> str:
         def trigger(c: Conn) -> str:
-            new = schedules.triggered(self._must_exist(c, name).schedule, now_ms)
-            self._add(c, new)
+            new = schedules.triggered(self.must_exist(c, name).schedule, now_ms)
+            self.add(c, new)
+            self._operated(c, "triggered", name, now_ms, key=new.idempotency_key)
             return new.idempotency_key
 
         return self.d.transaction(trigger)
@@ -596,14 +671,17 @@ class SqlStore:
         if row is None:
             return None
         return ScheduleInfo(
-            schedule=schedules.from_row(row[:9]),
-            next_fire_ms=row[9],
-            last_fire_ms=row[10],
-            last_reason=row[11],
-            app=row[12],
+            schedule=schedules.from_row(row[:11]),
+            next_fire_ms=row[11],
+            last_fire_ms=row[12],
+            last_reason=row[13],
+            app=row[14],
+            paused_note=row[15],
+            missed=int(row[16]),
+            skipped=int(row[17]),
         )
 
-    def _must_exist(self, c: Conn, name: str, *, lock: bool = False) -> ScheduleInfo:
+    def must_exist(self, c: Conn, name: str, *, lock: bool = False) -> ScheduleInfo:
         info = self._schedule(c, name, lock=lock)
         if info is None:
             raise NotFoundError(f"no schedule named {name!r}")
@@ -615,8 +693,10 @@ class SqlStore:
         c.execute(self.q["schedule_drop_pending"], {"name": s.name, "now": now_ms})
         next_ms = None if paused else policy.next_fire(s, now_ms)
         if next_ms is not None:
-            self._add(c, schedules.occurrence(s, next_ms))
+            self.add(c, schedules.occurrence(s, next_ms))
         c.execute(self.q["schedule_set_next"], {"name": s.name, "next": next_ms})
+        if next_ms is not None:
+            c.execute(self.q["schedule_expect"], {"name": s.name, "next": next_ms})
 
 
 def _lease_state(r: Sequence[Any]) -> rules.LeaseState:

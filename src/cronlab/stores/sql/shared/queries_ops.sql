@@ -1,0 +1,24 @@
+-- Named queries of issue 16 (run history, retention, alerts, heartbeats, the console) that
+-- both dialects take as they are; each dialect's queries_ops.sql holds the rest.
+
+-- name: processes_beat
+SELECT role, idx, pid, owner, started_ms, exited_ms, heartbeat_ms FROM processes
+ORDER BY role, idx;
+
+-- name: received_ids
+-- The task ids of envelopes a worker has received (its run has started, or its worker died).
+SELECT task_ids FROM queue WHERE receives > 0;
+
+-- name: schedules_all
+SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
+  alert_after_ms, alert_on_failures, next_fire_ms, last_fire_ms, last_reason, app, paused_note,
+  missed, skipped, expected_from_ms
+FROM schedules ORDER BY name;
+
+-- name: alert_schedules
+SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
+  alert_after_ms, alert_on_failures, next_fire_ms, last_fire_ms, last_reason, app, paused_note,
+  missed, skipped, expected_from_ms
+FROM schedules
+WHERE paused = 0 AND (alert_after_ms IS NOT NULL OR alert_on_failures IS NOT NULL)
+ORDER BY name;
