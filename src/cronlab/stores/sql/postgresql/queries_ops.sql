@@ -161,3 +161,6 @@ WHERE id = %(id)s AND delivery = 'pending';
 -- name: alerts_recent
 SELECT id, schedule, kind, subject, raised_ms, detail, delivery, attempts, delivered_ms
 FROM alerts ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: alert_newest
+SELECT subject FROM alerts WHERE schedule = %(name)s AND kind = %(kind)s ORDER BY id DESC LIMIT 1;

@@ -22,3 +22,6 @@ SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, pa
 FROM schedules
 WHERE paused = 0 AND (alert_after_ms IS NOT NULL OR alert_on_failures IS NOT NULL)
 ORDER BY name;
+
+-- name: schedule_missed
+SELECT name, missed FROM schedules ORDER BY name;

@@ -154,3 +154,6 @@ WHERE id = :id AND delivery = 'pending';
 -- name: alerts_recent
 SELECT id, schedule, kind, subject, raised_ms, detail, delivery, attempts, delivered_ms
 FROM alerts ORDER BY id DESC LIMIT :limit;
+
+-- name: alert_newest
+SELECT subject FROM alerts WHERE schedule = :name AND kind = :kind ORDER BY id DESC LIMIT 1;
