@@ -282,14 +282,29 @@ class App:
     # -- running ------------------------------------------------------------------------------
 
     def run(
-        self, *, concurrency: int = 100, scan_interval: timedelta = timedelta(seconds=1)
+        self,
+        *,
+        concurrency: int = 100,
+        scan_interval: timedelta = timedelta(seconds=1),
+        keep: timedelta = timedelta(days=30),
+        alert_webhook: str | None = None,
+        metrics_port: int | None = None,
     ) -> None:
         """Scheduler and worker in this process, on the app's store, until SIGINT/SIGTERM (or
         KeyboardInterrupt). Syncs the schedules first. Several processes may run it on one
-        store: one leads (a fenced lease), all work."""
+        store: one leads (a fenced lease), all work. The leader prunes run history older
+        than ``keep`` and sends alerts to ``alert_webhook``; ``metrics_port`` serves
+        Prometheus metrics on 127.0.0.1."""
         from cronlab.runtime import embedded
+        from cronlab.runtime.duties import Operations
+        from cronlab.runtime.retention import parse_keep
 
-        embedded.run(self, concurrency=concurrency, scan_interval=scan_interval)
+        ops = Operations(
+            keep_ms=parse_keep(f"{keep // timedelta(seconds=1)}s"),
+            alert_webhook=alert_webhook,
+            metrics_port=metrics_port,
+        )
+        embedded.run(self, concurrency=concurrency, scan_interval=scan_interval, ops=ops)
 
     def run_until_idle(
         self, *, concurrency: int = 100, timeout: timedelta | None = None

@@ -14,12 +14,16 @@ import click
 from cronlab import distributed
 from cronlab.app import schedule_store
 from cronlab.cli.options import (
+    ALERT_WEBHOOK,
     APP,
     BATCH_HELP,
     CLOCK,
     DAY_S,
     ELECTION_HELP,
+    KEEP,
     LEASE_TTL,
+    METRICS_HOST,
+    METRICS_PORT,
     QUEUE,
     RESTART_AFTER,
     SCAN_INTERVAL,
@@ -32,10 +36,11 @@ from cronlab.cli.options import (
     check_election,
     knob,
     open_store,
+    operations,
 )
 from cronlab.exceptions import ConfigError
 from cronlab.ports import Retry, SyncReport
-from cronlab.runtime import cluster
+from cronlab.runtime import cluster, duties, embedded
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig, Timers
 from cronlab.runtime.worker import Worker, WorkerConfig
 from cronlab.stores import LOCK_WAIT_S
@@ -73,6 +78,10 @@ CONCURRENCY = knob(
 @knob("--scan-batch", click.IntRange(min=1), 10_000, "Tasks a leader claims per transaction.")
 @knob("--worker-batch", click.IntRange(min=1), 10_000, BATCH_HELP)
 @CONCURRENCY
+@KEEP
+@ALERT_WEBHOOK
+@METRICS_PORT
+@METRICS_HOST
 def cluster_cmd(
     store_url: str,
     replicas: int,
@@ -90,8 +99,13 @@ def cluster_cmd(
     scan_batch: int,
     worker_batch: int,
     concurrency: int,
+    keep: str,
+    alert_webhook: str | None,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run R scheduler and W worker processes in the foreground until SIGINT/SIGTERM."""
+    ops = operations(keep, alert_webhook, metrics_port, metrics_host)
     cfg = cluster.ClusterConfig(
         store_url=store_url,
         replicas=replicas,
@@ -106,6 +120,10 @@ def cluster_cmd(
         scan_batch=scan_batch,
         worker_batch=worker_batch,
         concurrency=concurrency,
+        keep=keep,
+        alert_webhook=alert_webhook,
+        metrics_port=ops.metrics_port,
+        metrics_host=ops.metrics_host,
     )
     if queue_url:
         os.environ["CRONLAB_QUEUE"] = queue_url  # the children read --queue from it
@@ -152,6 +170,10 @@ def _restart_after(text: str) -> float | None:
 @LEASE_TTL
 @SCAN_INTERVAL
 @knob("--batch", click.IntRange(min=1), 10_000, "Tasks claimed per transaction.")
+@KEEP
+@ALERT_WEBHOOK
+@METRICS_PORT
+@METRICS_HOST
 def scheduler_cmd(
     store_url: str,
     replica: int,
@@ -162,8 +184,13 @@ def scheduler_cmd(
     lease_ttl: float,
     scan_interval: float,
     batch: int,
+    keep: str,
+    alert_webhook: str | None,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """One scheduler replica (the cluster starts these)."""
+    ops = operations(keep, alert_webhook, metrics_port, metrics_host)
     app = app_for(app_spec)  # a bad --app: one line, nothing written
     wait_s = min(LOCK_WAIT_S, lease_ttl / 2)  # a paused writer is given up before a takeover
     sql_store = open_store(store_url, create=True, election=election, lock_wait_s=wait_s)
@@ -179,6 +206,8 @@ def scheduler_cmd(
         batch=batch,
     )
     pid = os.getpid()
+    owner = cluster.identity("scheduler", replica)
+    metrics = duties.metrics(ops, store_url, CLOCK)
     cluster.tune_gc()
     Scheduler(
         cfg,
@@ -186,8 +215,11 @@ def scheduler_cmd(
         queue=queue,
         elector=elector,
         clock=CLOCK,
-        owner=cluster.identity("scheduler", replica),
+        owner=owner,
         pid=pid,
+        duties=duties.leader_duties(sql_store, CLOCK, owner, ops),
+        metrics=metrics,
+        heartbeat=duties.heartbeat(sql_store, CLOCK, "scheduler", replica, owner),
     ).run(Stop())
 
 
@@ -202,6 +234,8 @@ def scheduler_cmd(
 @QUEUE
 @APP
 @CONCURRENCY
+@METRICS_PORT
+@METRICS_HOST
 def worker_cmd(
     store_url: str,
     index: int,
@@ -213,8 +247,11 @@ def worker_cmd(
     queue_url: str | None,
     app_spec: str | None,
     concurrency: int,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """One worker (the cluster starts these)."""
+    ops = operations("30d", None, metrics_port, metrics_host)
     app = app_for(app_spec)
     sql_store = open_store(store_url, create=True)
     app.start(sql_store)
@@ -229,8 +266,19 @@ def worker_cmd(
         concurrency=concurrency,
     )
     name = cluster.identity("worker", index)
+    metrics = duties.metrics(ops, store_url, CLOCK)
+    beat = duties.heartbeat(sql_store, CLOCK, "worker", index, name)
     cluster.tune_gc()
-    Worker(cfg, store=store, queue=queue, registry=app.registry, clock=CLOCK, name=name).run(Stop())
+    Worker(
+        cfg,
+        store=store,
+        queue=queue,
+        registry=app.registry,
+        clock=CLOCK,
+        name=name,
+        metrics=metrics,
+        heartbeat=beat,
+    ).run(Stop())
 
 
 def echo_sync(report: SyncReport, *, quiet: bool = False) -> None:
@@ -256,10 +304,22 @@ def echo_sync(report: SyncReport, *, quiet: bool = False) -> None:
 @APP
 @CONCURRENCY
 @SCAN_INTERVAL
+@KEEP
+@ALERT_WEBHOOK
+@METRICS_PORT
+@METRICS_HOST
 def run_cmd(
-    store_url: str | None, app_spec: str | None, concurrency: int, scan_interval: float
+    store_url: str | None,
+    app_spec: str | None,
+    concurrency: int,
+    scan_interval: float,
+    keep: str,
+    alert_webhook: str | None,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Scheduler and worker in this one process (App.run), until SIGINT/SIGTERM."""
+    ops = operations(keep, alert_webhook, metrics_port, metrics_host)
     if not app_spec:
         raise ConfigError("cronlab run needs --app MODULE:APP (or CRONLAB_APP)")
     app = app_for(app_spec)
@@ -268,7 +328,9 @@ def run_cmd(
     shown = redact(app.store_url) if app.store_url else "its store"
     click.echo(f"cronlab run: {app_spec} on {shown} — Ctrl-C stops", err=True)
     echo_sync(app.sync(), quiet=True)
-    app.run(concurrency=concurrency, scan_interval=timedelta(seconds=scan_interval))
+    embedded.run(
+        app, concurrency=concurrency, scan_interval=timedelta(seconds=scan_interval), ops=ops
+    )
 
 
 def _idempotency(app: object, store: object, on: bool) -> None:

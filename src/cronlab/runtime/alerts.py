@@ -24,8 +24,6 @@ import os
 import queue
 import sys
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -111,6 +109,9 @@ def message(alert: Alert) -> str:
 
 def post(hook: Webhook, body: bytes, alert_id: int) -> None:
     """POST ``body``; raises on anything but a 2xx answer in ``POST_TIMEOUT_S``."""
+    import urllib.error  # only a process that alerts loads the HTTP client
+    import urllib.request
+
     headers = {"Content-Type": "application/json", "X-Cronlab-Delivery": str(alert_id)}
     if hook.secret is not None:
         headers[SIGNATURE] = signature(hook.secret, body)
