@@ -11,8 +11,9 @@ sha256=HEX``), retried with backoff (1 s doubling to 5 min, 10 tries). The POST 
 thread of its own, so a slow receiver never delays a dispatch; a delivery not made when the
 leader dies is made by the next one.
 
-A run has *started* when its record is there or a worker has received its message (the claim
-commits before the handler runs; with a Redis queue only the record counts).
+A run has *started* when its record is there or a worker holds its message (the claim commits
+before the handler runs, its record with its end; with a Redis queue only the record counts,
+and a run longer than the visibility timeout looks unstarted until it ends).
 """
 
 from __future__ import annotations
@@ -220,16 +221,16 @@ class Alerter:
         if now_ms < self._next_late.get(key, 0) or w.expected_from_ms is None:
             return
         fire = policy.latest_fire(s, now_ms - after, w.expected_from_ms)
-        if fire is not None and self._late(s.name, fire):
+        if fire is not None and self._late(s.name, fire, now_ms):
             detail = {"occurrence_ms": fire, "alert_after_ms": after}
             self._raise(s.name, "late", str(fire), detail, now_ms, epoch)
         self._next_late[key] = policy.next_fire(s, max(fire or 0, now_ms - after)) + after
 
-    def _late(self, name: str, fire_ms: int) -> bool:
+    def _late(self, name: str, fire_ms: int, now_ms: int) -> bool:
         """No run since ``fire_ms`` has started, and this is not an outage already alerted."""
-        if alerting.started_since(self.store, name, fire_ms):
+        if alerting.started_since(self.store, name, fire_ms, now_ms):
             return False
-        return not alerting.still_late(self.store, name, fire_ms)
+        return not alerting.still_late(self.store, name, fire_ms, now_ms)
 
     def _check_failures(self, s: policy.Schedule, now_ms: int, epoch: int) -> None:
         assert s.alert_on_failures is not None

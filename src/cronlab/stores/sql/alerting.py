@@ -52,26 +52,27 @@ def as_watched(row: tuple[Any, ...], expected_from_ms: int | None) -> Watched:
     return Watched(schedule=schedules.from_row(row), expected_from_ms=expected_from_ms)
 
 
-def started_since(store: SqlStore, name: str, fire_ms: int) -> bool:
-    """True when a run of schedule ``name`` at or after ``fire_ms`` has started: its record is
-    there, a worker has received its message, or its occurrence was skipped by policy."""
+def started_since(store: SqlStore, name: str, fire_ms: int, now_ms: int) -> bool:
+    """True when schedule ``name`` has had a run start at or after ``fire_ms`` (its record is
+    there, or its occurrence was paused or removed by the operator), or has one running now
+    (a worker holds its message: an occurrence skipped for overlap waits for it)."""
     args = {"name": name, "fire": fire_ms}
     if store.named("alert_started_since", args):
         return True
     waiting = {int(r[0]) for r in store.named("alert_unstarted", args)}
     if not waiting:
         return False
-    received = (i for (ids,) in store.named("received_ids") for i in store.d.ids(ids))
-    return any(i in waiting for i in received)
+    held = store.named("held_ids", {"now": now_ms})
+    return any(i in waiting for (ids,) in held for i in store.d.ids(ids))
 
 
-def still_late(store: SqlStore, name: str, fire_ms: int) -> bool:
+def still_late(store: SqlStore, name: str, fire_ms: int, now_ms: int) -> bool:
     """True when the schedule's newest late alert is about ``fire_ms`` or earlier and no run
     has started since: the same outage, already said."""
     rows = store.named("alert_newest", {"name": name, "kind": "late"})
     if not rows or int(rows[0][0]) > fire_ms:
         return False
-    return not started_since(store, name, int(rows[0][0]))
+    return not started_since(store, name, int(rows[0][0]), now_ms)
 
 
 def failure_streak(store: SqlStore, name: str, n: int) -> Sequence[Any] | None:

@@ -5,10 +5,6 @@
 SELECT role, idx, pid, owner, started_ms, exited_ms, heartbeat_ms FROM processes
 ORDER BY role, idx;
 
--- name: received_ids
--- The task ids of envelopes a worker has received (its run has started, or its worker died).
-SELECT task_ids FROM queue WHERE receives > 0;
-
 -- name: schedules_all
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
   alert_after_ms, alert_on_failures, next_fire_ms, last_fire_ms, last_reason, app, paused_note,

@@ -113,19 +113,22 @@ UPDATE schedules SET expected_from_ms = :next WHERE name = :name;
 
 -- name: alert_started_since
 -- A run of the schedule at or after :fire has started (its record exists), or its occurrence
--- was skipped by policy (overlap, pause, removal: nothing was expected to start).
+-- was skipped by the operator (paused, removed: nothing was expected to start). An overlap
+-- skip is not a start: the run it waited for may never have started either.
 SELECT 1 FROM tasks t
 WHERE t.schedule = :name AND t.trigger_ms >= :fire AND (
   EXISTS (SELECT 1 FROM executions e WHERE e.task_id = t.id)
-  OR (t.status = 'SKIPPED' AND t.last_error IN ('overlap', 'paused', 'removed'))
+  OR (t.status = 'SKIPPED' AND t.last_error IN ('paused', 'removed'))
 ) LIMIT 1;
 
 -- name: alert_unstarted
--- The schedule's tasks at or after :fire dispatched without a run record yet: started if a
--- worker has received their message (received_ids).
-SELECT id FROM tasks
-WHERE schedule = :name AND trigger_ms >= :fire AND status = 'DISPATCHED'
-LIMIT 1000;
+-- The schedule's dispatched tasks without a run record yet: one is running if a worker holds
+-- its message now (held_ids).
+SELECT id FROM tasks WHERE schedule = :name AND status = 'DISPATCHED' LIMIT 1000;
+
+-- name: held_ids
+-- The task ids of envelopes a worker holds now: received, and invisible to the others.
+SELECT task_ids FROM queue WHERE receives > 0 AND invisible_until_ms > :now;
 
 -- name: alert_last_done
 SELECT max(trigger_ms) FROM tasks WHERE schedule = :name AND status = 'DONE';
