@@ -68,8 +68,8 @@ def test_live_run_measures_crashes_and_cleans_up(client: TestClient) -> None:
     wait_for("a takeover from the paused leader", lambda: _event(snap(), "epoch 3"))
     wait_for("the paused leader resumed", lambda: _event(snap(), "pause-leader: "))
     metrics = client.get("/metrics").text
-    assert "cronlab_live_running 1" in metrics
-    assert "cronlab_live_executed_total 600" in metrics
+    assert "cronlab_live_running 1.0" in metrics
+    assert "cronlab_live_executed_total 600.0" in metrics
 
     pids = [p["pid"] for p in snap()["status"]["processes"]]
     folder = client.app.state.lab.live._run.folder  # type: ignore[attr-defined]
