@@ -10,8 +10,8 @@ occurrence, or one its catch-up window still covers.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cronlab.ports import RunQuery, RunRecord
@@ -65,42 +65,38 @@ def _int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Recent:
-    """A schedule's recent occurrence as the console shows it: its newest run's outcome."""
-
-    task_id: int
-    occurrence_ms: int
-    outcome: str
-    start_ms: int | None
-    end_ms: int | None
-    attempt: int | None
-    worker: str | None
-    error: str | None
+CODES = {"ok": 0, "noop": 1, "error": 2, "failed": 3, "skipped": 4, "missed": 5, "due": 6,
+         "queued": 7}  # fmt: skip
+Recent = list[Any]  # [occurrence ms, outcome code, lateness ms, duration ms, attempt, error]
 
 
-def recent_runs(store: SqlStore, now_ms: int, n: int) -> dict[str, list[Recent]]:
-    """Each schedule's ``n`` newest occurrences (not still to come), newest first."""
+def recent_runs(
+    store: SqlStore, names: Sequence[str], now_ms: int, n: int, error_chars: int = 200
+) -> dict[str, list[Recent]]:
+    """The ``n`` newest occurrences (not still to come) of each schedule in ``names``, newest
+    first, each its newest run as a compact row (``CODES`` name the outcomes)."""
     found: dict[str, list[Recent]] = {}
-    for r in store.named("recent_runs", {"now": now_ms, "n": n}):
-        found.setdefault(r[0], []).append(_recent(r))
+    args = {"now": now_ms, "n": n + 1, "names": json.dumps(list(names))}
+    for r in store.named("recent_runs", args):
+        if r[3] == "PENDING" and r[2] > now_ms:
+            continue
+        runs = found.setdefault(r[0], [])
+        if len(runs) < n:
+            runs.append(_recent(r, error_chars))
     return found
 
 
-def _recent(r: Sequence[Any]) -> Recent:
-    status, reason, outcome = r[3], r[4], r[9]
-    if outcome is None:
-        outcome = _unrun(status, reason)
-    return Recent(
-        task_id=int(r[1]),
-        occurrence_ms=int(r[2]),
-        outcome=outcome,
-        start_ms=_int(r[5]),
-        end_ms=_int(r[6]),
-        attempt=_int(r[7]),
-        worker=r[8],
-        error=r[10] if r[9] is not None else reason,
-    )
+def _recent(r: Sequence[Any], error_chars: int) -> Recent:
+    start, end, outcome = r[5], r[6], r[9]
+    error = r[10] if outcome is not None else r[4]
+    return [
+        r[2],
+        CODES[outcome if outcome is not None else _unrun(r[3], r[4])],
+        None if start is None else start - r[2],
+        None if start is None or end is None else end - start,
+        r[7],
+        error[:error_chars] if error else None,
+    ]
 
 
 def _unrun(status: str, reason: str | None) -> str:

@@ -47,13 +47,13 @@ SELECT t.schedule, t.id, t.trigger_ms, t.status, t.last_error, e.start_ms, e.end
 FROM schedules s
 CROSS JOIN LATERAL (
   SELECT id, schedule, trigger_ms, status, last_error FROM tasks
-  WHERE schedule = s.name AND (status != 'PENDING' OR trigger_ms <= %(now)s)
-  ORDER BY trigger_ms DESC LIMIT %(n)s
+  WHERE schedule = s.name ORDER BY trigger_ms DESC LIMIT %(n)s
 ) t
 LEFT JOIN LATERAL (
   SELECT start_ms, end_ms, attempt, worker, outcome, error FROM executions
   WHERE task_id = t.id ORDER BY id DESC LIMIT 1
 ) e ON true
+WHERE s.name IN (SELECT json_array_elements_text(%(names)s::json))
 ORDER BY t.schedule, t.trigger_ms DESC, t.id DESC;
 
 -- name: lateness_by_minute

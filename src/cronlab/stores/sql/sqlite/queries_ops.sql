@@ -41,18 +41,19 @@ ORDER BY t.trigger_ms DESC, t.id DESC, e.attempt DESC, e.id DESC
 LIMIT :limit;
 
 -- name: recent_runs
--- The console: each schedule's :n newest occurrences that are not still to come, each with
--- its newest run (a task's outcome is its last attempt's).
+-- The console: each schedule's :n newest tasks, each with its newest run (a task's outcome is
+-- its last attempt's), of the schedules named in :names (a JSON array); the caller drops
+-- the one still to come (the index alone picks them).
 SELECT t.schedule, t.id, t.trigger_ms, t.status, t.last_error, e.start_ms, e.end_ms,
   e.attempt, e.worker, e.outcome, e.error
 FROM schedules s
 JOIN tasks t ON t.id IN (
-  SELECT id FROM tasks WHERE schedule = s.name AND (status != 'PENDING' OR trigger_ms <= :now)
-  ORDER BY trigger_ms DESC LIMIT :n
+  SELECT id FROM tasks WHERE schedule = s.name ORDER BY trigger_ms DESC LIMIT :n
 )
 LEFT JOIN executions e ON e.id = (
   SELECT max(id) FROM executions WHERE task_id = t.id
 )
+WHERE s.name IN (SELECT value FROM json_each(:names))
 ORDER BY t.schedule, t.trigger_ms DESC, t.id DESC;
 
 -- name: lateness_by_minute
