@@ -15,6 +15,7 @@ from cronlab.stores import schedules
 from cronlab.stores.sql.dialect import Conn
 
 if TYPE_CHECKING:
+    from cronlab.stores.sql.schedule_methods import ScheduleMethods
     from cronlab.stores.sql.store import SqlStore
 
 MAX_BACKFILL = 1_000  # occurrences one backfill may add
@@ -57,7 +58,7 @@ def backfill_fires(schedule: policy.Schedule, from_ms: int, to_ms: int, now_ms: 
 
 
 def backfill(
-    store: SqlStore, c: Conn, name: str, from_ms: int, to_ms: int, now_ms: int
+    store: ScheduleMethods, c: Conn, name: str, from_ms: int, to_ms: int, now_ms: int
 ) -> Backfill:
     """In ``c``'s transaction: a task per fire time in [from_ms, to_ms) that never ran: the
     store holds no occurrence of it (never written, or pruned) or one that was skipped or
