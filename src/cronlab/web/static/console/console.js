@@ -4,6 +4,8 @@
   "use strict";
   var OUTCOMES = ["ok", "noop", "error", "failed", "skipped", "missed", "due", "queued"];
   var REFRESH_MS = 5000;
+  var DELIVERY = { none: "no webhook", pending: "sending", delivered: "delivered",
+    undeliverable: "webhook gave up" };
   var state = { data: null, chart: null, q: "", page: 0, pending: null, timer: null, typing: null };
   var api = (window.cronlabConsole = { loads: 0, rendered: 0, reload: load, marks: {} });
 
@@ -42,7 +44,9 @@
   function load() {
     clearTimeout(state.timer);
     var query = "?page=" + state.page + (state.q ? "&q=" + encodeURIComponent(state.q) : "");
-    return fetch("/api/console" + query, { headers: headers(false) })
+    // (credentials and mode as the page's <link rel=preload>, so the first load reuses it)
+    var init = { headers: headers(false), credentials: "include", mode: "cors" };
+    return fetch("/api/console" + query, init)
       .then(function (res) {
         return res.json().then(function (body) { return { ok: res.ok, body: body }; });
       })
@@ -105,7 +109,7 @@
   function alerts(d) {
     $("alerts").innerHTML = d.alerts.map(function (a) {
       return '<li class="' + esc(a.kind) + '">' + utc(a.raised_ms) + " · " + esc(a.message) +
-        ' <span class="muted">(' + esc(a.delivery) + ")</span></li>";
+        ' <span class="muted">(' + esc(DELIVERY[a.delivery] || a.delivery) + ")</span></li>";
     }).join("") || '<li class="muted">none</li>';
   }
 
@@ -154,7 +158,8 @@
 
   function chart(d) {
     var l = d.lateness;
-    var data = [l.minute, l.mean_ms, l.max_ms];
+    var secs = function (ms) { return ms / 1000; };
+    var data = [l.minute, l.mean_ms.map(secs), l.max_ms.map(secs)];
     if (state.chart) {
       state.chart.setData(data);
       return;
@@ -165,8 +170,8 @@
       height: 200,
       series: [
         {},
-        { label: "mean ms", stroke: "#58a6ff", width: 2 },
-        { label: "max ms", stroke: "#f0883e", width: 1, dash: [4, 3] },
+        { label: "mean s", stroke: "#58a6ff", width: 2 },
+        { label: "max s", stroke: "#f0883e", width: 1, dash: [4, 3] },
       ],
       axes: [
         { stroke: "#8a96ad", grid: { stroke: "#263049" } },
