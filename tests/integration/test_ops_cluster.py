@@ -158,6 +158,8 @@ def test_workers_all_down_alert_that_the_schedule_did_not_start(
         store = opened(url)
         wait_until(lambda: store.counts()["DONE"] >= 2, 60, "tick running")
         assert receiver.bodies("late") == []
+        beating = lambda: all(p.heartbeat_ms for p in store.processes())  # noqa: E731
+        wait_until(beating, 30, "a heartbeat from every process")
         (worker,) = [p for p in store.processes() if p.role == "worker"]
         os.kill(worker.pid, signal.SIGKILL)
         late = wait_until(lambda: receiver.bodies("late"), 60, "the late alert")
