@@ -98,7 +98,7 @@ class ScheduleMethods:
             args = {"name": name, "paused": 1}
             changed = int(c.execute(self.q["schedule_set_paused"], args).rowcount)
             c.execute(self.q["schedule_drop_pending"], {"name": name, "now": now_ms})
-            c.execute(self.q["schedule_set_next"], {"name": name, "next": None})
+            c.execute(self.q["schedule_set_next"], {"name": name, "next": None, "expect": None})
             if changed or text is not None:
                 c.execute(self.q["schedule_note"], {"name": name, "note": text})
             self._operated(c, "paused", name, now_ms, note=text)
@@ -192,6 +192,5 @@ class ScheduleMethods:
         next_ms = None if paused else policy.next_fire(s, now_ms)
         if next_ms is not None:
             self.add(c, schedules.occurrence(s, next_ms))
-        c.execute(self.q["schedule_set_next"], {"name": s.name, "next": next_ms})
-        if next_ms is not None:
-            c.execute(self.q["schedule_expect"], {"name": s.name, "next": next_ms})
+        args = {"name": s.name, "next": next_ms, "expect": next_ms}
+        c.execute(self.q["schedule_set_next"], args)

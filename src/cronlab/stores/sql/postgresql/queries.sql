@@ -257,7 +257,10 @@ ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, tz = excluded.tz,
 SELECT name FROM schedules WHERE app = %(app)s ORDER BY name;
 
 -- name: schedule_set_next
-UPDATE schedules SET next_fire_ms = %(next)s WHERE name = %(name)s;
+-- (expected_from_ms: the first fire time an alert may expect a run of; kept when :expect is NULL)
+UPDATE schedules SET next_fire_ms = %(next)s,
+  expected_from_ms = coalesce(%(expect)s, expected_from_ms)
+WHERE name = %(name)s;
 
 -- name: schedule_set_paused
 UPDATE schedules SET paused = %(paused)s WHERE name = %(name)s AND paused != %(paused)s;

@@ -114,10 +114,6 @@ UPDATE processes SET heartbeat_ms = %(now)s WHERE owner = %(owner)s;
 -- name: schedule_note
 UPDATE schedules SET paused_note = %(note)s WHERE name = %(name)s;
 
--- name: schedule_expect
--- The first fire time an alert may expect a run of (a schedule deployed, changed or resumed).
-UPDATE schedules SET expected_from_ms = %(next)s WHERE name = %(name)s;
-
 -- name: alert_started_since
 -- A run of the schedule at or after :fire has started (its record exists), or its occurrence
 -- was skipped by the operator (paused, removed: nothing was expected to start). An overlap

@@ -237,7 +237,10 @@ ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, tz = excluded.tz,
 SELECT name FROM schedules WHERE app = :app ORDER BY name;
 
 -- name: schedule_set_next
-UPDATE schedules SET next_fire_ms = :next WHERE name = :name;
+-- (expected_from_ms: the first fire time an alert may expect a run of; kept when :expect is NULL)
+UPDATE schedules SET next_fire_ms = :next,
+  expected_from_ms = coalesce(:expect, expected_from_ms)
+WHERE name = :name;
 
 -- name: schedule_set_paused
 UPDATE schedules SET paused = :paused WHERE name = :name AND paused != :paused;
