@@ -58,7 +58,7 @@ def test_the_store_collector_reads_depth_due_and_missed_counts_when_scraped() ->
     store.put_schedule(Schedule(name="nightly", cron="0 3 * * *", handler="bill"), 0, replace=False)
     store.add_tasks([NewTask("a", "bill", 10), NewTask("b", "bill", 10**12)])
     registry = CollectorRegistry()
-    registry.register(StoreCollector(lambda: store, lambda: 1_000))
+    registry.register(StoreCollector(lambda: store, lambda: 1_000, close=False))
     got = scrape(registry)
     assert got["cronlab_pending_due"][0].value == 1  # type: ignore[attr-defined]
     assert got["cronlab_queue_depth"][0].value == 0  # type: ignore[attr-defined]
@@ -85,3 +85,18 @@ def test_import_cronlab_loads_no_prometheus_client() -> None:
     code = "import sys, cronlab, cronlab.cli; print('prometheus_client' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_scraping_again_and_again_leaves_no_connection_open(tmp_path: Path) -> None:
+    import os
+
+    from cronlab.stores.sqlite import SqliteStore
+
+    SqliteStore(tmp_path / "s.db").close()
+    registry = CollectorRegistry()
+    registry.register(StoreCollector(lambda: SqliteStore(tmp_path / "s.db"), lambda: 0))
+    scrape(registry)
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(30):
+        scrape(registry)
+    assert len(os.listdir("/proc/self/fd")) <= before

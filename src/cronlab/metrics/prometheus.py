@@ -11,7 +11,6 @@ directory the cluster makes and removes) and the cluster's own server reads them
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -101,35 +100,36 @@ class PrometheusMetrics:
 class StoreCollector:
     """What the store says when scraped: ``cronlab_queue_depth``, ``cronlab_pending_due`` and
     ``cronlab_schedule_missed_total{schedule}`` (a count the store keeps, so it survives a
-    process restart and every replica reports the same). ``open_store`` makes a store for a
-    scraping thread (a SQLite connection belongs to the thread that opened it)."""
+    process restart and every replica reports the same). The server answers each scrape in a
+    thread of its own, so each scrape opens the store (``open_store``) and closes it after:
+    a SQLite connection belongs to the thread that opened it."""
 
-    def __init__(self, open_store: Callable[[], SqlStore], now_ms: Callable[[], int]) -> None:
-        self._open, self._now = open_store, now_ms
-        self._local = threading.local()
-
-    def _store(self) -> SqlStore:
-        store: SqlStore | None = getattr(self._local, "store", None)
-        if store is None:
-            store = self._local.store = self._open()
-        return store
+    def __init__(
+        self,
+        open_store: Callable[[], SqlStore],
+        now_ms: Callable[[], int],
+        close: bool = True,
+    ) -> None:
+        self._open, self._now, self._close = open_store, now_ms, close
 
     def collect(self) -> Iterator[Metric]:
-        store = self._store()
+        store = self._open()
+        try:
+            depth, due = store.queue_depth(), store.pending_due(self._now())
+            missed_rows = store.named("schedule_missed")
+        finally:
+            if self._close:
+                store.close()
+        yield GaugeMetricFamily("cronlab_queue_depth", "Messages not yet acked.", value=depth)
         yield GaugeMetricFamily(
-            "cronlab_queue_depth", "Messages not yet acked.", value=store.queue_depth()
-        )
-        yield GaugeMetricFamily(
-            "cronlab_pending_due",
-            "PENDING tasks whose trigger time has come.",
-            value=store.pending_due(self._now()),
+            "cronlab_pending_due", "PENDING tasks whose trigger time has come.", value=due
         )
         missed = CounterMetricFamily(
             "cronlab_schedule_missed",
             "Occurrences no scheduler dispatched in time (dropped by catch-up), by schedule.",
             labels=["schedule"],
         )
-        for name, count in store.named("schedule_missed"):
+        for name, count in missed_rows:
             missed.add_metric([name], int(count))
         yield missed
 
