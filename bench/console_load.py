@@ -202,8 +202,9 @@ def main() -> None:
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=20)
     full, base = results["full"], results["baseline (empty store)"]
+    source = "an existing store" if args.store else "real cluster" if args.cluster else "fake clock"
     print(f"store: {args.schedules:,} schedules, {args.minutes} min of history "
-          f"({'real cluster' if args.cluster else 'fake clock'}; seeded in {seeded:.1f} s), "
+          f"({source}; seeded in {seeded:.1f} s), "
           f"tasks {counts}, {rows:,} run records")  # fmt: skip
     print(f"cronlab runs --json agrees with the store: {rows:,} rows")
     print(f"/api/console: {results['full api bytes']:,} bytes")

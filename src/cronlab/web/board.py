@@ -22,18 +22,40 @@ NEXT_FIRES = 10
 PAGE_SIZE = 50  # schedules a page lists (the filter and the pager reach the others)
 RECENT_RUNS = 10
 LATENESS_SPAN_MS = 3_600_000  # the chart's last hour
+SETTLED_MS = 300_000  # a minute of occurrences this old is charted as it was read
 ALIVE_BEATS = 3  # a process whose heartbeat is older than this many beats is not alive
 
 
 class Fires:
-    """What the console computes from the schedules, kept between page loads: each (cron,
-    zone)'s next fire times as ISO 8601 in the zone, moved on as they pass (1,000 schedules on
-    a handful of expressions cost a handful), and each stored row's validated ``Schedule``."""
+    """What the console computes, kept between page loads: each (cron, zone)'s next fire times
+    as ISO 8601 in the zone, moved on as they pass (1,000 schedules on a handful of
+    expressions cost a handful), each stored row's validated ``Schedule``, and the lateness
+    of minutes that have settled."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._known: dict[tuple[str, str], list[tuple[int, str]]] = {}
         self._parsed: dict[tuple[Any, ...], policy.Schedule] = {}
+        self._minutes: dict[int, tuple[int, int, float, int]] = {}
+        self._settled_until = -(1 << 62)
+
+    def lateness(self, store: SqlStore, now_ms: int) -> list[tuple[int, int, float, int]]:
+        """``history.lateness_by_minute`` over the last hour. Minutes more than
+        ``SETTLED_MS`` old are read once and kept (a thousand schedules make 60,000 runs an
+        hour); a run starting later than that after its occurrence is left out of them."""
+        settled = (now_ms - SETTLED_MS) // 60_000 * 60_000
+        since = now_ms - LATENESS_SPAN_MS
+        with self._lock:
+            if self._settled_until < settled:
+                start = max(self._settled_until, since)
+                self._minutes.update(
+                    (row[0], row) for row in history.lateness_by_minute(store, start, settled - 1)
+                )
+                self._settled_until = settled
+            kept = [row for m, row in sorted(self._minutes.items()) if m >= since - 60_000]
+            self._minutes = {row[0]: row for row in kept}
+        fresh = history.lateness_by_minute(store, settled, now_ms)
+        return [row for row in kept if row[0] < settled] + fresh
 
     def schedule(self, row: tuple[Any, ...]) -> policy.Schedule:
         """The schedule of a stored row (parsed once per distinct row)."""
@@ -91,7 +113,7 @@ def snapshot(
         "pending_due": store.pending_due(now_ms),
         **_schedules(store, now_ms, fires, page or Page()),
         "alerts": [_alert(a) for a in alerting.recent(store, 10)],
-        "lateness": _lateness(store, now_ms),
+        "lateness": _lateness(store, now_ms, fires),
         "codes": list(history.CODES),
     }
 
@@ -179,8 +201,8 @@ def _alert(a: alerting.Alert) -> dict[str, Any]:
     }
 
 
-def _lateness(store: SqlStore, now_ms: int) -> dict[str, list[float]]:
-    rows = history.lateness_by_minute(store, now_ms - LATENESS_SPAN_MS, now_ms)
+def _lateness(store: SqlStore, now_ms: int, fires: Fires) -> dict[str, list[float]]:
+    rows = fires.lateness(store, now_ms)
     return {
         "minute": [m / 1000 for m, _, _, _ in rows],
         "runs": [float(n) for _, n, _, _ in rows],
