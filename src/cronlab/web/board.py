@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from cronlab.stores.sql import SqlStore
 
 NEXT_FIRES = 10
-PAGE_SIZE = 50  # schedules a page lists (the filter and the pager reach the others)
+PAGE_SIZE = 25  # schedules a page lists (the filter and the pager reach the others)
 RECENT_RUNS = 10
 LATENESS_SPAN_MS = 3_600_000  # the chart's last hour
 SETTLED_MS = 300_000  # a minute of occurrences this old is charted as it was read
