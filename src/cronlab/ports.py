@@ -415,6 +415,15 @@ class ScheduleInfo:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Backfill:
+    """What a backfill did: occurrences ``added`` (as ``backfill:NAME:FIRE_MS`` tasks due at
+    their occurrence time) and ``existing`` ones (run, planned or backfilled already)."""
+
+    added: int
+    existing: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class SyncReport:
     """What ``ScheduleStore.sync_schedules`` did, by schedule name."""
 
@@ -476,7 +485,7 @@ class ScheduleStore(Protocol):
         """Add a one-off run of the schedule's handler due now; returns its idempotency key."""
         ...
 
-    def backfill_schedule(self, name: str, from_ms: int, to_ms: int, now_ms: int) -> Any:
+    def backfill_schedule(self, name: str, from_ms: int, to_ms: int, now_ms: int) -> Backfill:
         """Add a run of each occurrence in [from_ms, to_ms) the store does not hold (never
         materialised, or pruned), due at its occurrence time and planned by the schedule's
         overlap policy; a backwards or future range, or one of more than 1,000 occurrences,

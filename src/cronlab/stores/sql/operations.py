@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cronlab.core import policy
 from cronlab.exceptions import ConfigError
-from cronlab.ports import ProcessInfo
+from cronlab.ports import Backfill, ProcessInfo
 from cronlab.stores import schedules
 from cronlab.stores.sql.dialect import Conn
 
@@ -21,15 +20,6 @@ if TYPE_CHECKING:
 MAX_BACKFILL = 1_000  # occurrences one backfill may add
 MAX_NOTE = 500  # characters of a pause note
 NOT_RUN = ("SKIPPED", "MISSED")  # an occurrence in these states is backfilled
-
-
-@dataclass(frozen=True, kw_only=True)
-class Backfill:
-    """What a backfill did: occurrences ``added`` (as ``backfill:NAME:FIRE_MS`` tasks due at
-    their occurrence time) and ``existing`` ones (run, planned or backfilled already)."""
-
-    added: int
-    existing: int
 
 
 def check_note(note: str | None) -> str | None:

@@ -15,7 +15,7 @@ from typing import Any
 from cronlab.core import policy
 from cronlab.core.policy import Schedule
 from cronlab.exceptions import ConflictError, NotFoundError
-from cronlab.ports import NewTask, ScheduleInfo, SyncReport
+from cronlab.ports import Backfill, NewTask, ScheduleInfo, SyncReport
 from cronlab.stores import schedules
 from cronlab.stores.sql import operations
 from cronlab.stores.sql.dialect import Conn, Dialect
@@ -119,14 +119,12 @@ class ScheduleMethods:
 
         return self.d.transaction(resume)
 
-    def backfill_schedule(
-        self, name: str, from_ms: int, to_ms: int, now_ms: int
-    ) -> operations.Backfill:
+    def backfill_schedule(self, name: str, from_ms: int, to_ms: int, now_ms: int) -> Backfill:
         """Run the schedule's occurrences in [from_ms, to_ms) that never ran (``operations
         .backfill``); a range backwards, in the future or of more than ``MAX_BACKFILL`` is a
         ConfigError and writes nothing."""
 
-        def fill(c: Conn) -> operations.Backfill:
+        def fill(c: Conn) -> Backfill:
             done = operations.backfill(self, c, name, from_ms, to_ms, now_ms)
             span = {"from_ms": from_ms, "to_ms": to_ms, "added": done.added}
             self._operated(c, "backfilled", name, now_ms, **span, existing=done.existing)
