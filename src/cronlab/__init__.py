@@ -6,8 +6,9 @@ task is given), ``Task`` (``.defer``, ``.defer_many``), what they return, and th
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from cronlab.app import App
-from cronlab.core.model import Fault, Result, Scenario, Totals, simulate
 from cronlab.core.policy import Catchup, Overlap
 from cronlab.exceptions import (
     BackendUnavailable,
@@ -20,6 +21,11 @@ from cronlab.exceptions import (
 from cronlab.handlers import Context, TaskTimeout
 from cronlab.ports import SyncReport
 from cronlab.tasks import DeferResult, Task, TaskArgumentError, TaskRef
+
+if TYPE_CHECKING:
+    from cronlab.core.model import Fault, Result, Scenario, Totals, simulate
+
+_MODEL = ("Fault", "Result", "Scenario", "Totals", "simulate")  # the lab's model, on first use
 
 __all__ = [
     "App",
@@ -44,3 +50,11 @@ __all__ = [
     "Totals",
     "simulate",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODEL:
+        from cronlab.core import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module 'cronlab' has no attribute {name!r}")

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 TaskFn = Callable[Concatenate[Context, P], R]
+Alerts = tuple[int | None, int | None]  # a schedule's alert_after_ms, alert_on_failures
 
 
 class App:
@@ -151,6 +152,8 @@ class App:
         overlap: Overlap = "skip",
         name: str | None = None,
         args: Mapping[str, Any] | None = None,
+        alert_after: timedelta | None = None,
+        alert_on_failures: int | None = None,
     ) -> Callable[[Task[P, R]], Task[P, R]]: ...
 
     @overload
@@ -182,17 +185,23 @@ class App:
         overlap: Overlap = "skip",
         name: str | None = None,
         args: Mapping[str, Any] | None = None,
+        alert_after: timedelta | None = None,
+        alert_on_failures: int | None = None,
     ) -> Callable[[Task[P, R]], Task[P, R]] | Schedule:
         """Decorator on a task: run it on the cron expression ``first`` in time zone ``tz``
         (the schedule is named after the task unless ``name`` is given; ``args`` are the
         task's arguments). ``catchup`` (all, latest, none) says what runs for occurrences
         missed while no scheduler was up, within ``catchup_window``; ``overlap`` (skip,
         allow) what happens when a run is due while the previous one still runs.
+        ``alert_after``: alert when a run has not started this long after its occurrence;
+        ``alert_on_failures``: alert after this many failed runs in a row (the leader raises
+        both, to the log, the store and ``--alert-webhook``).
 
         Deprecated form: ``app.cron(name, expr, handler="bill", payload=...)``.
         A declared schedule is written by ``sync``; a paused one stays paused.
         """
         window_ms = _window_ms(catchup_window)
+        alerts: Alerts = (_alert_ms(alert_after), alert_on_failures)
         if second is not None or handler is not None:
             warnings.warn(
                 "app.cron(name, expr, handler=...) is deprecated: stack @app.cron(expr) on an "
@@ -214,7 +223,15 @@ class App:
             arguments = dict(args or {})
             task.new(arguments, 0, "check")  # the arguments must fit the task: refused now
             schedule = self._schedule(
-                name or task.name, first, task.name, tz, arguments, catchup, window_ms, overlap
+                name or task.name,
+                first,
+                task.name,
+                tz,
+                arguments,
+                catchup,
+                window_ms,
+                overlap,
+                alerts,
             )
             if schedule.name in self.schedules:
                 raise ConfigError(f"a schedule named {schedule.name!r} is already declared")
@@ -233,6 +250,7 @@ class App:
         catchup: Catchup,
         window_ms: int,
         overlap: Overlap,
+        alerts: Alerts = (None, None),
     ) -> Schedule:
         schedule = Schedule(
             name=name,
@@ -243,6 +261,8 @@ class App:
             catchup=catchup,
             catchup_window_ms=window_ms,
             overlap=overlap,
+            alert_after_ms=alerts[0],
+            alert_on_failures=alerts[1],
         )
         if schedule.handler not in self.registry.names():
             known = ", ".join(self.registry.names()) or "none"
@@ -262,14 +282,29 @@ class App:
     # -- running ------------------------------------------------------------------------------
 
     def run(
-        self, *, concurrency: int = 100, scan_interval: timedelta = timedelta(seconds=1)
+        self,
+        *,
+        concurrency: int = 100,
+        scan_interval: timedelta = timedelta(seconds=1),
+        keep: timedelta = timedelta(days=30),
+        alert_webhook: str | None = None,
+        metrics_port: int | None = None,
     ) -> None:
         """Scheduler and worker in this process, on the app's store, until SIGINT/SIGTERM (or
         KeyboardInterrupt). Syncs the schedules first. Several processes may run it on one
-        store: one leads (a fenced lease), all work."""
+        store: one leads (a fenced lease), all work. The leader prunes run history older
+        than ``keep`` and sends alerts to ``alert_webhook``; ``metrics_port`` serves
+        Prometheus metrics on 127.0.0.1."""
         from cronlab.runtime import embedded
+        from cronlab.runtime.duties import Operations
+        from cronlab.runtime.retention import parse_keep
 
-        embedded.run(self, concurrency=concurrency, scan_interval=scan_interval)
+        ops = Operations(
+            keep_ms=parse_keep(f"{keep // timedelta(seconds=1)}s"),
+            alert_webhook=alert_webhook,
+            metrics_port=metrics_port,
+        )
+        embedded.run(self, concurrency=concurrency, scan_interval=scan_interval, ops=ops)
 
     def run_until_idle(
         self, *, concurrency: int = 100, timeout: timedelta | None = None
@@ -364,6 +399,14 @@ def _default_name(fn: Callable[..., Any]) -> str:
     if "<" in name:
         raise ConfigError(f"task {name!r}: give it a name (@app.task(name=...))")
     return name
+
+
+def _alert_ms(after: timedelta | None) -> int | None:
+    if after is None:
+        return None
+    if not isinstance(after, timedelta):
+        raise ConfigError(f"alert_after must be a timedelta, got {after!r}")
+    return after // timedelta(milliseconds=1)
 
 
 def _window_ms(window: timedelta) -> int:

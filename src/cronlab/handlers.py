@@ -18,7 +18,6 @@ falls back to it, one savepoint per message, when a batch raises.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import inspect
@@ -37,6 +36,8 @@ from cronlab.ports import Message, NewTask, Retry, Tx
 from cronlab.runtime.clock import to_datetime, to_ms
 
 if TYPE_CHECKING:
+    import asyncio
+
     from cronlab.tasks import Task
 
 Handler = Callable[["Context", dict[str, Any]], "bool | Awaitable[bool | None] | None"]
@@ -257,6 +258,8 @@ class Runner:
         ctx.tx, ctx._follow_ups = tx, 0
         result: Any = fn(ctx, payload)
         if inspect.isawaitable(result):
+            import asyncio  # (on first use: a sync-only worker never loads it)
+
             timeout = None if options.timeout_ms is None else options.timeout_ms / 1000
             try:
                 result = await asyncio.wait_for(result, timeout)
@@ -267,6 +270,8 @@ class Runner:
     def gather(self, runs: Sequence[tuple[AsyncStep, Tx]]) -> list[bool | BaseException]:
         """Run async steps on this runner's loop, ``concurrency`` at a time; each one's result,
         or the exception it raised, in order."""
+
+        import asyncio
 
         async def every() -> list[bool | BaseException]:
             gate = asyncio.Semaphore(self.concurrency)
@@ -325,6 +330,8 @@ class Runner:
         transaction's connection belongs to it). A loop already running here (the worker
         called from async code, a notebook) is blocked by this synchronous call anyway: it is
         set aside for the duration, not run re-entrantly."""
+        import asyncio
+
         outer = asyncio._get_running_loop()
         asyncio._set_running_loop(None)
         try:
@@ -335,6 +342,8 @@ class Runner:
     def _loop(self) -> asyncio.AbstractEventLoop:
         """This runner's event loop, for async handlers (made on first use)."""
         if self._event_loop is None:
+            import asyncio
+
             self._event_loop = asyncio.new_event_loop()
             weakref.finalize(self, self._event_loop.close)
         return self._event_loop

@@ -19,6 +19,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 from cronlab.core.lease import LeaseState
 from cronlab.core.policy import Schedule
+from cronlab.exceptions import ConfigError
 
 STATUSES = ("PENDING", "DISPATCHED", "DONE", "FAILED", "MISSED", "SKIPPED")
 RUN_OUTCOMES = ("ok", "noop")  # a run that completed: effect applied, or a no-op duplicate
@@ -91,6 +92,7 @@ class ProcessInfo:
     owner: str
     started_ms: int
     exited_ms: int | None = None
+    heartbeat_ms: int | None = None  # when it last said it was alive
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,9 +148,20 @@ class Tx(Protocol):
 Run = Callable[[Message, Tx], bool]
 
 
+class Ended(NamedTuple):
+    """A run of a message that ended and was recorded: when its handler started and ended,
+    and its outcome (``ok``, ``noop``, ``error``, ``failed``)."""
+
+    message: Message
+    start_ms: int
+    end_ms: int
+    outcome: str
+
+
 @dataclass(frozen=True, kw_only=True)
 class Batch:
-    """Messages a worker claimed, and how to run them (``Store.execute``)."""
+    """Messages a worker claimed, and how to run them (``Store.execute``). ``observe`` (the
+    worker's metrics) is given the batch's recorded runs once they have committed."""
 
     worker: str
     messages: Sequence[Message]
@@ -156,6 +169,7 @@ class Batch:
     retry: Retry
     now: Callable[[], int]
     checked: bool = True  # False: run every delivery, live or stale (``--fencing off``)
+    observe: Callable[[Sequence[Ended]], None] | None = None
 
 
 class Clock(Protocol):
@@ -381,6 +395,49 @@ class Queue(Protocol):
         ...
 
 
+OUTCOMES = ("ok", "noop", "error", "failed", "skipped", "missed", "due", "queued")
+MAX_RUNS = 100_000  # rows a history read returns at most
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRecord:
+    """One row of the run history: a run of a task (its execution record: start, end,
+    attempt, worker), or an occurrence that did not run (``skipped`` by the overlap policy,
+    a pause or a removal; ``missed``: no scheduler dispatched it in time) or has not yet
+    (``due``: not dispatched; ``queued``: dispatched, no run recorded). ``outcome`` is one of
+    ``OUTCOMES``; ``error`` is a failed run's error or a skip's reason."""
+
+    task_id: int
+    key: str
+    task: str
+    schedule: str | None
+    occurrence_ms: int
+    dispatched_ms: int | None
+    start_ms: int | None
+    end_ms: int | None
+    attempt: int
+    worker: str | None
+    outcome: str
+    error: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunQuery:
+    """Which history rows to read, newest occurrence first: of one ``schedule`` or ``task``
+    (its name), only ``failed`` ones (outcome error or failed), occurrences at or after
+    ``since_ms``, at most ``limit`` (1..``MAX_RUNS``)."""
+
+    schedule: str | None = None
+    task: str | None = None
+    failed: bool = False
+    since_ms: int | None = None
+    limit: int = 100
+
+    def __post_init__(self) -> None:
+        if type(self.limit) is not int or not 1 <= self.limit <= MAX_RUNS:
+            raise ConfigError(f"limit must be 1..{MAX_RUNS:,}, got {self.limit!r}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class ScheduleInfo:
     """A stored schedule and where it stands.
@@ -397,6 +454,18 @@ class ScheduleInfo:
     last_outcome: str | None = None
     last_reason: str | None = None
     app: str | None = None  # the App whose code declares it (None: added by hand)
+    paused_note: str | None = None  # what the operator said when pausing it
+    missed: int = 0  # occurrences no scheduler dispatched in time (dropped by catch-up)
+    skipped: int = 0  # occurrences the overlap policy skipped
+
+
+@dataclass(frozen=True, kw_only=True)
+class Backfill:
+    """What a backfill did: occurrences ``added`` (as ``backfill:NAME:FIRE_MS`` tasks due at
+    their occurrence time) and ``existing`` ones (run, planned or backfilled already)."""
+
+    added: int
+    existing: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -442,9 +511,10 @@ class ScheduleStore(Protocol):
         """Every schedule, by name."""
         ...
 
-    def pause_schedule(self, name: str, now_ms: int) -> bool:
+    def pause_schedule(self, name: str, now_ms: int, note: str | None = None) -> bool:
         """Stop firing: drop the occurrence still to come (one already due is recorded
-        SKIPPED as it is dispatched). False if it was already paused."""
+        SKIPPED as it is dispatched), keeping the operator's ``note`` (at most 500
+        characters). False if it was already paused. Recorded as an event ``paused``."""
         ...
 
     def resume_schedule(self, name: str, now_ms: int) -> bool:
@@ -458,4 +528,11 @@ class ScheduleStore(Protocol):
 
     def trigger_schedule(self, name: str, now_ms: int) -> str:
         """Add a one-off run of the schedule's handler due now; returns its idempotency key."""
+        ...
+
+    def backfill_schedule(self, name: str, from_ms: int, to_ms: int, now_ms: int) -> Backfill:
+        """Add a run of each occurrence in [from_ms, to_ms) the store does not hold (never
+        materialised, or pruned), due at its occurrence time and planned by the schedule's
+        overlap policy; a backwards or future range, or one of more than 1,000 occurrences,
+        is a ConfigError with nothing written. Returns what was ``added`` and ``existing``."""
         ...

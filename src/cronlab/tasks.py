@@ -11,7 +11,6 @@ more than one batch in memory.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import uuid
@@ -217,6 +216,8 @@ class Task(Generic[P, R]):
         **arguments: Any,
     ) -> TaskRef:
         """``defer`` from async code: the store's write runs in a thread, not on the loop."""
+        import asyncio  # (on first use: importing cronlab does not load it)
+
         return await asyncio.to_thread(lambda: self.defer(delay=delay, at=at, key=key, **arguments))
 
     def defer_many(

@@ -142,7 +142,7 @@ def test_metrics_without_a_run(client: TestClient) -> None:
     res = client.get("/metrics")
     assert res.status_code == 200
     assert res.headers["content-type"].startswith("text/plain")
-    assert "cronlab_live_running 0" in res.text
+    assert "cronlab_live_running 0.0" in res.text
 
 
 def test_foreign_host_header_is_refused_on_loopback(client: TestClient) -> None:
@@ -275,11 +275,11 @@ def test_metrics_render_the_engine_report() -> None:
     }  # fmt: skip
     lines = metrics.render(snap).splitlines()
     for expected in (
-        "cronlab_live_running 1",
-        "cronlab_live_executed_total 598",
-        "cronlab_live_backlog 2",
-        "cronlab_live_leader_epoch 2",
-        "cronlab_live_takeovers_total 1",
+        "cronlab_live_running 1.0",
+        "cronlab_live_executed_total 598.0",
+        "cronlab_live_backlog 2.0",
+        "cronlab_live_leader_epoch 2.0",
+        "cronlab_live_takeovers_total 1.0",
         "# TYPE cronlab_live_dispatched_total counter",
     ):
         assert expected in lines

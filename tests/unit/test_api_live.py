@@ -68,8 +68,8 @@ def test_live_run_measures_crashes_and_cleans_up(client: TestClient) -> None:
     wait_for("a takeover from the paused leader", lambda: _event(snap(), "epoch 3"))
     wait_for("the paused leader resumed", lambda: _event(snap(), "pause-leader: "))
     metrics = client.get("/metrics").text
-    assert "cronlab_live_running 1" in metrics
-    assert "cronlab_live_executed_total 600" in metrics
+    assert "cronlab_live_running 1.0" in metrics
+    assert "cronlab_live_executed_total 600.0" in metrics
 
     pids = [p["pid"] for p in snap()["status"]["processes"]]
     run = client.app.state.lab.live._run  # type: ignore[attr-defined]
@@ -114,7 +114,7 @@ def test_a_zombie_without_fencing_duplicates_its_batch_as_the_model_says(
     wait_for(
         "the verdict of the settled run",
         lambda: snap()["verdict"]["counts"]["duplicated"] == 600,
-        15,
+        60,  # (the checker runs once the run settles: slow on a loaded machine)
     )
     measured, model = snap()["report"], done["prediction"]["totals"]
     assert (measured["dispatched"], measured["duplicates"]) == (1_200, 600)
@@ -129,7 +129,7 @@ def test_a_killed_worker_redelivers_what_it_held_and_nothing_runs_twice(client: 
     wait_for("work under way", lambda: ((snap().get("report") or {}).get("executed") or 0) > 50)
     assert client.post("/api/live/chaos", json={"action": "kill-worker"}).status_code == 200
     wait_for("every invoice run", lambda: _settled(snap(), 600), 90)
-    final = wait_for("the final verdict", lambda: snap()["verdict"], 15)
+    final = wait_for("the final verdict", lambda: snap()["verdict"], 60)
     measured = snap()["report"]
     assert measured["duplicates"] == 0 and measured["duplicate_invoices"] == 0
     assert final["counts"]["duplicated"] == 0 and final["counts"]["lost"] == 0

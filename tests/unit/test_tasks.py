@@ -4,6 +4,7 @@ timeouts, run_until_idle — on the memory store, driven as a user drives it."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
 from collections.abc import Iterator
@@ -279,7 +280,9 @@ def test_defer_async_from_async_code(app: cronlab.App) -> None:
     @app.task
     def bill(ctx: cronlab.Context, customer: int) -> None: ...
 
-    ref = asyncio.run(bill.defer_async(customer=1, key="k"))
+    # In a thread of its own: a browser test's Playwright may have left this one's loop set.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        ref = pool.submit(asyncio.run, bill.defer_async(customer=1, key="k")).result()
     assert ref.added and app.store().task_by_key("k").id == ref.id
 
 

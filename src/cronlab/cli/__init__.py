@@ -27,6 +27,8 @@ COMMANDS = {
     "schedule": "schedule:schedule_group",
     "enqueue": "enqueue:enqueue_cmd",
     "verify": "verify:verify_cmd",
+    "runs": "runs:runs_cmd",
+    "console": "console:console_cmd",
 }
 # A library a command needs → the extra that installs it.
 EXTRAS = {
@@ -38,6 +40,7 @@ EXTRAS = {
     "redis": "redis",
     "etcd3gw": "etcd",
     "requests": "etcd",
+    "prometheus_client": "metrics",
 }
 
 

@@ -13,6 +13,7 @@ from cronlab import distributed
 from cronlab.app import App
 from cronlab.app import load as load_app
 from cronlab.runtime.clock import SystemClock
+from cronlab.runtime.duties import Operations
 from cronlab.stores.sql import SqlStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -84,6 +85,42 @@ RESTART_AFTER = click.option(
     help="A crashed process restarts after S seconds.",
 )
 BATCH_HELP = "Most messages a worker claims per transaction (sizes adapt to the handlers' speed)."
+KEEP = click.option(
+    "--keep",
+    default="30d",
+    show_default=True,
+    metavar="DELAY",
+    help="Run history older than this is pruned by the leader (at least 1h).",
+)
+ALERT_WEBHOOK = click.option(
+    "--alert-webhook",
+    envvar="CRONLAB_ALERT_WEBHOOK",
+    default=None,
+    metavar="URL",
+    help="POST alerts here (signed with CRONLAB_ALERT_SECRET); or CRONLAB_ALERT_WEBHOOK.",
+)
+METRICS_PORT = click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics.",
+)
+METRICS_HOST = knob("--metrics-host", click.STRING, "127.0.0.1", "Address the metrics port binds.")
+
+
+def operations(
+    keep: str, alert_webhook: str | None, metrics_port: int | None, metrics_host: str
+) -> Operations:
+    """The run-history, alert and metrics options as one value (checked: one-line errors)."""
+    from cronlab.runtime import alerts, retention
+
+    alerts.webhook(alert_webhook)
+    return Operations(
+        keep_ms=retention.parse_keep(keep),
+        alert_webhook=alert_webhook,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
+    )
 
 
 def check_election(ctx: click.Context, param: click.Parameter, value: str) -> str:

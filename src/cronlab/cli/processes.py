@@ -14,12 +14,16 @@ import click
 from cronlab import distributed
 from cronlab.app import schedule_store
 from cronlab.cli.options import (
+    ALERT_WEBHOOK,
     APP,
     BATCH_HELP,
     CLOCK,
     DAY_S,
     ELECTION_HELP,
+    KEEP,
     LEASE_TTL,
+    METRICS_HOST,
+    METRICS_PORT,
     QUEUE,
     RESTART_AFTER,
     SCAN_INTERVAL,
@@ -32,10 +36,11 @@ from cronlab.cli.options import (
     check_election,
     knob,
     open_store,
+    operations,
 )
 from cronlab.exceptions import ConfigError
 from cronlab.ports import Retry, SyncReport
-from cronlab.runtime import cluster
+from cronlab.runtime import cluster, duties, embedded
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig, Timers
 from cronlab.runtime.worker import IDLE_MS, WOKEN_IDLE_MS, Worker, WorkerConfig
 from cronlab.stores import LOCK_WAIT_S
@@ -89,6 +94,10 @@ def wakeups_on() -> bool:
 @knob("--worker-batch", click.IntRange(min=1), 10_000, BATCH_HELP)
 @CONCURRENCY
 @FENCING
+@KEEP
+@ALERT_WEBHOOK
+@METRICS_PORT
+@METRICS_HOST
 def cluster_cmd(
     store_url: str,
     replicas: int,
@@ -107,8 +116,13 @@ def cluster_cmd(
     worker_batch: int,
     concurrency: int,
     fencing: str,
+    keep: str,
+    alert_webhook: str | None,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run R scheduler and W worker processes in the foreground until SIGINT/SIGTERM."""
+    ops = operations(keep, alert_webhook, metrics_port, metrics_host)
     cfg = cluster.ClusterConfig(
         store_url=store_url,
         replicas=replicas,
@@ -124,6 +138,10 @@ def cluster_cmd(
         worker_batch=worker_batch,
         concurrency=concurrency,
         fencing=fencing == "on",
+        keep=keep,
+        alert_webhook=alert_webhook,
+        metrics_port=ops.metrics_port,
+        metrics_host=ops.metrics_host,
     )
     if queue_url:
         os.environ["CRONLAB_QUEUE"] = queue_url  # the children read --queue from it
@@ -173,6 +191,10 @@ def _restart_after(text: str) -> float | None:
 @SCAN_INTERVAL
 @knob("--batch", click.IntRange(min=1), 10_000, "Tasks claimed per transaction.")
 @FENCING
+@KEEP
+@ALERT_WEBHOOK
+@METRICS_PORT
+@METRICS_HOST
 def scheduler_cmd(
     store_url: str,
     replica: int,
@@ -184,8 +206,13 @@ def scheduler_cmd(
     scan_interval: float,
     batch: int,
     fencing: str,
+    keep: str,
+    alert_webhook: str | None,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """One scheduler replica (the cluster starts these)."""
+    ops = operations(keep, alert_webhook, metrics_port, metrics_host)
     app = app_for(app_spec)  # a bad --app: one line, nothing written
     distributed.reach(election, queue_url)  # an unreachable backend: the same
     wait_s = min(LOCK_WAIT_S, lease_ttl / 2)  # a paused writer is given up before a takeover
@@ -204,6 +231,8 @@ def scheduler_cmd(
         chaos=os.environ.get(CHAOS_ENV) == "1",
     )
     pid = os.getpid()
+    owner = cluster.identity("scheduler", replica)
+    metrics = duties.metrics(ops, store_url, CLOCK)
     cluster.tune_gc()
     waiter = sql_store.waiter("due") if wakeups_on() else None
     try:
@@ -213,8 +242,11 @@ def scheduler_cmd(
             queue=queue,
             elector=elector,
             clock=CLOCK,
-            owner=cluster.identity("scheduler", replica),
+            owner=owner,
             pid=pid,
+            duties=duties.leader_duties(sql_store, CLOCK, owner, ops),
+            metrics=metrics,
+            heartbeat=duties.heartbeat(sql_store, CLOCK, "scheduler", replica, owner),
             waiter=waiter,
         ).run(Stop())
     finally:
@@ -234,6 +266,8 @@ def scheduler_cmd(
 @APP
 @CONCURRENCY
 @FENCING
+@METRICS_PORT
+@METRICS_HOST
 def worker_cmd(
     store_url: str,
     index: int,
@@ -246,8 +280,11 @@ def worker_cmd(
     app_spec: str | None,
     concurrency: int,
     fencing: str,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """One worker (the cluster starts these)."""
+    ops = operations("30d", None, metrics_port, metrics_host)
     app = app_for(app_spec)
     distributed.reach("lease", queue_url)
     sql_store = open_store(store_url, create=True)
@@ -266,9 +303,19 @@ def worker_cmd(
         idle_ms=IDLE_MS if waiter is None else WOKEN_IDLE_MS,
     )
     name = cluster.identity("worker", index)
+    metrics = duties.metrics(ops, store_url, CLOCK)
+    beat = duties.heartbeat(sql_store, CLOCK, "worker", index, name)
     cluster.tune_gc()
     worker = Worker(
-        cfg, store=store, queue=queue, registry=app.registry, clock=CLOCK, name=name, waiter=waiter
+        cfg,
+        store=store,
+        queue=queue,
+        registry=app.registry,
+        clock=CLOCK,
+        name=name,
+        metrics=metrics,
+        heartbeat=beat,
+        waiter=waiter,
     )
     try:
         worker.run(Stop())
@@ -300,10 +347,22 @@ def echo_sync(report: SyncReport, *, quiet: bool = False) -> None:
 @APP
 @CONCURRENCY
 @SCAN_INTERVAL
+@KEEP
+@ALERT_WEBHOOK
+@METRICS_PORT
+@METRICS_HOST
 def run_cmd(
-    store_url: str | None, app_spec: str | None, concurrency: int, scan_interval: float
+    store_url: str | None,
+    app_spec: str | None,
+    concurrency: int,
+    scan_interval: float,
+    keep: str,
+    alert_webhook: str | None,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Scheduler and worker in this one process (App.run), until SIGINT/SIGTERM."""
+    ops = operations(keep, alert_webhook, metrics_port, metrics_host)
     if not app_spec:
         raise ConfigError("cronlab run needs --app MODULE:APP (or CRONLAB_APP)")
     app = app_for(app_spec)
@@ -312,7 +371,9 @@ def run_cmd(
     echo_sync(app.sync(), quiet=True)  # an app with no store: one line, before the banner
     shown = redact(app.store_url) if app.store_url else "its store"
     click.echo(f"cronlab run: {app_spec} on {shown} — Ctrl-C stops", err=True)
-    app.run(concurrency=concurrency, scan_interval=timedelta(seconds=scan_interval))
+    embedded.run(
+        app, concurrency=concurrency, scan_interval=timedelta(seconds=scan_interval), ops=ops
+    )
 
 
 def _check_idempotency(app: object, on: bool) -> None:

@@ -1,7 +1,7 @@
 """``cronlab schedule``: preview fire times, and the operator's commands on stored schedules.
 
-``add|list|show|pause|resume|remove|trigger NAME --store URL``, and ``sync --app`` for the
-schedules an app's code declares. Every mistake (bad cron,
+``add|list|show|pause|resume|remove|trigger|backfill NAME --store URL``, and ``sync --app``
+for the schedules an app's code declares. Every mistake (bad cron, a backwards backfill,
 unknown zone, unknown handler, duplicate or unknown name) is one line and exit 2, with nothing
 written: the schedule is validated in full before the store is touched.
 """
@@ -128,6 +128,19 @@ def known_handlers(app_spec: str | None) -> list[str]:
 @click.option("--catchup-window", default="1h", show_default=True, metavar="DELAY")
 @click.option("--overlap", type=click.Choice(["allow", "skip"]), default="skip")
 @click.option("--paused", is_flag=True, help="Add it paused.")
+@click.option(
+    "--alert-after",
+    default=None,
+    metavar="DELAY",
+    help="Alert when a run has not started so long after its occurrence.",
+)
+@click.option(
+    "--alert-on-failures",
+    type=click.IntRange(1, 1_000),
+    default=None,
+    metavar="N",
+    help="Alert after N failed runs in a row.",
+)
 @STORE
 @APP
 def add_cmd(
@@ -140,6 +153,8 @@ def add_cmd(
     catchup_window: str,
     overlap: str,
     paused: bool,
+    alert_after: str | None,
+    alert_on_failures: int | None,
     store_url: str,
     app_spec: str | None,
 ) -> None:
@@ -154,6 +169,8 @@ def add_cmd(
         catchup_window_ms=delays.parse_delay(catchup_window),
         overlap=cast(Overlap, overlap),
         paused=paused,
+        alert_after_ms=None if alert_after is None else delays.parse_delay(alert_after),
+        alert_on_failures=alert_on_failures,
     )
     check_handler(handler, app_spec)
     store = open_schedules(store_url, create=True)
@@ -221,9 +238,11 @@ def show_cmd(name: str, store_url: str, as_json: bool) -> None:
 @schedule_group.command("pause")
 @NAME
 @STORE
-def pause_cmd(name: str, store_url: str) -> None:
+@click.option("--note", default=None, help="Why (kept with the schedule until it is resumed).")
+def pause_cmd(name: str, store_url: str, note: str | None) -> None:
     """Stop firing NAME (its coming occurrence is dropped; one already due is skipped)."""
-    changed = open_schedules(store_url, create=False).pause_schedule(name, CLOCK.now_ms())
+    store = open_schedules(store_url, create=False)
+    changed = store.pause_schedule(name, CLOCK.now_ms(), note=note)
     click.echo(f"paused {name}" if changed else f"{name} was already paused")
 
 
@@ -255,6 +274,22 @@ def trigger_cmd(name: str, store_url: str) -> None:
     click.echo(f"triggered {name}: task {key}")
 
 
+@schedule_group.command("backfill")
+@NAME
+@click.option(
+    "--from", "start", required=True, metavar="ISO8601", help="First instant (with offset)."
+)
+@click.option("--to", "end", required=True, metavar="ISO8601", help="End instant, excluded.")
+@STORE
+def backfill_cmd(name: str, start: str, end: str, store_url: str) -> None:
+    """Run NAME's occurrences in [--from, --to) that never ran (its overlap policy applies; at
+    most 1,000 occurrences, none in the future)."""
+    from_ms, to_ms = delays.parse_at(start), delays.parse_at(end)
+    store = open_schedules(store_url, create=False)
+    done = store.backfill_schedule(name, from_ms, to_ms, CLOCK.now_ms())
+    click.echo(f"backfilled {name}: {done.added} added, {done.existing} already there")
+
+
 def info_json(info: ScheduleInfo) -> dict[str, Any]:
     """A schedule as plain JSON data (times ISO 8601 in the schedule's zone, and in ms)."""
     s = info.schedule
@@ -268,6 +303,11 @@ def info_json(info: ScheduleInfo) -> dict[str, Any]:
         "catchup_window_ms": s.catchup_window_ms,
         "overlap": s.overlap,
         "paused": s.paused,
+        "paused_note": info.paused_note,
+        "alert_after_ms": s.alert_after_ms,
+        "alert_on_failures": s.alert_on_failures,
+        "missed": info.missed,
+        "skipped": info.skipped,
         "next_fire": _local(info.next_fire_ms, s.tz),
         "next_fire_ms": info.next_fire_ms,
         "last_fire": _local(info.last_fire_ms, s.tz),

@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterBadDateError, CroniterError, croniter
-
 from cronlab.core import cron_syntax
 from cronlab.exceptions import ConfigError
 
@@ -94,6 +92,9 @@ def parse(expr: str, tz: str = "UTC") -> Cron:
 
 
 def _check_fires(expr: str, checked: cron_syntax.Spec) -> None:
+    from croniter import CroniterBadDateError, CroniterError, croniter  # (a process with no
+    # schedule never loads it, nor dateutil)
+
     spec = checked.text
     try:
         croniter(spec, datetime(2000, 1, 1), day_or=checked.day_or).get_next(datetime)
@@ -126,6 +127,8 @@ def fires_after(cron: Cron, after: datetime) -> Iterator[datetime]:
 
 
 def _in_range(cron: Cron, after: datetime) -> Iterator[datetime]:
+    from croniter import CroniterError
+
     try:
         # Fire times are whole seconds, so "after the floored second" is "after `after`".
         start = after.astimezone(UTC).replace(microsecond=0)
@@ -225,6 +228,8 @@ def _bisect(tz: ZoneInfo, lo: datetime, hi: datetime, offset: timedelta) -> date
 
 def _walls(cron: Cron, start: datetime, *, inclusive: bool) -> Iterator[datetime]:
     """Matching naive wall times after ``start`` (or at it, if ``inclusive``)."""
+    from croniter import croniter
+
     origin = start - SECOND if inclusive else start
     return croniter(cron.spec, origin, day_or=cron.day_or).all_next(datetime)
 

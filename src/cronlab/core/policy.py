@@ -9,6 +9,7 @@ time: two schedulers (or an old leader) can never create one occurrence twice.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -26,6 +27,9 @@ Decision = Literal["run", "skip"]
 HOUR_MS = 3_600_000
 # Like Quartz's default misfireThreshold: a run this late is late, not missed.
 MISFIRE_THRESHOLD_MS = 60_000
+ALERT_AFTER_MS = (1_000, 366 * 86_400_000)  # an alert's patience: a second to a year
+ALERT_FAILURES = (1, 1_000)
+MISSED_COUNT_CAP = 1_000  # fire times a plan counts as missed at most (a long outage)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _KEY = re.compile(r"schedule:(?P<name>.+):(?P<fire>-?[0-9]+)")
@@ -39,6 +43,8 @@ class Schedule:
     them (oldest first), the ``latest`` one, or ``none`` (see :func:`plan_catchup`); nothing
     older than ``catchup_window_ms`` is ever run. ``overlap="skip"`` skips (and the engine records
     as skipped) an occurrence that comes due while the previous run is still running.
+    ``alert_after_ms``: alert when a run has not started this long after its occurrence;
+    ``alert_on_failures``: alert after this many failed runs in a row (None: no alert).
     Construction validates every field and raises ConfigError naming the bad value.
     """
 
@@ -51,6 +57,8 @@ class Schedule:
     catchup_window_ms: int = HOUR_MS
     overlap: Overlap = "skip"
     paused: bool = False
+    alert_after_ms: int | None = None
+    alert_on_failures: int | None = None
 
     def __post_init__(self) -> None:
         _check_name("schedule name", self.name)
@@ -61,8 +69,17 @@ class Schedule:
         if not isinstance(self.catchup_window_ms, int) or self.catchup_window_ms < 0:
             raise ConfigError(f"catchup window must be >= 0 ms, got {self.catchup_window_ms!r}")
         _check_payload(self.payload)
+        _check_bound("alert_after", self.alert_after_ms, ALERT_AFTER_MS, "ms")
+        _check_bound("alert_on_failures", self.alert_on_failures, ALERT_FAILURES, "runs")
         # A private copy: the caller's dict changing later must not change the schedule.
         object.__setattr__(self, "payload", json.loads(json.dumps(self.payload)))
+
+
+def _check_bound(what: str, value: int | None, bounds: tuple[int, int], unit: str) -> None:
+    low, high = bounds
+    ok = value is None or (type(value) is int and low <= value <= high)
+    if not ok:
+        raise ConfigError(f"{what} must be {low:,}..{high:,} {unit} or None, got {value!r}")
 
 
 def _check_name(what: str, value: str) -> None:
@@ -158,6 +175,37 @@ def plan_dispatch(schedule: Schedule, fire_ms: int, now_ms: int) -> DispatchPlan
         catch_up=tuple(fire for fire in plan if fire > fire_ms),
         next_fire_ms=next_fire(schedule, max(now_ms, fire_ms)),
     )
+
+
+def missed_fires(schedule: Schedule, fire_ms: int, now_ms: int, plan: DispatchPlan) -> int:
+    """How many fire times in [fire_ms, now_ms] ``plan`` does not run: the occurrences no
+    scheduler dispatched in time that the catch-up policy dropped (``MISSED_COUNT_CAP`` at
+    most). None when ``fire_ms`` is on time: every fire time after it is then on time too."""
+    if fire_ms >= now_ms - min(MISFIRE_THRESHOLD_MS, schedule.catchup_window_ms):
+        return 0
+    ran = set(plan.catch_up) | ({fire_ms} if plan.run else set())
+    count = 0
+    for fire in itertools.islice(fires(schedule, fire_ms - 1), MISSED_COUNT_CAP):
+        if fire > now_ms:
+            break
+        count += fire not in ran
+    return count
+
+
+LOOKBACK_MS = (60_000, HOUR_MS, 24 * HOUR_MS, 32 * 24 * HOUR_MS, 367 * 24 * HOUR_MS)
+
+
+def latest_fire(schedule: Schedule, at_ms: int, since_ms: int) -> int | None:
+    """The schedule's newest fire time in [since_ms, at_ms], or None (looked for in spans
+    growing from a minute to a year back, so a frequent schedule costs a step or two)."""
+    for span in LOOKBACK_MS:
+        start = max(since_ms - 1, at_ms - span)
+        found = occurrences(schedule, start, at_ms)
+        if found:
+            return found[-1]
+        if start == since_ms - 1:
+            return None
+    return None
 
 
 def overlap_decision(schedule: Schedule, previous_running: bool) -> Decision:

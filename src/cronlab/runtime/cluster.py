@@ -12,10 +12,12 @@ import ctypes
 import gc
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -61,6 +63,10 @@ class ClusterConfig:
     worker_batch: int = 10_000
     concurrency: int = 100  # async tasks a worker runs at once
     fencing: bool = True  # False: the zombie anti-pattern on every scheduler and worker
+    keep: str = "30d"  # the run history's retention
+    alert_webhook: str | None = None
+    metrics_port: int | None = None  # one port serving every child's metrics
+    metrics_host: str = "127.0.0.1"
 
 
 NONCE_ENV = "CRONLAB_NONCE"
@@ -127,6 +133,8 @@ def command(cfg: ClusterConfig, role: str, index: int) -> list[str]:
             "--batch",
             str(cfg.scan_batch),
             *([] if cfg.fencing else ["--fencing", "off"]),
+            "--keep",
+            cfg.keep,
         ]
     rate = [] if cfg.worker_rate is None else ["--rate", str(cfg.worker_rate)]
     batch = ["--batch", str(cfg.worker_batch), "--concurrency", str(cfg.concurrency)]
@@ -145,7 +153,10 @@ def die_with_parent() -> None:
 
 def secret_env(cfg: ClusterConfig) -> dict[str, str]:
     """The URLs a child needs, passed in its environment (readable by its user alone)."""
-    return {"CRONLAB_STORE": cfg.store_url, "CRONLAB_ELECTION": cfg.election}
+    env = {"CRONLAB_STORE": cfg.store_url, "CRONLAB_ELECTION": cfg.election}
+    if cfg.alert_webhook:
+        env["CRONLAB_ALERT_WEBHOOK"] = cfg.alert_webhook
+    return env
 
 
 class Cluster:
@@ -160,6 +171,8 @@ class Cluster:
         self.restarted: set[tuple[str, int]] = set()
         self.stop = False
         self.failed: str | None = None
+        self.metrics_dir: str | None = None
+        self.metrics_env: dict[str, str] = {}
 
     def slots(self) -> list[tuple[str, int]]:
         return [("scheduler", i) for i in range(self.cfg.replicas)] + [
@@ -169,6 +182,7 @@ class Cluster:
     def run(self) -> None:
         """Foreground: start everything, watch until SIGINT/SIGTERM, stop everything."""
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        self._serve_metrics()
         try:
             self._forget_dead()
             for slot in self.slots():
@@ -180,8 +194,27 @@ class Cluster:
             self._stop_all()
             for s, handler in old.items():
                 signal.signal(s, handler)
+            if self.metrics_dir is not None:
+                shutil.rmtree(self.metrics_dir, ignore_errors=True)
         if self.failed is not None:
             raise ConfigError(self.failed)
+
+    def _serve_metrics(self) -> None:
+        """With ``metrics_port``: one server for every child, which write their instruments to
+        a fresh directory (Prometheus's multiprocess mode)."""
+        if self.cfg.metrics_port is None:
+            return
+        from cronlab import stores
+        from cronlab.metrics import prometheus
+
+        self.metrics_dir = tempfile.mkdtemp(prefix="cronlab-metrics-")
+        self.metrics_env = prometheus.for_cluster(
+            self.cfg.metrics_port,
+            self.cfg.metrics_host,
+            self.metrics_dir,
+            lambda: stores.open_store(self.cfg.store_url, create=False),
+            self.clock.now_ms,
+        )
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.stop = True
@@ -198,7 +231,7 @@ class Cluster:
     def _spawn(self, slot: tuple[str, int]) -> None:
         role, index = slot
         nonce = secrets.token_hex(4)
-        env = {**os.environ, NONCE_ENV: nonce, **secret_env(self.cfg)}
+        env = {**os.environ, NONCE_ENV: nonce, **secret_env(self.cfg), **self.metrics_env}
         child = subprocess.Popen(
             command(self.cfg, role, index),
             stdin=subprocess.DEVNULL,
@@ -236,6 +269,10 @@ class Cluster:
     def _exited(self, slot: tuple[str, int], child: subprocess.Popen[bytes], now: float) -> None:
         role, index = slot
         self.store.process_exited(self.owners[slot], self.clock.now_ms())
+        if self.metrics_dir is not None:
+            from cronlab.metrics import prometheus
+
+            prometheus.child_exited(child.pid, self.metrics_dir)
         self.store.record_event(
             Event(
                 kind="exit",

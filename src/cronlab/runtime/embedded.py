@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 from cronlab.election.store import StoreElector
 from cronlab.ports import SyncReport
 from cronlab.queues.store import StoreQueue
-from cronlab.runtime import cluster
+from cronlab.runtime import cluster, duties
+from cronlab.runtime.duties import Operations
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig
 from cronlab.runtime.worker import Worker, WorkerConfig
 
@@ -51,19 +52,28 @@ class Engine:
             self.scheduler.elector.release(self.scheduler.owner)
 
 
-def start(app: App, *, concurrency: int, scan_ms: int = 1_000) -> Engine:
-    """The app's schedules synced, its ``on_start`` run, and an engine on its store."""
+def start(
+    app: App, *, concurrency: int, scan_ms: int = 1_000, ops: Operations | None = None
+) -> Engine:
+    """The app's schedules synced, its ``on_start`` run, and an engine on its store. With
+    ``ops`` (``cronlab run``, ``App.run``) the leader prunes and alerts, the process keeps a
+    heartbeat and serves ``--metrics-port``."""
     store = app.store()
     app.start(store)
     report(app.sync(store))
     clock = app.clock
+    owner = cluster.identity("embedded", 0)
+    metrics = duties.metrics(ops, app.store_url or "", clock) if ops else duties.NO_METRICS
     scheduler = Scheduler(
         SchedulerConfig(replica=0, scan_ms=scan_ms),
         store=store,
         queue=StoreQueue(store, clock),
         elector=StoreElector(store, clock),
         clock=clock,
-        owner=cluster.identity("embedded", 0),
+        owner=owner,
+        duties=duties.leader_duties(store, clock, owner, ops) if ops else (),
+        metrics=metrics,
+        heartbeat=duties.heartbeat(store, clock, "embedded", 0, owner) if ops else None,
     )
     worker = Worker(
         WorkerConfig(index=0, concurrency=concurrency),
@@ -72,6 +82,7 @@ def start(app: App, *, concurrency: int, scan_ms: int = 1_000) -> Engine:
         registry=app.registry,
         clock=clock,
         name=cluster.identity("worker", 0),
+        metrics=metrics,
     )
     return Engine(scheduler=scheduler, worker=worker, store=store)
 
@@ -85,9 +96,13 @@ def report(sync: SyncReport) -> None:
         log.info("schedule removed: %s (an occurrence already due is recorded SKIPPED)", name)
 
 
-def run(app: App, *, concurrency: int, scan_interval: timedelta) -> None:
+def run(
+    app: App, *, concurrency: int, scan_interval: timedelta, ops: Operations | None = None
+) -> None:
     """``App.run``: until SIGINT or SIGTERM (handled in the main thread) or Ctrl-C."""
-    engine = start(app, concurrency=concurrency, scan_ms=_ms(scan_interval))
+    engine = start(
+        app, concurrency=concurrency, scan_ms=_ms(scan_interval), ops=ops or Operations()
+    )
     with _stopping() as stopping:
         try:
             while not stopping():

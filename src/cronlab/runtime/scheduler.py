@@ -22,10 +22,12 @@ import os
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from cronlab.exceptions import BackendUnavailable, FencedError
+from cronlab.metrics import NO_METRICS, Metrics
 from cronlab.ports import Clock, Event, Lease, LeaseElector, Queue, Store, Task, Waiter
+from cronlab.runtime.heartbeat import Heartbeat
 from cronlab.runtime.outage import Outage
 
 Election = Literal["lease", "off"]
@@ -50,6 +52,13 @@ class SchedulerConfig:
     chaos: bool = False  # honour ``chaos pause-leader --mid-dispatch`` requests (the lab)
 
 
+class Duty(Protocol):
+    """Work only the leader does, after each scan, fenced by its epoch (the retention, the
+    alerts); it keeps its own pace. A ``FencedError`` ends this replica's leadership."""
+
+    def run(self, now_ms: int, epoch: int) -> None: ...
+
+
 class Scheduler:
     """One replica. ``step()`` does one round and says how long to sleep."""
 
@@ -63,11 +72,15 @@ class Scheduler:
         clock: Clock,
         owner: str,
         pid: int = 0,
+        duties: Sequence[Duty] = (),
+        metrics: Metrics = NO_METRICS,
+        heartbeat: Heartbeat | None = None,
         waiter: Waiter | None = None,
     ) -> None:
         """``waiter``: on the store's "due" channel (None: sleep)."""
         self.cfg, self.store, self.queue = cfg, store, queue
         self.elector, self.clock, self.owner, self.pid = elector, clock, owner, pid
+        self.duties, self.metrics, self.heartbeat = duties, metrics, heartbeat
         self.waiter = waiter
         self.lease: Lease | None = None
         self.deadline_ms = 0  # monotonic: lead until then
@@ -128,9 +141,12 @@ class Scheduler:
             self._record("backend_down", self.clock.now_ms(), epoch, **detail)
 
     def _round(self) -> int:
+        if self.heartbeat is not None:
+            self.heartbeat.beat()
         if self.clock.monotonic_ms() >= self.next_renew_ms:
             self._renew()
         mono = self.clock.monotonic_ms()
+        self.metrics.leading(self.lease.epoch if self.lease and self.leading() else None)
         if not self.leading():
             return max(1, self.next_renew_ms - mono)
         now = self.clock.now_ms()
@@ -140,6 +156,7 @@ class Scheduler:
                 return 0  # more is due: claim the next batch at once
             self.store.record_sample(now, self.queue.depth())
             self._reconcile(now)
+            self._duties(now)
             self.next_scan_ms = self._next_scan(now)
         until_scan = self.next_scan_ms - self.clock.now_ms()
         until_renew = self.next_renew_ms - self.clock.monotonic_ms()
@@ -208,6 +225,7 @@ class Scheduler:
             self._fenced(exc, now)
             return 0
         self.dispatched += n
+        self.metrics.dispatched(n)
         return n
 
     def _pause_request(self) -> float | None:
@@ -274,6 +292,15 @@ class Scheduler:
         if n:
             self._record("reconciled", now, self.lease.epoch, count=n, replica=self.cfg.replica)
 
+    def _duties(self, now: int) -> None:
+        for duty in self.duties:
+            if self.cfg.election == "off" or self.lease is None:
+                return
+            try:
+                duty.run(now, self.lease.epoch)
+            except FencedError as exc:
+                self._fenced(exc, now)
+
     def _dispatch_unclaimed(self, now: int) -> int:
         """Cron on every replica: no claim; each scan sends a copy of what is PENDING and of
         everything that fell due since this replica's last scan, whatever the others did —
@@ -286,6 +313,7 @@ class Scheduler:
             self.store.enqueue_copies(tasks, now)
         self.copied_until = max(self.copied_until, now)
         self.dispatched += len(tasks)
+        self.metrics.dispatched(len(tasks))
         return len(tasks)
 
     def _fenced(self, exc: FencedError, now: int, held: int = 0) -> None:

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 
 from cronlab.exceptions import BackendUnavailable
 from cronlab.handlers import CONCURRENCY, Registry
+from cronlab.metrics import NO_METRICS, Metrics
 from cronlab.ports import Batch, Clock, Event, Queue, Retry, Store, Waiter
+from cronlab.runtime.heartbeat import Heartbeat
 from cronlab.runtime.outage import Outage
 
 IDLE_MS = 100  # an idle worker's poll
@@ -77,12 +79,16 @@ class Worker:
         registry: Registry,
         clock: Clock,
         name: str,
+        metrics: Metrics = NO_METRICS,
+        heartbeat: Heartbeat | None = None,
         waiter: Waiter | None = None,
     ) -> None:
         """``waiter``: on the queue's "queued" channel (None: sleep between polls)."""
         self.cfg, self.store, self.queue, self.clock, self.name = cfg, store, queue, clock, name
         self.waiter = waiter
         self.idle = False  # the last claim found nothing
+        self.metrics, self.heartbeat = metrics, heartbeat
+        self._observe = None if metrics is NO_METRICS else metrics.ended
         self.run_message = registry.runner(clock.now_ms, cfg.concurrency)
         self.bucket = TokenBucket(cfg.rate, clock.now_ms()) if cfg.rate else None
         self.totals = dict.fromkeys(("ok", "noop", "error", "failed", "stale"), 0)
@@ -123,6 +129,8 @@ class Worker:
             self.store.record_event(event)
 
     def _batch(self) -> int:
+        if self.heartbeat is not None:
+            self.heartbeat.beat()
         limit = self.limit
         if self.bucket is not None:
             limit = min(limit, self.bucket.available(self.clock.now_ms()))
@@ -143,10 +151,12 @@ class Worker:
                 retry=self.cfg.retry,
                 now=self.clock.now_ms,
                 checked=self.cfg.checked,
+                observe=self._observe,
             )
             counts = self.store.execute(work)
         for key, n in counts.items():
             self.totals[key] += n
+        self.metrics.executed(counts)
         # Step aside briefly after a LONG batch (slow handlers): a single-writer store
         # (SQLite) would otherwise let this worker take the lock again before any waiting
         # process wakes. After a short batch, going on at once keeps the lock busy.

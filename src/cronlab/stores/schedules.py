@@ -2,7 +2,9 @@
 
 A schedule's next occurrence waits as a PENDING task keyed ``schedule:NAME:FIRE_MS``; the SQL
 store plans each claimed occurrence with the pure policy inside its fenced dispatch
-(``SqlStore._plan_one``). One-off runs (``trigger:NAME:MS`` keys) are never planned.
+(``SqlStore._plan_one``). One-off runs (``trigger:NAME:MS`` keys) are never planned; a
+backfilled occurrence (``backfill:NAME:FIRE_MS``) is planned by the schedule's overlap policy
+alone.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from cronlab.ports import NewTask
 
 OCCURRENCE_PREFIX = "schedule:"
 TRIGGER_PREFIX = "trigger:"
+BACKFILL_PREFIX = "backfill:"
+PLANNED = (OCCURRENCE_PREFIX, BACKFILL_PREFIX)  # the keys a dispatch plans
 COLUMNS = (
     "name",
     "cron",
@@ -28,6 +32,8 @@ COLUMNS = (
     "catchup_window_ms",
     "overlap",
     "paused",
+    "alert_after_ms",
+    "alert_on_failures",
 )
 
 
@@ -53,6 +59,23 @@ def triggered(schedule: Schedule, now_ms: int) -> NewTask:
     )
 
 
+def backfilled(schedule: Schedule, fire_ms: int) -> NewTask:
+    """The task that runs ``schedule``'s occurrence at ``fire_ms`` late, by an operator's
+    backfill: due at its occurrence time (``ctx.scheduled_for`` is that time)."""
+    return NewTask(
+        idempotency_key=f"{BACKFILL_PREFIX}{schedule.name}:{fire_ms}",
+        handler=schedule.handler,
+        trigger_ms=fire_ms,
+        payload=json.dumps(schedule.payload, sort_keys=True),
+        schedule=schedule.name,
+    )
+
+
+def parse_backfill_key(key: str) -> tuple[str, int]:
+    """The (schedule name, fire ms) of a ``backfill:NAME:FIRE_MS`` key."""
+    return policy.parse_occurrence_key(OCCURRENCE_PREFIX + key.removeprefix(BACKFILL_PREFIX))
+
+
 def same_definition(stored: Schedule, wanted: Schedule) -> bool:
     """Equal definitions; the pause state is the operator's and not part of a deploy."""
     return dataclasses.replace(stored, paused=wanted.paused) == wanted
@@ -72,4 +95,6 @@ def from_row(row: Sequence[Any]) -> Schedule:
     values["payload"] = json.loads(values["payload"])
     values["catchup_window_ms"] = int(values["catchup_window_ms"])
     values["paused"] = bool(values["paused"])
+    for name in ("alert_after_ms", "alert_on_failures"):
+        values[name] = None if values[name] is None else int(values[name])
     return Schedule(**values)

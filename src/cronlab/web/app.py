@@ -13,19 +13,15 @@ its body is at most ``MAX_BODY`` bytes. Every response carries the security head
 from __future__ import annotations
 
 import asyncio
-import hmac
-import ipaddress
 import json
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import (
     FileResponse,
@@ -42,20 +38,20 @@ from cronlab.core.model import simulate
 from cronlab.exceptions import ConfigError, ConflictError, NotFoundError
 from cronlab.sim import lab as labsim
 from cronlab.web import metrics, openapi, query
+from cronlab.web.guard import (
+    PAGE_HEADERS,
+    Handler,
+    cross_site,
+    host_guard,
+    is_loopback,
+    json_request,
+    problem,
+    read_body,
+    token_ok,
+)
 from cronlab.web.live import CHAOS, Live, LiveConfig
 
 STATIC = Path(__file__).parent / "static"
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
-MAX_BODY = 64 * 1024
-Handler = Callable[[Request], Awaitable[Response]]
-SECURITY_HEADERS = [
-    (b"x-content-type-options", b"nosniff"),
-    (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
-    (b"cross-origin-opener-policy", b"same-origin"),
-    (b"cross-origin-resource-policy", b"same-origin"),
-]
-API_CSP = (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'")
 
 
 REALSIM_CACHE = 64  # answers of /api/realsim kept
@@ -79,16 +75,6 @@ class LabConfig:
         return is_loopback(self.host)
 
 
-def is_loopback(host: str) -> bool:
-    """``localhost``, 127.0.0.0/8 or ::1."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def create_app(config: LabConfig | None = None, live: Live | None = None) -> Starlette:
     """The lab app; ``live`` is injectable so tests can point it at another engine command."""
     cfg = config or LabConfig()
@@ -99,12 +85,7 @@ def create_app(config: LabConfig | None = None, live: Live | None = None) -> Sta
         yield
         await asyncio.to_thread(lab.live.close)
 
-    middleware = []
-    if cfg.loopback:
-        hosts = [*LOOPBACK_NAMES, cfg.host, f"[{cfg.host}]"]  # 127.0.0.2 is loopback too
-        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=hosts))
-    middleware.append(Middleware(SecurityHeaders))
-    app = Starlette(routes=lab.routes(), middleware=middleware, lifespan=lifespan)
+    app = Starlette(routes=lab.routes(), middleware=host_guard(cfg.host), lifespan=lifespan)
     app.state.lab = lab
     return app
 
@@ -134,7 +115,7 @@ class _Lab:
         ]
 
     async def page(self, _: Request) -> Response:
-        return FileResponse(STATIC / "index.html", headers=_PAGE_HEADERS)
+        return FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)
 
     async def simulate(self, request: Request) -> Response:
         try:
@@ -173,13 +154,13 @@ class _Lab:
 
     async def metrics(self, _: Request) -> Response:
         text = metrics.render(self.live.snapshot())
-        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(text, media_type=metrics.MEDIA_TYPE)
 
     async def live_snapshot(self, _: Request) -> Response:
         return JSONResponse(await asyncio.to_thread(self.live.snapshot))
 
     async def live_start(self, request: Request) -> Response:
-        body = await _body(request)
+        body = await read_body(request)
         try:
             cfg = live_config(body)
         except query.ParamError as exc:
@@ -187,11 +168,11 @@ class _Lab:
         return JSONResponse(await asyncio.to_thread(self.live.start, cfg), status_code=201)
 
     async def live_stop(self, request: Request) -> Response:
-        _known(await _body(request), set())
+        _known(await read_body(request), set())
         return JSONResponse(await asyncio.to_thread(self.live.stop))
 
     async def live_chaos(self, request: Request) -> Response:
-        action, seconds, mid = chaos_request(await _body(request))
+        action, seconds, mid = chaos_request(await read_body(request))
         return JSONResponse(await asyncio.to_thread(self.live.chaos, action, seconds, mid))
 
     async def live_events(self, request: Request) -> Response:
@@ -238,71 +219,7 @@ class _Lab:
 
     def allowed(self, request: Request) -> bool:
         """Loopback with no token configured, or the right token on the request."""
-        if self.cfg.token is None:
-            return self.cfg.loopback
-        given = request.headers.get("x-cronlab-token", "")
-        bearer = request.headers.get("authorization", "")
-        if bearer.lower().startswith("bearer "):
-            given = given or bearer[7:]
-        return hmac.compare_digest(given.encode(), self.cfg.token.encode())
-
-
-_PAGE_HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; img-src 'self' data: blob:; "
-    "style-src 'self' 'unsafe-inline'; script-src 'self'; connect-src 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
-    "Cache-Control": "no-store",
-}
-
-
-def cross_site(request: Request) -> str | None:
-    """Why a state-changing request is refused as coming from another site, or None. A browser
-    says where a request comes from (``Sec-Fetch-Site``, ``Origin``); a client that says
-    nothing (curl, a script) is not a browser page and passes on to the token rule."""
-    site = request.headers.get("sec-fetch-site")
-    if site is not None and site not in ("same-origin", "none"):
-        return f"cross-site request refused (Sec-Fetch-Site: {site[:40]})"
-    origin = request.headers.get("origin")
-    own = f"{request.url.scheme}://{request.headers.get('host', '')}"
-    if origin is not None and origin != own:
-        return f"cross-site request refused (Origin {origin[:80]!r} is not this lab)"
-    return None
-
-
-def json_request(request: Request) -> tuple[int, str] | None:
-    """(status, why) when a state-changing request is not JSON or is too large, or None."""
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind != "application/json":
-        return 415, "send Content-Type: application/json"
-    length = request.headers.get("content-length", "0")
-    if not length.isdigit() or int(length) > MAX_BODY:
-        return 413, f"request body larger than {MAX_BODY} bytes"
-    return None
-
-
-class SecurityHeaders:
-    """ASGI middleware: the security headers on every response (the page sets its own CSP;
-    everything else gets one that allows nothing to load or frame it)."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def with_headers(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                names = {name.lower() for name, _ in headers}
-                headers += [h for h in SECURITY_HEADERS if h[0] not in names]
-                if b"content-security-policy" not in names:
-                    headers.append(API_CSP)
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
+        return token_ok(self.cfg.token, self.cfg.loopback, request)
 
 
 def run_model(parsed: query.Request) -> dict[str, Any]:
@@ -379,33 +296,3 @@ def _known(body: dict[str, Any], fields: set[str]) -> None:
     for name in body:
         if name not in fields:
             raise query.ParamError(name[:40], f"unknown field {name[:40]!r}")
-
-
-def problem(status: int, message: str, field: str) -> JSONResponse:
-    """The API's error body: ``{"error": message, "field": name}`` (text from the request may
-    hold lone surrogates, which UTF-8 cannot encode: they become U+FFFD)."""
-    body = {"error": _utf8(message), "field": _utf8(field)}
-    return JSONResponse(body, status_code=status)
-
-
-def _utf8(text: str) -> str:
-    return text.encode("utf-8", "replace").decode("utf-8")
-
-
-async def _body(request: Request) -> dict[str, Any]:
-    """The JSON object a request carries; reads at most ``MAX_BODY`` bytes (a lying
-    Content-Length is cut off), and anything but a JSON object is a ParamError (422)."""
-    raw = b""
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > MAX_BODY:
-            raise query.ParamError("body", f"request body larger than {MAX_BODY} bytes")
-    if not raw.strip():
-        return {}
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (ValueError, RecursionError):  # not UTF-8, not JSON, too deep, too many digits
-        raise query.ParamError("body", "request body must be a JSON object") from None
-    if not isinstance(data, dict):
-        raise query.ParamError("body", "request body must be a JSON object")
-    return data

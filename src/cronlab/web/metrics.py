@@ -1,8 +1,15 @@
-"""Prometheus text exposition of the live engine's measured state (format version 0.0.4)."""
+"""The live engine's measured state as Prometheus metrics, rendered by Prometheus's client
+library (``generate_latest``: no hand-written exposition). The names are the lab's contract."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+MEDIA_TYPE = CONTENT_TYPE_LATEST
 
 #: (metric, type, help, where in the snapshot: ("report"|"status", key path))
 SERIES: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = (
@@ -46,22 +53,38 @@ SERIES: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = (
 )
 
 
+class Snapshot:
+    """A collector of one :meth:`Live.snapshot`; values absent from the engine are skipped."""
+
+    def __init__(self, snapshot: dict[str, Any]) -> None:
+        self.snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self.snapshot
+        running = 1 if snap.get("running") else 0
+        yield GaugeMetricFamily("cronlab_live_running", "1 while a live run is going.", running)
+        for name, kind, text, source, path in SERIES:
+            value = _dig(snap.get(source) or {}, path)
+            if value is not None:
+                yield _family(name, kind, text, value)
+        delays = (snap.get("report") or {}).get("takeover_delays_s")
+        if isinstance(delays, list):
+            yield CounterMetricFamily(
+                "cronlab_live_takeovers_total", "Lease takeovers.", len(delays)
+            )
+
+
 def render(snapshot: dict[str, Any]) -> str:
-    """Exposition text for a :meth:`Live.snapshot`; values absent from the engine are skipped."""
-    running = 1 if snapshot.get("running") else 0
-    lines = _one("cronlab_live_running", "gauge", "1 while a live run is going.", running)
-    for name, kind, text, source, path in SERIES:
-        value = _dig(snapshot.get(source) or {}, path)
-        if value is not None:
-            lines += _one(name, kind, text, value)
-    delays = (snapshot.get("report") or {}).get("takeover_delays_s")
-    if isinstance(delays, list):
-        lines += _one("cronlab_live_takeovers_total", "counter", "Lease takeovers.", len(delays))
-    return "\n".join(lines) + "\n"
+    """Exposition text for a :meth:`Live.snapshot`."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Snapshot(snapshot))
+    return generate_latest(registry).decode()
 
 
-def _one(name: str, kind: str, text: str, value: float) -> list[str]:
-    return [f"# HELP {name} {text}", f"# TYPE {name} {kind}", f"{name} {value}"]
+def _family(name: str, kind: str, text: str, value: float) -> Metric:
+    if kind == "counter":
+        return CounterMetricFamily(name, text, value)
+    return GaugeMetricFamily(name, text, value)
 
 
 def _dig(data: dict[str, Any], path: tuple[str, ...]) -> float | None:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cronlab.ports import Batch, Message, NewTask, Retry, Run, Tx
+from cronlab.ports import Batch, Ended, Message, NewTask, Retry, Run, Tx
 from cronlab.stores.sql.dialect import Conn, fetch
 
 if TYPE_CHECKING:
@@ -101,17 +101,22 @@ class SqlTx:
 
 def execute(store: SqlStore, work: Batch, relayed: bool) -> dict[str, int]:
     """``Store.execute``; ``relayed``: see ``redis.OutboxStore``."""
-    start = work.now()
     batched = _prepare_batch(work.run, work.messages, store.d.name)
     ready = None if batched is not None else _prepare(work.run, work.messages)
 
     def steps() -> Sequence[Step]:  # the single forms: prepared here unless a batch form runs
         return ready if ready is not None else _prepare(work.run, work.messages)
 
-    def transaction(c: Conn) -> dict[str, int]:
-        return _Batch(store, c, work, start, relayed).run(work.messages, steps, batched)
+    last: list[_Batch] = []  # the attempt that committed (a lost connection retries it)
 
-    return store.d.transaction(transaction)
+    def transaction(c: Conn) -> dict[str, int]:
+        last[:] = [_Batch(store, c, work, relayed)]
+        return last[0].run(work.messages, steps, batched)
+
+    counts = store.d.transaction(transaction)
+    if work.observe is not None:
+        work.observe(last[0].ended or ())
+    return counts
 
 
 def _prepare(run: Run, messages: Sequence[Message]) -> list[Step]:
@@ -142,12 +147,14 @@ class _Undone(Exception):
 class _Batch:
     """One batch inside an open transaction: runs, execution ends, task updates, acks."""
 
-    def __init__(self, store: SqlStore, c: Conn, work: Batch, start_ms: int, relayed: bool):
+    def __init__(self, store: SqlStore, c: Conn, work: Batch, relayed: bool):
         self.store, self.c, self.q, self.d = store, c, store.q, store.d
         self.worker, self.retry, self.now, self.runs = work.worker, work.retry, work.now, work.run
         self.checked = work.checked
-        self.start_ms, self.relayed = start_ms, relayed
-        self.ends: list[list[Any]] = []  # [task, message, receive, attempt, end, outcome, error]
+        self.relayed = relayed
+        # [task, message, receive, attempt, end, outcome, error, start]
+        self.ends: list[list[Any]] = []
+        self.ended: list[Ended] | None = [] if work.observe is not None else None
         self.done: list[int] = []  # copies that ran
         self.acks: list[Message] = []
         self.retries: list[tuple[Message, int]] = []
@@ -162,15 +169,17 @@ class _Batch:
     ) -> dict[str, int]:
         live = self._live(messages)
         tx = SqlTx(self.c, self.store)
+        began = self.now()
         applied = self._whole(batched, tx) if batched is not None and all(live) else None
         if applied is not None:
-            self._all_succeeded(messages, applied)
+            self._all_succeeded(messages, applied, began)
         else:
             prepared = steps()
+            began = self.now()
             ran = self._run_async(prepared, live)
             for i, (m, step, is_live) in enumerate(zip(messages, prepared, live, strict=True)):
                 if i in ran:
-                    self._settle_async(m, *ran[i], tx)
+                    self._settle_async(m, *ran[i], tx, began)
                 else:
                     self._run_one(m, step, is_live, tx)
         self._flush()
@@ -189,19 +198,20 @@ class _Batch:
         return {i: (r, q) for (i, _), r, q in zip(todo, results, queued, strict=True)}
 
     def _settle_async(
-        self, m: Message, result: bool | BaseException, queued: QueuedTx, tx: SqlTx
+        self, m: Message, result: bool | BaseException, queued: QueuedTx, tx: SqlTx, began: int
     ) -> None:
-        """An async run's end: its queued writes in a savepoint of their own, then its ack."""
+        """An async run's end: its queued writes in a savepoint of their own, then its ack.
+        Async runs start together: ``began`` is when they did."""
         if isinstance(result, BaseException):
-            self._failed(m, result)
+            self._failed(m, result, began)
             return
         try:
             with self.d.savepoint(self.c):
                 self._handler(queued.apply, tx)
         except _Undone as undone:
-            self._failed(m, undone.error)
+            self._failed(m, undone.error, began)
             return
-        self._succeeded(m, result, self.now())
+        self._succeeded(m, result, began, self.now())
 
     def _live(self, messages: Sequence[Message]) -> list[bool]:
         """Mark DONE, in this transaction, the tasks still DISPATCHED at the attempt their
@@ -251,13 +261,14 @@ class _Batch:
             self.counts["stale"] += 1
             self.acks.append(m)
             return
+        began = self.now()
         try:
             with self.d.savepoint(self.c):
                 applied = self._handler(step, tx)
         except _Undone as undone:
-            self._failed(m, undone.error)
+            self._failed(m, undone.error, began)
             return
-        self._succeeded(m, applied, self.now())
+        self._succeeded(m, applied, began, self.now())
 
     def _handler(self, step: Callable[[Tx], T], tx: SqlTx) -> T:
         """Run a handler's step; its failure becomes ``_Undone``, which rolls its savepoint
@@ -271,35 +282,44 @@ class _Batch:
                 raise  # the connection, not the handler: the whole transaction is retried
             raise _Undone(exc) from exc
 
-    def _all_succeeded(self, messages: Sequence[Message], applied: Sequence[bool]) -> None:
+    def _all_succeeded(
+        self, messages: Sequence[Message], applied: Sequence[bool], began: int
+    ) -> None:
         """The batch form ran every message; the batch commits as one, so its runs share one
-        end instant."""
+        start and one end instant."""
         end = self.now()
         outcomes = ["ok" if ok else "noop" for ok in applied]
         self.ends += [
-            [m.task_id, m.id, m.receives, m.attempt, end, o, None]
+            [m.task_id, m.id, m.receives, m.attempt, end, o, None, began]
             for m, o in zip(messages, outcomes, strict=True)
         ]
+        if self.ended is not None:
+            self.ended += [Ended(m, began, end, o) for m, o in zip(messages, outcomes, strict=True)]
         self.counts["ok"] += outcomes.count("ok")
         self.counts["noop"] += outcomes.count("noop")
         self.done += [m.task_id for m in messages if m.task_id in self.copies]
         self.acks += messages
 
-    def _succeeded(self, m: Message, applied: bool, end_ms: int) -> None:
+    def _succeeded(self, m: Message, applied: bool, began: int, end_ms: int) -> None:
         outcome = "ok" if applied else "noop"
         self.counts[outcome] += 1
-        self.ends.append([m.task_id, m.id, m.receives, m.attempt, end_ms, outcome, None])
+        self._ended(m, began, end_ms, outcome, None)
         if m.task_id in self.copies:
             self.done.append(m.task_id)
         self.acks.append(m)
 
-    def _failed(self, m: Message, exc: BaseException) -> None:
+    def _ended(self, m: Message, began: int, end: int, outcome: str, error: str | None) -> None:
+        self.ends.append([m.task_id, m.id, m.receives, m.attempt, end, outcome, error, began])
+        if self.ended is not None:
+            self.ended.append(Ended(m, began, end, outcome))
+
+    def _failed(self, m: Message, exc: BaseException, began: int) -> None:
         error, now = f"{type(exc).__name__}: {exc}", self.now()
         retry = self._retry(m.handler)
         final = m.attempt >= retry.max_attempts
         outcome = "failed" if final else "error"
         self.counts[outcome] += 1
-        self.ends.append([m.task_id, m.id, m.receives, m.attempt, now, outcome, error])
+        self._ended(m, began, now, outcome, error)
         args = {"error": error, "id": m.task_id}
         self.c.execute(self.q["task_failed" if final else "task_error"], args)
         if final:
@@ -314,7 +334,7 @@ class _Batch:
 
     def _flush(self) -> None:
         if self.ends:
-            rows = {"rows": json.dumps(self.ends), "worker": self.worker, "start": self.start_ms}
+            rows = {"rows": json.dumps(self.ends), "worker": self.worker}
             self.c.execute(self.q["execution_insert"], rows)
         if self.done:  # copies of --election off (the others were marked as they started)
             self.c.execute(self.q["task_done"], {"ids": self.d.ints(self.done)})

@@ -106,11 +106,14 @@ def sql_files(dialect: str) -> dict[str, str]:
 
 
 def queries(dialect: str) -> dict[str, str]:
-    """The named queries of ``dialect``: ``shared/queries.sql``, then its own file's."""
-    return {
-        **parse_queries(sql_files("shared")["queries.sql"]),
-        **parse_queries(sql_files(dialect)["queries.sql"]),
-    }
+    """The named queries of ``dialect``: ``shared/queries*.sql``, then its own files' (each
+    folder's ``queries.sql`` first, then the others named ``queries_*.sql`` in name order)."""
+    found: dict[str, str] = {}
+    for folder in ("shared", dialect):
+        files = sql_files(folder)
+        for name in sorted(n for n in files if n.startswith("queries")):
+            found.update(parse_queries(files[name]))
+    return found
 
 
 def parse_queries(text: str) -> dict[str, str]:

@@ -14,8 +14,7 @@ from typing import Any, TypeVar
 
 from cronlab.core import lease as rules
 from cronlab.core import policy
-from cronlab.core.policy import Schedule
-from cronlab.exceptions import ConfigError, ConflictError, FencedError, NotFoundError
+from cronlab.exceptions import ConfigError, FencedError, NotFoundError
 from cronlab.ports import (
     STATUSES,
     Batch,
@@ -24,15 +23,16 @@ from cronlab.ports import (
     Message,
     NewTask,
     ProcessInfo,
-    ScheduleInfo,
-    SyncReport,
+    RunQuery,
+    RunRecord,
     Task,
     Waiter,
 )
 from cronlab.stores import Fencing, schedules
 from cronlab.stores.rows import Delivery, Envelope, Settlement, task
-from cronlab.stores.sql import batch, migrate
+from cronlab.stores.sql import batch, history, migrate, operations
 from cronlab.stores.sql.dialect import Conn, Dialect, chunks, fetch, task_row
+from cronlab.stores.sql.schedule_methods import ScheduleMethods
 
 T = TypeVar("T")
 START = (-(1 << 62), -(1 << 62))  # a (trigger_ms, id) before every row
@@ -44,7 +44,7 @@ RECONCILE_LIMIT = 1_000  # tasks a reconcile looks at
 RECONCILE_MAX_QUEUED = 200_000  # messages waiting above which a reconcile waits its turn
 
 
-class SqlStore:
+class SqlStore(ScheduleMethods):
     """``ports.Store`` + ``LeaseTable`` + ``QueueTable`` + ``ScheduleStore`` on one database.
 
     ``fencing="lease"``: a dispatch must carry the epoch of the unexpired lease row in this
@@ -233,6 +233,11 @@ class SqlStore:
         full = {**args, "after_ms": after[0], "after_id": after[1]}
         return sorted(c.execute(self.q["claim_due"], full).fetchall(), key=lambda r: (r[3], r[0]))
 
+    def fenced(self, c: Conn, epoch: int, now_ms: int) -> None:
+        """In ``c``'s transaction: raise ``FencedError`` (and write nothing) unless ``epoch``
+        still may write — the check every dispatch makes, for the leader's other duties."""
+        self._fence(c, epoch, now_ms)
+
     def _fence(self, c: Conn, epoch: int, now_ms: int) -> None:
         (max_epoch,) = c.execute(self.q["fence_lock"], {"kind": self.fencing}).fetchone()
         if self.fencing == "epoch":
@@ -261,7 +266,7 @@ class SqlStore:
         Caught-up occurrences the plan inserts are already due: they are claimed (and planned)
         here too, up to the batch limit, so one fenced transaction judges them all at one now.
         """
-        if not any(r[1].startswith(schedules.OCCURRENCE_PREFIX) for r in rows):
+        if not any(r[1].startswith(schedules.PLANNED) for r in rows):
             return rows  # the bulk path: nothing to plan, nothing built
         runs: list[Any] = []
         claimed = 0
@@ -282,6 +287,8 @@ class SqlStore:
     def _plan_one(self, c: Conn, key: str, now_ms: int) -> tuple[str | None, int]:
         """Why a claimed task must not run (None: it runs), and how many due occurrences its
         plan inserted. Tasks that are not a schedule's occurrence run as they are."""
+        if key.startswith(schedules.BACKFILL_PREFIX):
+            return self._plan_backfill(c, key, now_ms), 0
         if not key.startswith(schedules.OCCURRENCE_PREFIX):
             return None, 0
         name, fire_ms = policy.parse_occurrence_key(key)
@@ -290,15 +297,17 @@ class SqlStore:
             return "removed", 0
         if info.schedule.paused:
             fired = {"name": name, "fire": fire_ms, "next": None, "reason": "paused"}
-            c.execute(self.q["schedule_fired"], fired)
+            c.execute(self.q["schedule_fired"], {**fired, "missed": 0, "skipped": 0})
             return "paused", 0
         s = info.schedule
         plan = policy.plan_dispatch(s, fire_ms, now_ms)
+        missed = policy.missed_fires(s, fire_ms, now_ms, plan)
         if info.next_fire_ms is not None and fire_ms < info.next_fire_ms:
             # Planned before the one to come: a catch-up, or due under a definition since
             # replaced. It runs as it is; what follows it is planned already (a redeploy's
             # definition never fills in the time before it was deployed).
             plan = policy.DispatchPlan(run=True, catch_up=(), next_fire_ms=info.next_fire_ms)
+            missed = 0
         reason = None if plan.run else f"catchup={s.catchup}"
         since = now_ms - OVERLAP_MAX_AGE_MS
         running = c.execute(
@@ -306,14 +315,23 @@ class SqlStore:
         )
         if reason is None and policy.overlap_decision(s, running.fetchone() is not None) == "skip":
             reason = "overlap"
-        added = sum(self._add(c, schedules.occurrence(s, f)) for f in plan.catch_up)
-        self._add(c, schedules.occurrence(s, plan.next_fire_ms))
+        added = sum(self.add(c, schedules.occurrence(s, f)) for f in plan.catch_up)
+        self.add(c, schedules.occurrence(s, plan.next_fire_ms))
         fired = {"name": name, "fire": fire_ms, "next": plan.next_fire_ms, "reason": reason}
-        c.execute(self.q["schedule_fired"], fired)
+        counts = {"missed": missed, "skipped": int(reason == "overlap")}
+        c.execute(self.q["schedule_fired"], {**fired, **counts})
         return reason, added
 
-    def _add(self, c: Conn, task: NewTask) -> int:
-        return int(c.execute(self.q["add_task"], task._asdict()).rowcount)
+    def _plan_backfill(self, c: Conn, key: str, now_ms: int) -> str | None:
+        """Why a backfilled occurrence must not run (None: it runs): its schedule is gone, or
+        its overlap policy skips it while an earlier run of the schedule still runs."""
+        name, fire_ms = schedules.parse_backfill_key(key)
+        info = self._schedule(c, name)
+        if info is None:
+            return "removed"
+        args = {"name": name, "fire": fire_ms, "since": now_ms - OVERLAP_MAX_AGE_MS}
+        running = c.execute(self.q["schedule_running_before"], args).fetchone() is not None
+        return "overlap" if policy.overlap_decision(info.schedule, running) == "skip" else None
 
     def read_due(
         self, now_ms: int, limit: int, copied_since_ms: int | None = None
@@ -519,10 +537,31 @@ class SqlStore:
     def processes(self) -> list[ProcessInfo]:
         return [
             ProcessInfo(
-                role=r[0], index=r[1], pid=r[2], owner=r[3], started_ms=r[4], exited_ms=r[5]
+                role=r[0],
+                index=r[1],
+                pid=r[2],
+                owner=r[3],
+                started_ms=r[4],
+                exited_ms=r[5],
+                heartbeat_ms=r[6],
             )
-            for r in self.named("processes")
+            for r in self.named("processes_beat")
         ]
+
+    def heartbeat(self, info: ProcessInfo, now_ms: int) -> None:
+        """``operations.heartbeat``: the process is alive (registering it if nobody did)."""
+        operations.heartbeat(self, info, now_ms)
+
+    # -- run history ------------------------------------------------------------------------
+
+    def runs(self, query: RunQuery, now_ms: int) -> list[RunRecord]:
+        """The run history ``query`` asks for, newest occurrence first (``history.runs``)."""
+        return history.runs(self, query, now_ms)
+
+    def prune_history(self, keep_ms: int, now_ms: int, limit: int, epoch: int) -> int:
+        """Delete history older than ``keep_ms``, fenced, ``limit`` rows of each kind at most
+        (``history.prune``); how many rows went."""
+        return history.prune(self, keep_ms, now_ms, limit, epoch)
 
     def record_event(self, event: Event) -> None:
         args = {**dataclasses.asdict(event), "detail": json.dumps(dict(event.detail))}
@@ -537,139 +576,6 @@ class SqlStore:
     def record_sample(self, now_ms: int, depth: int) -> None:
         args = {"at": now_ms, "depth": depth}
         self.d.transaction(lambda c: c.execute(self.q["record_sample"], args))
-
-    # -- schedules (ports.ScheduleStore) ----------------------------------------------------
-
-    def put_schedule(self, schedule: Schedule, now_ms: int, *, replace: bool) -> bool:
-        stored = self.d.read(lambda c: self._schedule(c, schedule.name))
-        if stored is not None and replace and schedules.same_definition(stored.schedule, schedule):
-            return False  # read outside the lock: redeploying takes no write lock
-
-        def put(c: Conn) -> bool:
-            old = self._schedule(c, schedule.name, lock=True)
-            if old is not None and not replace:
-                raise ConflictError(f"a schedule named {schedule.name!r} already exists")
-            if old is not None and schedules.same_definition(old.schedule, schedule):
-                return False
-            c.execute(self.q["schedule_upsert"], schedules.to_row(schedule))
-            paused = old.schedule.paused if old is not None else schedule.paused
-            self._rematerialise(c, schedule, now_ms, paused)
-            return True
-
-        return self.d.transaction(put)
-
-    def sync_schedules(self, app: str, wanted: Sequence[Schedule], now_ms: int) -> SyncReport:
-        def sync(c: Conn) -> SyncReport:
-            added: list[str] = []
-            changed: list[str] = []
-            for s in wanted:
-                old = self._schedule(c, s.name, lock=True)
-                if old is not None and old.app not in (None, app):
-                    raise ConflictError(
-                        f"schedule {s.name!r} is declared by app {old.app!r}, not {app!r}: "
-                        "nothing was written (give one of them another name)"
-                    )
-                same = old is not None and schedules.same_definition(old.schedule, s)
-                if not same:
-                    (changed if old is not None else added).append(s.name)
-                if same and old is not None and old.app == app:
-                    continue
-                c.execute(self.q["schedule_upsert"], schedules.to_row(s, app))
-                if not same:
-                    paused = old.schedule.paused if old is not None else s.paused
-                    self._rematerialise(c, s, now_ms, paused)
-            declared = {s.name for s in wanted}
-            names = c.execute(self.q["schedule_names_of_app"], {"app": app}).fetchall()
-            removed = [n for (n,) in names if n not in declared]
-            for name in removed:
-                self._remove(c, name, now_ms)
-            return SyncReport(added=tuple(added), changed=tuple(changed), removed=tuple(removed))
-
-        return self.d.transaction(sync)
-
-    def get_schedule(self, name: str) -> ScheduleInfo:
-        def get(c: Conn) -> ScheduleInfo:
-            info = self._must_exist(c, name)
-            outcome = c.execute(self.q["schedule_last_outcome"], {"name": name}).fetchone()
-            return dataclasses.replace(info, last_outcome=outcome[0] if outcome else None)
-
-        return self.d.read(get)
-
-    def list_schedules(self) -> list[ScheduleInfo]:
-        return [self.get_schedule(r[0]) for r in self.named("schedule_names")]
-
-    def pause_schedule(self, name: str, now_ms: int) -> bool:
-        def pause(c: Conn) -> bool:
-            self._must_exist(c, name, lock=True)
-            args = {"name": name, "paused": 1}
-            changed = int(c.execute(self.q["schedule_set_paused"], args).rowcount)
-            c.execute(self.q["schedule_drop_pending"], {"name": name, "now": now_ms})
-            c.execute(self.q["schedule_set_next"], {"name": name, "next": None})
-            return changed > 0
-
-        return self.d.transaction(pause)
-
-    def resume_schedule(self, name: str, now_ms: int) -> bool:
-        def resume(c: Conn) -> bool:
-            info = self._must_exist(c, name, lock=True)
-            args = {"name": name, "paused": 0}
-            changed = int(c.execute(self.q["schedule_set_paused"], args).rowcount)
-            if changed:
-                self._rematerialise(c, info.schedule, now_ms, False)
-            return changed > 0
-
-        return self.d.transaction(resume)
-
-    def remove_schedule(self, name: str, now_ms: int) -> None:
-        def remove(c: Conn) -> None:
-            self._must_exist(c, name, lock=True)
-            self._remove(c, name, now_ms)
-
-        self.d.transaction(remove)
-
-    def _remove(self, c: Conn, name: str, now_ms: int) -> None:
-        """Delete a schedule and its occurrence still to come; one already due stays, and is
-        recorded SKIPPED ("removed") as it is dispatched."""
-        c.execute(self.q["schedule_drop_pending"], {"name": name, "now": now_ms})
-        c.execute(self.q["schedule_delete"], {"name": name})
-
-    def trigger_schedule(self, name: str, now_ms: int) -> str:
-        def trigger(c: Conn) -> str:
-            new = schedules.triggered(self._must_exist(c, name).schedule, now_ms)
-            self._add(c, new)
-            self.d.notify(c, "due")
-            return new.idempotency_key
-
-        return self.d.transaction(trigger)
-
-    def _schedule(self, c: Conn, name: str, *, lock: bool = False) -> ScheduleInfo | None:
-        query = self.q["schedule_get_locked" if lock else "schedule_get"]
-        row = c.execute(query, {"name": name}).fetchone()
-        if row is None:
-            return None
-        return ScheduleInfo(
-            schedule=schedules.from_row(row[:9]),
-            next_fire_ms=row[9],
-            last_fire_ms=row[10],
-            last_reason=row[11],
-            app=row[12],
-        )
-
-    def _must_exist(self, c: Conn, name: str, *, lock: bool = False) -> ScheduleInfo:
-        info = self._schedule(c, name, lock=lock)
-        if info is None:
-            raise NotFoundError(f"no schedule named {name!r}")
-        return info
-
-    def _rematerialise(self, c: Conn, s: Schedule, now_ms: int, paused: bool) -> None:
-        """Replace the schedule's occurrence still to come by ``next_fire(now)`` (none while
-        paused); one already due stays, and runs."""
-        c.execute(self.q["schedule_drop_pending"], {"name": s.name, "now": now_ms})
-        next_ms = None if paused else policy.next_fire(s, now_ms)
-        if next_ms is not None:
-            self._add(c, schedules.occurrence(s, next_ms))
-            self.d.notify(c, "due")
-        c.execute(self.q["schedule_set_next"], {"name": s.name, "next": next_ms})
 
 
 def _lease_state(r: Sequence[Any]) -> rules.LeaseState:

@@ -166,7 +166,7 @@ DELETE FROM queue WHERE id = ANY(%(ids)s::bigint[]);
 INSERT INTO executions
   (task_id, message_id, receive, worker, attempt, start_ms, end_ms, outcome, error)
 SELECT (r ->> 0)::bigint, (r ->> 1)::bigint, (r ->> 2)::int, %(worker)s, (r ->> 3)::int,
-  %(start)s, (r ->> 4)::bigint, r ->> 5, r ->> 6
+  (r ->> 7)::bigint, (r ->> 4)::bigint, r ->> 5, r ->> 6
 FROM json_array_elements(%(rows)s::json) AS r;
 
 -- name: queue_hold
@@ -234,29 +234,36 @@ ORDER BY late LIMIT 1 OFFSET %(k)s;
 
 -- name: schedule_get
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
-  next_fire_ms, last_fire_ms, last_reason, app
+  alert_after_ms, alert_on_failures, next_fire_ms, last_fire_ms, last_reason, app, paused_note,
+  missed, skipped
 FROM schedules WHERE name = %(name)s;
 
 -- name: schedule_get_locked
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
-  next_fire_ms, last_fire_ms, last_reason, app
+  alert_after_ms, alert_on_failures, next_fire_ms, last_fire_ms, last_reason, app, paused_note,
+  missed, skipped
 FROM schedules WHERE name = %(name)s FOR UPDATE;
 
 -- name: schedule_upsert
 INSERT INTO schedules (name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap,
-  paused, app)
+  paused, app, alert_after_ms, alert_on_failures)
 VALUES (%(name)s, %(cron)s, %(tz)s, %(handler)s, %(payload)s, %(catchup)s,
-  %(catchup_window_ms)s, %(overlap)s, %(paused)s, %(app)s)
+  %(catchup_window_ms)s, %(overlap)s, %(paused)s, %(app)s, %(alert_after_ms)s,
+  %(alert_on_failures)s)
 ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, tz = excluded.tz,
   handler = excluded.handler, payload = excluded.payload, catchup = excluded.catchup,
   catchup_window_ms = excluded.catchup_window_ms, overlap = excluded.overlap,
+  alert_after_ms = excluded.alert_after_ms, alert_on_failures = excluded.alert_on_failures,
   app = coalesce(excluded.app, schedules.app);
 
 -- name: schedule_names_of_app
 SELECT name FROM schedules WHERE app = %(app)s ORDER BY name;
 
 -- name: schedule_set_next
-UPDATE schedules SET next_fire_ms = %(next)s WHERE name = %(name)s;
+-- (expected_from_ms: the first fire time an alert may expect a run of; kept when :expect is NULL)
+UPDATE schedules SET next_fire_ms = %(next)s,
+  expected_from_ms = coalesce(%(expect)s, expected_from_ms)
+WHERE name = %(name)s;
 
 -- name: schedule_set_paused
 UPDATE schedules SET paused = %(paused)s WHERE name = %(name)s AND paused != %(paused)s;
@@ -275,7 +282,8 @@ DELETE FROM pending p USING dropped d WHERE p.trigger_ms = d.trigger_ms AND p.ta
 -- name: schedule_fired
 UPDATE schedules
 SET last_fire_ms = GREATEST(coalesce(last_fire_ms, %(fire)s), %(fire)s),
-    next_fire_ms = %(next)s, last_reason = coalesce(%(reason)s, last_reason)
+    next_fire_ms = %(next)s, last_reason = coalesce(%(reason)s, last_reason),
+    missed = missed + %(missed)s, skipped = skipped + %(skipped)s
 WHERE name = %(name)s;
 
 -- name: schedule_running_before

@@ -139,10 +139,10 @@ SELECT id, task_ids, attempt FROM queue WHERE invisible_until_ms <= :now ORDER B
 DELETE FROM queue WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: execution_insert
--- :rows is a JSON array of [task, message, receive, attempt, end_ms, outcome, error].
+-- :rows is a JSON array of [task, message, receive, attempt, end_ms, outcome, error, start_ms].
 INSERT INTO executions
   (task_id, message_id, receive, worker, attempt, start_ms, end_ms, outcome, error)
-SELECT value ->> 0, value ->> 1, value ->> 2, :worker, value ->> 3, :start, value ->> 4,
+SELECT value ->> 0, value ->> 1, value ->> 2, :worker, value ->> 3, value ->> 7, value ->> 4,
   value ->> 5, value ->> 6
 FROM json_each(:rows);
 
@@ -217,29 +217,36 @@ ORDER BY late LIMIT 1 OFFSET :k;
 
 -- name: schedule_get
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
-  next_fire_ms, last_fire_ms, last_reason, app
+  alert_after_ms, alert_on_failures, next_fire_ms, last_fire_ms, last_reason, app, paused_note,
+  missed, skipped
 FROM schedules WHERE name = :name;
 
 -- name: schedule_get_locked
 SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
-  next_fire_ms, last_fire_ms, last_reason, app
+  alert_after_ms, alert_on_failures, next_fire_ms, last_fire_ms, last_reason, app, paused_note,
+  missed, skipped
 FROM schedules WHERE name = :name;
 
 -- name: schedule_upsert
 -- (paused is the operator's: redeploying an app does not resume a paused schedule)
 INSERT INTO schedules (name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap,
-  paused, app)
-VALUES (:name, :cron, :tz, :handler, :payload, :catchup, :catchup_window_ms, :overlap, :paused, :app)
+  paused, app, alert_after_ms, alert_on_failures)
+VALUES (:name, :cron, :tz, :handler, :payload, :catchup, :catchup_window_ms, :overlap, :paused, :app,
+  :alert_after_ms, :alert_on_failures)
 ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, tz = excluded.tz,
   handler = excluded.handler, payload = excluded.payload, catchup = excluded.catchup,
   catchup_window_ms = excluded.catchup_window_ms, overlap = excluded.overlap,
+  alert_after_ms = excluded.alert_after_ms, alert_on_failures = excluded.alert_on_failures,
   app = coalesce(excluded.app, schedules.app);
 
 -- name: schedule_names_of_app
 SELECT name FROM schedules WHERE app = :app ORDER BY name;
 
 -- name: schedule_set_next
-UPDATE schedules SET next_fire_ms = :next WHERE name = :name;
+-- (expected_from_ms: the first fire time an alert may expect a run of; kept when :expect is NULL)
+UPDATE schedules SET next_fire_ms = :next,
+  expected_from_ms = coalesce(:expect, expected_from_ms)
+WHERE name = :name;
 
 -- name: schedule_set_paused
 UPDATE schedules SET paused = :paused WHERE name = :name AND paused != :paused;
@@ -256,7 +263,8 @@ DELETE FROM tasks WHERE schedule = :name AND status = 'PENDING'
 -- name: schedule_fired
 UPDATE schedules
 SET last_fire_ms = max(coalesce(last_fire_ms, :fire), :fire), next_fire_ms = :next,
-    last_reason = coalesce(:reason, last_reason)
+    last_reason = coalesce(:reason, last_reason), missed = missed + :missed,
+    skipped = skipped + :skipped
 WHERE name = :name;
 
 -- name: schedule_running_before

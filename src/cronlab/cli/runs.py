@@ -1,0 +1,90 @@
+"""``cronlab runs``: the run history — a row per run (its occurrence, dispatch, start and end
+times, attempt, worker, outcome and error), and a row per occurrence that did not run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import click
+
+from cronlab.cli.options import CLOCK, JSON, STORE, open_store
+from cronlab.core import delays
+from cronlab.exceptions import ConfigError
+from cronlab.ports import MAX_RUNS, RunQuery, RunRecord
+from cronlab.runtime.clock import to_datetime
+
+
+@click.command("runs")
+@STORE
+@click.option("--schedule", default=None, metavar="NAME", help="Only this schedule's runs.")
+@click.option("--task", default=None, metavar="NAME", help="Only this task's runs.")
+@click.option("--failed", is_flag=True, help="Only failed runs (outcome error or failed).")
+@click.option(
+    "--since",
+    default=None,
+    metavar="ISO|DELAY",
+    help="Occurrences at or after this time: ISO 8601 with an offset, or a delay back (1h).",
+)
+@click.option("--limit", type=click.IntRange(1, MAX_RUNS), default=100, show_default=True)
+@JSON
+def runs_cmd(
+    store_url: str,
+    schedule: str | None,
+    task: str | None,
+    failed: bool,
+    since: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """The run history, newest occurrence first."""
+    now = CLOCK.now_ms()
+    query = RunQuery(
+        schedule=schedule, task=task, failed=failed, since_ms=since_ms(since, now), limit=limit
+    )
+    rows = open_store(store_url, create=False).runs(query, now)
+    if as_json:
+        click.echo(json.dumps({"runs": [as_dict(r) for r in rows]}))
+    elif not rows:
+        click.echo("no runs")
+    else:
+        click.echo("\n".join(line(r) for r in rows))
+
+
+def since_ms(text: str | None, now_ms: int) -> int | None:
+    """``--since``: an ISO 8601 instant with an offset, or a delay back from now."""
+    if text is None:
+        return None
+    if text.strip()[:1].isdigit() and not any(c in text for c in "-:T"):
+        return now_ms - delays.parse_delay(text)
+    try:
+        return delays.parse_at(text)
+    except ConfigError:
+        raise ConfigError(
+            f"bad --since {text!r}: give ISO 8601 with an offset (2026-12-01T00:00Z) or a "
+            "delay back from now (90m, 1h, 7d)"
+        ) from None
+
+
+def as_dict(r: RunRecord) -> dict[str, Any]:
+    """A history row as ``--json`` prints it: the stored values, and what follows from them."""
+    data = dataclasses.asdict(r)
+    data["occurrence"] = to_datetime(r.occurrence_ms).isoformat()
+    start, end = r.start_ms, r.end_ms
+    data["lateness_ms"] = None if start is None else start - r.occurrence_ms
+    data["duration_ms"] = None if start is None or end is None else end - start
+    return data
+
+
+def line(r: RunRecord) -> str:
+    """One row for a terminal."""
+    when = to_datetime(r.occurrence_ms).isoformat(timespec="seconds")
+    what = r.schedule or r.task
+    parts = [when, what, r.outcome, f"attempt {r.attempt}"]
+    if r.start_ms is not None and r.end_ms is not None:
+        late, took = r.start_ms - r.occurrence_ms, r.end_ms - r.start_ms
+        parts += [f"late {late:,} ms", f"took {took:,} ms", r.worker or ""]
+    if r.error:
+        parts.append(r.error if len(r.error) <= 120 else r.error[:119] + "…")
+    return "  ".join(p for p in parts if p)

@@ -1,0 +1,152 @@
+"""The alerts' rows in the SQL store: which schedules alert, whether a schedule's run started,
+its failure streak, raising an alert once (fenced), and the webhook deliveries' bookkeeping."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cronlab.core.policy import Schedule
+from cronlab.stores import schedules
+from cronlab.stores.sql.dialect import Conn
+
+if TYPE_CHECKING:
+    from cronlab.stores.sql.store import SqlStore
+
+EARLIEST = -(1 << 62)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Watched:
+    """A schedule with alert settings, and the first fire time an alert may expect a run of."""
+
+    schedule: Schedule
+    expected_from_ms: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Alert:
+    """An alert as stored: ``kind`` ``late`` or ``failing``, what it is about (``subject``: the
+    late occurrence's fire ms, or the key of a failure streak's first run) and its delivery
+    (``pending``, ``delivered``, ``undeliverable`` or ``none``)."""
+
+    id: int
+    schedule: str
+    kind: str
+    subject: str
+    raised_ms: int
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    delivery: str = "pending"
+    attempts: int = 0
+    delivered_ms: int | None = None
+
+
+def watched(store: SqlStore) -> list[tuple[tuple[Any, ...], int | None]]:
+    """The rows of unpaused schedules with alert settings: (schedule columns, expected from)."""
+    return [(tuple(r[:11]), r[18]) for r in store.named("alert_schedules")]
+
+
+def as_watched(row: tuple[Any, ...], expected_from_ms: int | None) -> Watched:
+    return Watched(schedule=schedules.from_row(row), expected_from_ms=expected_from_ms)
+
+
+def started_since(store: SqlStore, name: str, fire_ms: int, now_ms: int) -> bool:
+    """True when schedule ``name`` has had a run start at or after ``fire_ms`` (its record is
+    there, or its occurrence was paused or removed by the operator), or has one running now
+    (a worker holds its message: an occurrence skipped for overlap waits for it)."""
+    args = {"name": name, "fire": fire_ms}
+    if store.named("alert_started_since", args):
+        return True
+    waiting = {int(r[0]) for r in store.named("alert_unstarted", args)}
+    if not waiting:
+        return False
+    held = store.named("held_ids", {"now": now_ms})
+    return any(i in waiting for (ids,) in held for i in store.d.ids(ids))
+
+
+def still_late(store: SqlStore, name: str, fire_ms: int, now_ms: int) -> bool:
+    """True when the schedule's newest late alert is about ``fire_ms`` or earlier and no run
+    has started since: the same outage, already said."""
+    rows = store.named("alert_newest", {"name": name, "kind": "late"})
+    if not rows or int(rows[0][0]) > fire_ms:
+        return False
+    return not started_since(store, name, int(rows[0][0]), now_ms)
+
+
+def failure_streak(store: SqlStore, name: str, n: int) -> Sequence[Any] | None:
+    """``(key, trigger_ms, last_error)`` rows of the first ``n`` failed runs of schedule
+    ``name`` since its newest successful one, when there are ``n``; else None."""
+    (last_done,) = store.named("alert_last_done", {"name": name})[0]
+    after = EARLIEST if last_done is None else int(last_done)
+    rows = store.named("alert_failures_after", {"name": name, "after": after, "n": n})
+    return rows if len(rows) >= n else None
+
+
+def raise_alert(store: SqlStore, alert: Alert, epoch: int, holder: str) -> int | None:
+    """Insert ``alert`` and its ``alert`` event in one transaction fenced by ``epoch``; None
+    (nothing written) when this condition was raised already."""
+
+    def run(c: Conn) -> int | None:
+        store.fenced(c, epoch, store.d.now(c, alert.raised_ms))
+        args = {
+            "schedule": alert.schedule,
+            "kind": alert.kind,
+            "subject": alert.subject,
+            "raised": alert.raised_ms,
+            "detail": json.dumps(dict(alert.detail)),
+            "delivery": alert.delivery,
+        }
+        row = c.execute(store.q["alert_insert"], args).fetchone()
+        if row is None:
+            return None
+        detail = {"alert": int(row[0]), "schedule": alert.schedule, "kind": alert.kind}
+        event = {"kind": "alert", "at_ms": alert.raised_ms, "holder": holder, "epoch": epoch}
+        c.execute(store.q["record_event"], {**event, "pid": None, "detail": json.dumps(detail)})
+        return int(row[0])
+
+    return store.d.transaction(run)
+
+
+def to_send(store: SqlStore, now_ms: int, limit: int) -> list[Alert]:
+    """Pending deliveries that are due, oldest first."""
+    rows = store.named("alerts_to_send", {"now": now_ms, "limit": limit})
+    return [
+        Alert(
+            id=int(r[0]),
+            schedule=r[1],
+            kind=r[2],
+            subject=r[3],
+            raised_ms=int(r[4]),
+            detail=json.loads(r[5]),
+            attempts=int(r[6]),
+        )
+        for r in rows
+    ]
+
+
+def sent(
+    store: SqlStore, alert_id: int, delivery: str, next_try_ms: int, delivered_ms: int | None
+) -> None:
+    """A delivery attempt's end: ``delivered``, ``undeliverable``, or ``pending`` again."""
+    args = {"id": alert_id, "delivery": delivery, "next": next_try_ms, "delivered": delivered_ms}
+    store.d.transaction(lambda c: c.execute(store.q["alert_sent"], args))
+
+
+def recent(store: SqlStore, limit: int) -> list[Alert]:
+    """The newest alerts, newest first (the console)."""
+    return [
+        Alert(
+            id=int(r[0]),
+            schedule=r[1],
+            kind=r[2],
+            subject=r[3],
+            raised_ms=int(r[4]),
+            detail=json.loads(r[5]),
+            delivery=r[6],
+            attempts=int(r[7]),
+            delivered_ms=None if r[8] is None else int(r[8]),
+        )
+        for r in store.named("alerts_recent", {"limit": limit})
+    ]

@@ -1,0 +1,136 @@
+"""The run history and its retention, read and pruned through the SQL store.
+
+A *run* is an execution record (a handler's start, end, attempt, worker, outcome and error)
+joined to its task (occurrence time, dispatch time); an occurrence that never ran is a row of
+its own (``skipped``, ``missed``), and so is one not run yet (``due``, ``queued``). The
+retention deletes finished tasks and their records, oldest first and in small batches, in the
+leader's fenced transaction; it never deletes a PENDING or DISPATCHED task, a schedule's newest
+occurrence, or one its catch-up window still covers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from cronlab.ports import RunQuery, RunRecord
+from cronlab.stores.sql.dialect import Conn
+
+if TYPE_CHECKING:
+    from cronlab.stores.sql.store import SqlStore
+
+EARLIEST = -(1 << 62)
+DAY_MS = 86_400_000
+DEFAULT_KEEP_MS = 30 * DAY_MS
+MIN_KEEP_MS = 3_600_000  # an hour: less would prune runs an operator is still looking at
+PRUNE_BATCH = 1_000  # rows of each kind one retention transaction deletes at most
+
+
+def runs(store: SqlStore, query: RunQuery, now_ms: int) -> list[RunRecord]:
+    """The history rows ``query`` asks for, newest occurrence first."""
+    args: dict[str, Any] = {
+        "since": EARLIEST if query.since_ms is None else query.since_ms,
+        "now": now_ms,
+        "task": query.task,
+        "failed": int(query.failed),
+        "limit": query.limit,
+    }
+    if query.schedule is None:
+        return [record(r) for r in store.named("runs", args)]
+    return [
+        record(r) for r in store.named("runs_of_schedule", {**args, "schedule": query.schedule})
+    ]
+
+
+def record(r: Sequence[Any]) -> RunRecord:
+    """A ``runs`` row as a value."""
+    return RunRecord(
+        task_id=int(r[0]),
+        key=r[1],
+        task=r[2],
+        schedule=r[3],
+        occurrence_ms=int(r[4]),
+        dispatched_ms=_int(r[5]),
+        start_ms=_int(r[6]),
+        end_ms=_int(r[7]),
+        attempt=int(r[8]),
+        worker=r[9],
+        outcome=r[10],
+        error=r[11],
+    )
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+CODES = {"ok": 0, "noop": 1, "error": 2, "failed": 3, "skipped": 4, "missed": 5, "due": 6,
+         "queued": 7}  # fmt: skip
+Recent = list[Any]  # [occurrence ms, outcome code, lateness ms, duration ms, attempt, error]
+
+
+def recent_runs(
+    store: SqlStore, names: Sequence[str], now_ms: int, n: int, error_chars: int = 200
+) -> dict[str, list[Recent]]:
+    """The ``n`` newest occurrences (not still to come) of each schedule in ``names``, newest
+    first, each its newest run as a compact row (``CODES`` name the outcomes)."""
+    found: dict[str, list[Recent]] = {}
+    args = {"now": now_ms, "n": n + 1, "names": json.dumps(list(names))}
+    for r in store.named("recent_runs", args):
+        if r[3] == "PENDING" and r[2] > now_ms:
+            continue
+        runs = found.setdefault(r[0], [])
+        if len(runs) < n:
+            runs.append(_recent(r, error_chars))
+    return found
+
+
+def _recent(r: Sequence[Any], error_chars: int) -> Recent:
+    start, end, outcome = r[5], r[6], r[9]
+    error = r[10] if outcome is not None else r[4]
+    return [
+        r[2],
+        CODES[outcome if outcome is not None else _unrun(r[3], r[4])],
+        None if start is None else start - r[2],
+        None if start is None or end is None else end - start,
+        r[7],
+        error[:error_chars] if error else None,
+    ]
+
+
+def _unrun(status: str, reason: str | None) -> str:
+    """The outcome of a task without a run record (as the ``runs`` query words it)."""
+    if status == "SKIPPED":
+        return "missed" if (reason or "").startswith("catchup=") else "skipped"
+    return {"MISSED": "missed", "PENDING": "due"}.get(status, "queued")
+
+
+def lateness_by_minute(
+    store: SqlStore, since_ms: int, now_ms: int
+) -> list[tuple[int, int, float, int]]:
+    """``(minute, runs, mean ms, max ms)`` of first runs' lateness by minute of occurrence."""
+    rows = store.named("lateness_by_minute", {"since": since_ms, "now": now_ms})
+    return [(int(m), int(n), float(mean), int(top)) for m, n, mean, top in rows]
+
+
+def prune(store: SqlStore, keep_ms: int, now_ms: int, limit: int, epoch: int) -> int:
+    """Delete, in one transaction fenced by ``epoch``, at most ``limit`` finished tasks (with
+    their run records) older than ``keep_ms``, and as many events, queue-depth samples and
+    settled alerts; returns how many rows went."""
+
+    def run(c: Conn) -> int:
+        now = store.d.now(c, now_ms)
+        store.fenced(c, epoch, now)
+        before = now - keep_ms
+        args = {"before": before, "now": now, "limit": limit}
+        ids = [r[0] for r in c.execute(store.q["prune_candidates"], args).fetchall()]
+        gone = 0
+        if ids:
+            c.execute(store.q["prune_executions"], {"ids": store.d.ints(ids)})
+            gone += len(c.execute(store.q["prune_tasks"], {"ids": store.d.ints(ids)}).fetchall())
+        for name in ("prune_events", "prune_samples", "prune_alerts"):
+            gone += int(c.execute(store.q[name], {"before": before, "limit": limit}).rowcount)
+        return gone
+
+    return store.d.transaction(run)

@@ -1,0 +1,82 @@
+"""What operators do to a running store, and what processes say about themselves: pause
+notes, backfills, heartbeats. Every write is one transaction (``SqlStore`` delegates here)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import TYPE_CHECKING
+
+from cronlab.core import policy
+from cronlab.exceptions import ConfigError
+from cronlab.ports import Backfill, ProcessInfo
+from cronlab.stores import schedules
+from cronlab.stores.sql.dialect import Conn
+
+if TYPE_CHECKING:
+    from cronlab.stores.sql.schedule_methods import ScheduleMethods
+    from cronlab.stores.sql.store import SqlStore
+
+MAX_BACKFILL = 1_000  # occurrences one backfill may add
+MAX_NOTE = 500  # characters of a pause note
+NOT_RUN = ("SKIPPED", "MISSED")  # an occurrence in these states is backfilled
+
+
+def check_note(note: str | None) -> str | None:
+    """A pause note as stored: stripped, None when empty; ConfigError when too long."""
+    text = (note or "").strip()
+    if len(text) > MAX_NOTE:
+        raise ConfigError(f"a pause note is at most {MAX_NOTE} characters, got {len(text):,}")
+    return text or None
+
+
+def backfill_fires(schedule: policy.Schedule, from_ms: int, to_ms: int, now_ms: int) -> list[int]:
+    """The schedule's fire times in [from_ms, to_ms); ConfigError, before anything is written,
+    for a range that is backwards, reaches past now, or holds more than ``MAX_BACKFILL``."""
+    if from_ms >= to_ms:
+        raise ConfigError("backfill: --from must be before --to")
+    if to_ms > now_ms:
+        raise ConfigError("backfill: --to is in the future (a backfill runs occurrences past)")
+    fires = list(itertools.islice(policy.fires(schedule, from_ms - 1), MAX_BACKFILL + 1))
+    inside = [f for f in fires if f < to_ms]
+    if len(inside) > MAX_BACKFILL:
+        raise ConfigError(
+            f"backfill of {schedule.name!r}: the range holds more than {MAX_BACKFILL:,} "
+            "occurrences; backfill a shorter one"
+        )
+    return inside
+
+
+def backfill(
+    store: ScheduleMethods, c: Conn, name: str, from_ms: int, to_ms: int, now_ms: int
+) -> Backfill:
+    """In ``c``'s transaction: a task per fire time in [from_ms, to_ms) that never ran: the
+    store holds no occurrence of it (never written, or pruned) or one that was skipped or
+    missed, and no backfill of it. Each is planned as it is dispatched by the
+    schedule's overlap policy alone (``SqlStore._plan_one``)."""
+    s = store.must_exist(c, name).schedule
+    added = existing = 0
+    for fire in backfill_fires(s, from_ms, to_ms, now_ms):
+        key = policy.occurrence_key(name, fire)
+        row = c.execute(store.q["task_by_key"], {"key": key}).fetchone()
+        if row is not None and row[6] not in NOT_RUN:
+            existing += 1
+        elif store.add(c, schedules.backfilled(s, fire)):
+            added += 1
+        else:
+            existing += 1
+    return Backfill(added=added, existing=existing)
+
+
+def heartbeat(store: SqlStore, info: ProcessInfo, now_ms: int) -> None:
+    """Note that the process ``info`` names is alive at ``now_ms``; one nobody registered (a
+    scheduler started by hand or by Kubernetes, not by ``cronlab cluster``) registers itself
+    in its role and index slot first."""
+
+    def beat(c: Conn) -> None:
+        args = {"now": now_ms, "owner": info.owner}
+        if c.execute(store.q["heartbeat"], args).rowcount == 0:
+            c.execute(store.q["register_process"], dataclasses.asdict(info))
+            c.execute(store.q["heartbeat"], args)
+
+    store.d.transaction(beat)

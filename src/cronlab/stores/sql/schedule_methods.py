@@ -1,0 +1,198 @@
+"""The schedules' side of the SQL store (``ports.ScheduleStore``): put, sync, read, pause with
+a note, resume, remove, trigger and backfill, each ONE transaction; ``SqlStore`` inherits it.
+
+A schedule's next occurrence is a PENDING task written in the same transaction as the
+schedule (``_rematerialise``); a dispatch plans it (``SqlStore._plan_one``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from cronlab.core import policy
+from cronlab.core.policy import Schedule
+from cronlab.exceptions import ConflictError, NotFoundError
+from cronlab.ports import Backfill, NewTask, ScheduleInfo, SyncReport
+from cronlab.stores import schedules
+from cronlab.stores.sql import operations
+from cronlab.stores.sql.dialect import Conn, Dialect
+
+
+class ScheduleMethods:
+    """``ports.ScheduleStore`` on a dialect's connection and named queries."""
+
+    d: Dialect
+    q: Mapping[str, str]
+
+    def add(self, c: Conn, task: NewTask) -> int:
+        """Insert ``task`` in ``c``'s transaction; 0 when its key exists already."""
+        return int(c.execute(self.q["add_task"], task._asdict()).rowcount)
+
+    def put_schedule(self, schedule: Schedule, now_ms: int, *, replace: bool) -> bool:
+        stored = self.d.read(lambda c: self._schedule(c, schedule.name))
+        if stored is not None and replace and schedules.same_definition(stored.schedule, schedule):
+            return False  # read outside the lock: redeploying takes no write lock
+
+        def put(c: Conn) -> bool:
+            old = self._schedule(c, schedule.name, lock=True)
+            if old is not None and not replace:
+                raise ConflictError(f"a schedule named {schedule.name!r} already exists")
+            if old is not None and schedules.same_definition(old.schedule, schedule):
+                return False
+            c.execute(self.q["schedule_upsert"], schedules.to_row(schedule))
+            paused = old.schedule.paused if old is not None else schedule.paused
+            self._rematerialise(c, schedule, now_ms, paused)
+            return True
+
+        return self.d.transaction(put)
+
+    def sync_schedules(self, app: str, wanted: Sequence[Schedule], now_ms: int) -> SyncReport:
+        def sync(c: Conn) -> SyncReport:
+            added: list[str] = []
+            changed: list[str] = []
+            for s in wanted:
+                old = self._schedule(c, s.name, lock=True)
+                if old is not None and old.app not in (None, app):
+                    raise ConflictError(
+                        f"schedule {s.name!r} is declared by app {old.app!r}, not {app!r}: "
+                        "nothing was written (give one of them another name)"
+                    )
+                same = old is not None and schedules.same_definition(old.schedule, s)
+                if not same:
+                    (changed if old is not None else added).append(s.name)
+                if same and old is not None and old.app == app:
+                    continue
+                c.execute(self.q["schedule_upsert"], schedules.to_row(s, app))
+                if not same:
+                    paused = old.schedule.paused if old is not None else s.paused
+                    self._rematerialise(c, s, now_ms, paused)
+            declared = {s.name for s in wanted}
+            names = c.execute(self.q["schedule_names_of_app"], {"app": app}).fetchall()
+            removed = [n for (n,) in names if n not in declared]
+            for name in removed:
+                self._remove(c, name, now_ms)
+            return SyncReport(added=tuple(added), changed=tuple(changed), removed=tuple(removed))
+
+        return self.d.transaction(sync)
+
+    def get_schedule(self, name: str) -> ScheduleInfo:
+        def get(c: Conn) -> ScheduleInfo:
+            info = self.must_exist(c, name)
+            outcome = c.execute(self.q["schedule_last_outcome"], {"name": name}).fetchone()
+            return dataclasses.replace(info, last_outcome=outcome[0] if outcome else None)
+
+        return self.d.read(get)
+
+    def list_schedules(self) -> list[ScheduleInfo]:
+        names = self.d.read(lambda c: c.execute(self.q["schedule_names"]).fetchall())
+        return [self.get_schedule(r[0]) for r in names]
+
+    def pause_schedule(self, name: str, now_ms: int, note: str | None = None) -> bool:
+        text = operations.check_note(note)
+
+        def pause(c: Conn) -> bool:
+            self.must_exist(c, name, lock=True)
+            args = {"name": name, "paused": 1}
+            changed = int(c.execute(self.q["schedule_set_paused"], args).rowcount)
+            c.execute(self.q["schedule_drop_pending"], {"name": name, "now": now_ms})
+            c.execute(self.q["schedule_set_next"], {"name": name, "next": None, "expect": None})
+            if changed or text is not None:
+                c.execute(self.q["schedule_note"], {"name": name, "note": text})
+            self._operated(c, "paused", name, now_ms, note=text)
+            return changed > 0
+
+        return self.d.transaction(pause)
+
+    def resume_schedule(self, name: str, now_ms: int) -> bool:
+        def resume(c: Conn) -> bool:
+            info = self.must_exist(c, name, lock=True)
+            args = {"name": name, "paused": 0}
+            changed = int(c.execute(self.q["schedule_set_paused"], args).rowcount)
+            if changed:
+                self._rematerialise(c, info.schedule, now_ms, False)
+                c.execute(self.q["schedule_note"], {"name": name, "note": None})
+                self._operated(c, "resumed", name, now_ms)
+            return changed > 0
+
+        return self.d.transaction(resume)
+
+    def backfill_schedule(self, name: str, from_ms: int, to_ms: int, now_ms: int) -> Backfill:
+        """Run the schedule's occurrences in [from_ms, to_ms) that never ran (``operations
+        .backfill``); a range backwards, in the future or of more than ``MAX_BACKFILL`` is a
+        ConfigError and writes nothing."""
+
+        def fill(c: Conn) -> Backfill:
+            done = operations.backfill(self, c, name, from_ms, to_ms, now_ms)
+            if done.added:
+                self.d.notify(c, "due")
+            span = {"from_ms": from_ms, "to_ms": to_ms, "added": done.added}
+            self._operated(c, "backfilled", name, now_ms, **span, existing=done.existing)
+            return done
+
+        return self.d.transaction(fill)
+
+    def _operated(self, c: Conn, kind: str, name: str, now_ms: int, **detail: Any) -> None:
+        """An operator's action on schedule ``name``, in the event log (the audit trail)."""
+        event = {"kind": kind, "at_ms": now_ms, "holder": None, "epoch": None, "pid": None}
+        c.execute(
+            self.q["record_event"], {**event, "detail": json.dumps({"schedule": name, **detail})}
+        )
+
+    def remove_schedule(self, name: str, now_ms: int) -> None:
+        def remove(c: Conn) -> None:
+            self.must_exist(c, name, lock=True)
+            self._remove(c, name, now_ms)
+
+        self.d.transaction(remove)
+
+    def _remove(self, c: Conn, name: str, now_ms: int) -> None:
+        """Delete a schedule and its occurrence still to come; one already due stays, and is
+        recorded SKIPPED ("removed") as it is dispatched."""
+        c.execute(self.q["schedule_drop_pending"], {"name": name, "now": now_ms})
+        c.execute(self.q["schedule_delete"], {"name": name})
+
+    def trigger_schedule(self, name: str, now_ms: int) -> str:
+        def trigger(c: Conn) -> str:
+            new = schedules.triggered(self.must_exist(c, name).schedule, now_ms)
+            self.add(c, new)
+            self.d.notify(c, "due")
+            self._operated(c, "triggered", name, now_ms, key=new.idempotency_key)
+            return new.idempotency_key
+
+        return self.d.transaction(trigger)
+
+    def _schedule(self, c: Conn, name: str, *, lock: bool = False) -> ScheduleInfo | None:
+        query = self.q["schedule_get_locked" if lock else "schedule_get"]
+        row = c.execute(query, {"name": name}).fetchone()
+        if row is None:
+            return None
+        return ScheduleInfo(
+            schedule=schedules.from_row(row[:11]),
+            next_fire_ms=row[11],
+            last_fire_ms=row[12],
+            last_reason=row[13],
+            app=row[14],
+            paused_note=row[15],
+            missed=int(row[16]),
+            skipped=int(row[17]),
+        )
+
+    def must_exist(self, c: Conn, name: str, *, lock: bool = False) -> ScheduleInfo:
+        info = self._schedule(c, name, lock=lock)
+        if info is None:
+            raise NotFoundError(f"no schedule named {name!r}")
+        return info
+
+    def _rematerialise(self, c: Conn, s: Schedule, now_ms: int, paused: bool) -> None:
+        """Replace the schedule's occurrence still to come by ``next_fire(now)`` (none while
+        paused); one already due stays, and runs."""
+        c.execute(self.q["schedule_drop_pending"], {"name": s.name, "now": now_ms})
+        next_ms = None if paused else policy.next_fire(s, now_ms)
+        if next_ms is not None:
+            self.add(c, schedules.occurrence(s, next_ms))
+            self.d.notify(c, "due")
+        args = {"name": s.name, "next": next_ms, "expect": next_ms}
+        c.execute(self.q["schedule_set_next"], args)

@@ -1,0 +1,159 @@
+-- Named queries of issue 16 in SQLite's placeholders (run history, retention, alerts,
+-- heartbeats, operator notes, the console); postgresql/queries_ops.sql has the same names.
+
+-- name: runs
+-- The run history, newest occurrence first: a row per run (execution record) of a task, and a
+-- row for a task without one (skipped, missed, due or queued). Future PENDING tasks are not
+-- runs. :task and :schedule (NULL: any) are a task's and a schedule's name.
+SELECT t.id, t.idempotency_key, t.handler, t.schedule, t.trigger_ms, t.dispatched_ms,
+  e.start_ms, e.end_ms, coalesce(e.attempt, t.attempts), e.worker,
+  CASE WHEN e.id IS NOT NULL THEN e.outcome
+    WHEN t.status = 'SKIPPED' AND t.last_error LIKE 'catchup=%' THEN 'missed'
+    WHEN t.status = 'SKIPPED' THEN 'skipped'
+    WHEN t.status = 'MISSED' THEN 'missed'
+    WHEN t.status = 'PENDING' THEN 'due'
+    ELSE 'queued' END,
+  CASE WHEN e.id IS NULL THEN t.last_error ELSE e.error END
+FROM tasks t LEFT JOIN executions e ON e.task_id = t.id
+WHERE t.trigger_ms >= :since AND (t.status != 'PENDING' OR t.trigger_ms <= :now)
+  AND (:task IS NULL OR t.handler = :task)
+  AND (:failed = 0 OR e.outcome IN ('error', 'failed'))
+ORDER BY t.trigger_ms DESC, t.id DESC, e.attempt DESC, e.id DESC
+LIMIT :limit;
+
+-- name: runs_of_schedule
+-- As `runs`, for one schedule (its index: schedule, trigger_ms).
+SELECT t.id, t.idempotency_key, t.handler, t.schedule, t.trigger_ms, t.dispatched_ms,
+  e.start_ms, e.end_ms, coalesce(e.attempt, t.attempts), e.worker,
+  CASE WHEN e.id IS NOT NULL THEN e.outcome
+    WHEN t.status = 'SKIPPED' AND t.last_error LIKE 'catchup=%' THEN 'missed'
+    WHEN t.status = 'SKIPPED' THEN 'skipped'
+    WHEN t.status = 'MISSED' THEN 'missed'
+    WHEN t.status = 'PENDING' THEN 'due'
+    ELSE 'queued' END,
+  CASE WHEN e.id IS NULL THEN t.last_error ELSE e.error END
+FROM tasks t LEFT JOIN executions e ON e.task_id = t.id
+WHERE t.schedule = :schedule AND t.trigger_ms >= :since
+  AND (t.status != 'PENDING' OR t.trigger_ms <= :now)
+  AND (:task IS NULL OR t.handler = :task)
+  AND (:failed = 0 OR e.outcome IN ('error', 'failed'))
+ORDER BY t.trigger_ms DESC, t.id DESC, e.attempt DESC, e.id DESC
+LIMIT :limit;
+
+-- name: recent_runs
+-- The console: each schedule's :n newest tasks, each with its newest run (a task's outcome is
+-- its last attempt's), of the schedules named in :names (a JSON array); the caller drops
+-- the one still to come (the index alone picks them).
+SELECT t.schedule, t.id, t.trigger_ms, t.status, t.last_error, e.start_ms, e.end_ms,
+  e.attempt, e.worker, e.outcome, e.error
+FROM schedules s
+JOIN tasks t ON t.id IN (
+  SELECT id FROM tasks WHERE schedule = s.name ORDER BY trigger_ms DESC LIMIT :n
+)
+LEFT JOIN executions e ON e.id = (
+  SELECT max(id) FROM executions WHERE task_id = t.id
+)
+WHERE s.name IN (SELECT value FROM json_each(:names))
+ORDER BY t.schedule, t.trigger_ms DESC, t.id DESC;
+
+-- name: lateness_by_minute
+-- The console's chart: first runs' lateness (start - occurrence) by minute of occurrence;
+-- backfilled occurrences (late on purpose) are left out, as the metric leaves them out.
+SELECT (t.trigger_ms / 60000) * 60000 AS minute, count(*),
+  avg(e.start_ms - t.trigger_ms), max(e.start_ms - t.trigger_ms)
+FROM tasks t JOIN executions e ON e.task_id = t.id AND e.attempt = 1
+WHERE t.trigger_ms >= :since AND t.trigger_ms <= :now
+  AND t.idempotency_key NOT LIKE 'backfill:%'
+GROUP BY minute ORDER BY minute;
+
+-- name: prune_candidates
+-- Finished tasks whose occurrence and dispatch are older than :before, oldest first; never a
+-- schedule's newest occurrence (last_fire_ms), nor one its catch-up window still covers.
+SELECT t.id FROM tasks t
+WHERE t.trigger_ms < :before AND t.status IN ('DONE', 'FAILED', 'SKIPPED', 'MISSED')
+  AND coalesce(t.dispatched_ms, t.trigger_ms) < :before
+  AND NOT EXISTS (
+    SELECT 1 FROM schedules s WHERE s.name = t.schedule
+      AND (s.last_fire_ms = t.trigger_ms OR t.trigger_ms >= :now - s.catchup_window_ms)
+  )
+ORDER BY t.trigger_ms LIMIT :limit;
+
+-- name: prune_executions
+DELETE FROM executions WHERE task_id IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_tasks
+DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(:ids))
+  AND status IN ('DONE', 'FAILED', 'SKIPPED', 'MISSED')
+RETURNING id;
+
+-- name: prune_events
+DELETE FROM events WHERE id IN (
+  SELECT id FROM events WHERE at_ms < :before ORDER BY id LIMIT :limit
+);
+
+-- name: prune_samples
+DELETE FROM samples WHERE rowid IN (
+  SELECT rowid FROM samples WHERE at_ms < :before LIMIT :limit
+);
+
+-- name: prune_alerts
+DELETE FROM alerts WHERE id IN (
+  SELECT id FROM alerts WHERE raised_ms < :before AND delivery != 'pending'
+  ORDER BY id LIMIT :limit
+);
+
+-- name: heartbeat
+UPDATE processes SET heartbeat_ms = :now WHERE owner = :owner;
+
+-- name: schedule_note
+UPDATE schedules SET paused_note = :note WHERE name = :name;
+
+-- name: alert_started_since
+-- A run of the schedule at or after :fire has started (its record exists), or its occurrence
+-- was skipped by the operator (paused, removed: nothing was expected to start). An overlap
+-- skip is not a start: the run it waited for may never have started either.
+SELECT 1 FROM tasks t
+WHERE t.schedule = :name AND t.trigger_ms >= :fire AND (
+  EXISTS (SELECT 1 FROM executions e WHERE e.task_id = t.id)
+  OR (t.status = 'SKIPPED' AND t.last_error IN ('paused', 'removed'))
+) LIMIT 1;
+
+-- name: alert_unstarted
+-- The schedule's dispatched tasks without a run record yet: one is running if a worker holds
+-- its message now (held_ids).
+SELECT id FROM tasks WHERE schedule = :name AND status = 'DISPATCHED' LIMIT 1000;
+
+-- name: held_ids
+-- The task ids of envelopes a worker holds now: received, and invisible to the others.
+SELECT task_ids FROM queue WHERE receives > 0 AND invisible_until_ms > :now;
+
+-- name: alert_last_done
+SELECT max(trigger_ms) FROM tasks WHERE schedule = :name AND status = 'DONE';
+
+-- name: alert_failures_after
+-- The schedule's failed runs after its newest successful one, oldest first.
+SELECT idempotency_key, trigger_ms, last_error FROM tasks
+WHERE schedule = :name AND status = 'FAILED' AND trigger_ms > :after
+ORDER BY trigger_ms LIMIT :n;
+
+-- name: alert_insert
+INSERT INTO alerts (schedule, kind, subject, raised_ms, detail, delivery)
+VALUES (:schedule, :kind, :subject, :raised, :detail, :delivery)
+ON CONFLICT (schedule, kind, subject) DO NOTHING
+RETURNING id;
+
+-- name: alerts_to_send
+SELECT id, schedule, kind, subject, raised_ms, detail, attempts FROM alerts
+WHERE delivery = 'pending' AND next_try_ms <= :now ORDER BY id LIMIT :limit;
+
+-- name: alert_sent
+UPDATE alerts SET delivery = :delivery, attempts = attempts + 1, next_try_ms = :next,
+  delivered_ms = :delivered
+WHERE id = :id AND delivery = 'pending';
+
+-- name: alerts_recent
+SELECT id, schedule, kind, subject, raised_ms, detail, delivery, attempts, delivered_ms
+FROM alerts ORDER BY id DESC LIMIT :limit;
+
+-- name: alert_newest
+SELECT subject FROM alerts WHERE schedule = :name AND kind = :kind ORDER BY id DESC LIMIT 1;

@@ -1,0 +1,237 @@
+"""What the console shows, read from the store: the schedules (next fires, recent runs,
+counts), the leader, every process and its heartbeat, the queue, the lateness by minute, the
+recent alerts. Read-only: the console writes only through the store's operator methods."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from cronlab.core import cron, policy
+from cronlab.runtime.heartbeat import HEARTBEAT_MS
+from cronlab.stores import schedules
+from cronlab.stores.sql import alerting, history
+
+if TYPE_CHECKING:
+    from cronlab.stores.sql import SqlStore
+
+NEXT_FIRES = 10
+PAGE_SIZE = 25  # schedules a page lists (the filter and the pager reach the others)
+RECENT_RUNS = 10
+LATENESS_SPAN_MS = 3_600_000  # the chart's last hour
+SETTLED_MS = 300_000  # a minute of occurrences this old is charted as it was read
+ALIVE_BEATS = 3  # a process whose heartbeat is older than this many beats is not alive
+
+
+class Fires:
+    """What the console computes, kept between page loads: each (cron, zone)'s next fire times
+    as ISO 8601 in the zone, moved on as they pass (1,000 schedules on a handful of
+    expressions cost a handful), each stored row's validated ``Schedule``, and the lateness
+    of minutes that have settled."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._known: dict[tuple[str, str], list[tuple[int, str]]] = {}
+        self._parsed: dict[tuple[Any, ...], policy.Schedule] = {}
+        self._minutes: dict[int, tuple[int, int, float, int]] = {}
+        self._settled_until = -(1 << 62)
+
+    def lateness(self, store: SqlStore, now_ms: int) -> list[tuple[int, int, float, int]]:
+        """``history.lateness_by_minute`` over the last hour. Minutes more than
+        ``SETTLED_MS`` old are read once and kept (a thousand schedules make 60,000 runs an
+        hour); a run starting later than that after its occurrence is left out of them."""
+        settled = (now_ms - SETTLED_MS) // 60_000 * 60_000
+        since = now_ms - LATENESS_SPAN_MS
+        with self._lock:
+            if self._settled_until < settled:
+                start = max(self._settled_until, since)
+                self._minutes.update(
+                    (row[0], row) for row in history.lateness_by_minute(store, start, settled - 1)
+                )
+                self._settled_until = settled
+            kept = [row for m, row in sorted(self._minutes.items()) if m >= since - 60_000]
+            self._minutes = {row[0]: row for row in kept}
+        fresh = history.lateness_by_minute(store, settled, now_ms)
+        return [row for row in kept if row[0] < settled] + fresh
+
+    def schedule(self, row: tuple[Any, ...]) -> policy.Schedule:
+        """The schedule of a stored row (parsed once per distinct row)."""
+        with self._lock:
+            found = self._parsed.get(row)
+        if found is None:
+            found = schedules.from_row(row)
+            with self._lock:
+                if len(self._parsed) > 100_000:
+                    self._parsed.clear()
+                self._parsed[row] = found
+        return found
+
+    def next(self, s: policy.Schedule, now_ms: int, n: int = NEXT_FIRES) -> list[str]:
+        key = (s.cron, s.tz)
+        with self._lock:
+            known = [f for f in self._known.get(key, []) if f[0] > now_ms]
+            if len(known) < n:
+                start = known[-1][0] if known else now_ms
+                zone = cron.zone(s.tz)
+                for fire in _take(s, start, n - len(known)):
+                    known.append((fire, policy.from_ms(fire).astimezone(zone).isoformat()))
+            self._known[key] = known
+            return [iso for _, iso in known[:n]]
+
+
+def _take(s: policy.Schedule, after_ms: int, n: int) -> list[int]:
+    out: list[int] = []
+    for fire in policy.fires(s, after_ms):
+        out.append(fire)
+        if len(out) >= n:
+            break
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Page:
+    """Which schedules the page lists: those whose name contains ``q``, ``size`` at a time."""
+
+    q: str = ""
+    page: int = 0
+    size: int = PAGE_SIZE
+
+
+def snapshot(
+    store: SqlStore, now_ms: int, fires: Fires, page: Page | None = None
+) -> dict[str, Any]:
+    """Everything the page shows, in one object (times in epoch ms unless ISO)."""
+    return {
+        "now_ms": now_ms,
+        "store": store.d.describe(),
+        "leader": _leader(store, now_ms),
+        "processes": _processes(store, now_ms),
+        "queue_depth": store.queue_depth(),
+        "pending_due": store.pending_due(now_ms),
+        **_schedules(store, now_ms, fires, page or Page()),
+        "alerts": [_alert(a) for a in alerting.recent(store, 10)],
+        "lateness": _lateness(store, now_ms, fires),
+        "codes": list(history.CODES),
+    }
+
+
+def _leader(store: SqlStore, now_ms: int) -> dict[str, Any] | None:
+    lease = store.lease_read()
+    if lease.holder is None or lease.expires_ms <= now_ms:
+        return None
+    return {"holder": lease.holder, "epoch": lease.epoch, "expires_ms": lease.expires_ms}
+
+
+def _processes(store: SqlStore, now_ms: int) -> list[dict[str, Any]]:
+    out = []
+    for p in store.processes():
+        beat = p.heartbeat_ms
+        alive = (
+            p.exited_ms is None and beat is not None and now_ms - beat < ALIVE_BEATS * HEARTBEAT_MS
+        )
+        out.append(
+            {
+                "role": p.role,
+                "index": p.index,
+                "pid": p.pid,
+                "owner": p.owner,
+                "started_ms": p.started_ms,
+                "exited_ms": p.exited_ms,
+                "heartbeat_ms": beat,
+                "alive": alive,
+            }
+        )
+    return out
+
+
+def _schedules(store: SqlStore, now_ms: int, fires: Fires, page: Page) -> dict[str, Any]:
+    """The page's schedules with their next fires and recent runs, and the counts of all."""
+    rows = store.named("schedules_all")
+    wanted = [r for r in rows if page.q in r[0]] if page.q else rows
+    pages = max(1, -(-len(wanted) // page.size))
+    number = min(page.page, pages - 1)
+    shown = wanted[number * page.size : (number + 1) * page.size]
+    recent = history.recent_runs(store, [r[0] for r in shown], now_ms, RECENT_RUNS)
+    return {
+        "schedules": [_schedule(r, now_ms, fires, recent) for r in shown],
+        "total": len(rows),
+        "paused": sum(1 for r in rows if r[8]),
+        "matching": len(wanted),
+        "page": number,
+        "pages": pages,
+    }
+
+
+def _schedule(
+    r: Sequence[Any], now_ms: int, fires: Fires, recent: dict[str, Any]
+) -> dict[str, Any]:
+    s = fires.schedule(tuple(r[:11]))
+    return {
+        "name": s.name,
+        "cron": s.cron,
+        "tz": s.tz,
+        "task": s.handler,
+        "catchup": s.catchup,
+        "overlap": s.overlap,
+        "paused": s.paused,
+        "note": r[15],
+        "app": r[14],
+        "missed": int(r[16]),
+        "skipped": int(r[17]),
+        "alert_after_ms": s.alert_after_ms,
+        "alert_on_failures": s.alert_on_failures,
+        "next": [] if s.paused else fires.next(s, now_ms),
+        "runs": recent.get(s.name, []),
+    }
+
+
+def _alert(a: alerting.Alert) -> dict[str, Any]:
+    from cronlab.runtime.alerts import message
+
+    return {
+        "id": a.id,
+        "schedule": a.schedule,
+        "kind": a.kind,
+        "raised_ms": a.raised_ms,
+        "message": message(a),
+        "delivery": a.delivery,
+    }
+
+
+def _lateness(store: SqlStore, now_ms: int, fires: Fires) -> dict[str, list[float]]:
+    rows = fires.lateness(store, now_ms)
+    return {
+        "minute": [m / 1000 for m, _, _, _ in rows],
+        "runs": [float(n) for _, n, _, _ in rows],
+        "mean_ms": [round(mean, 1) for _, _, mean, _ in rows],
+        "max_ms": [float(top) for _, _, _, top in rows],
+    }
+
+
+def local(ms: int, tz: str) -> str:
+    """``ms`` as ISO 8601 in zone ``tz``."""
+    return datetime.fromtimestamp(ms / 1000, cron.zone(tz)).isoformat()
+
+
+def reader(open_store: Callable[[], SqlStore], shared: bool) -> Callable[[], SqlStore]:
+    """The store for the calling thread: one per thread (a SQLite connection belongs to the
+    thread that opened it), or one for all (``shared``: PostgreSQL's pool is thread-safe)."""
+    local_ = threading.local()
+    lock = threading.Lock()
+    one: list[SqlStore] = []
+
+    def get() -> SqlStore:
+        if shared:
+            with lock:
+                if not one:
+                    one.append(open_store())
+                return one[0]
+        store: SqlStore | None = getattr(local_, "store", None)
+        if store is None:
+            store = local_.store = open_store()
+        return store
+
+    return get

@@ -1,0 +1,161 @@
+"""The operator's console: a page on a store, and the JSON API behind it.
+
+``create_console(ConsoleConfig(...))`` returns a Starlette app; ``cronlab console`` serves it.
+The lab's rules (``web/guard.py``): 127.0.0.1 by default, a token required off loopback —
+there for every ``/api/`` request, reads included, since the history is the operator's —
+loopback Host headers only on loopback, state-changing requests JSON only, not cross-site,
+bodies bounded. It reads only the store and writes only through the store's operator methods
+(pause, resume, trigger, backfill), so it runs next to a cluster on PostgreSQL or SQLite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from cronlab.core import delays
+from cronlab.exceptions import ConfigError, ConflictError, NotFoundError
+from cronlab.runtime.clock import SystemClock
+from cronlab.stores.sql import SqlStore
+from cronlab.web import board, console_api
+from cronlab.web.guard import (
+    PAGE_HEADERS,
+    cross_site,
+    host_guard,
+    is_loopback,
+    json_request,
+    problem,
+    read_body,
+    token_ok,
+)
+
+STATIC = Path(__file__).parent / "static"
+CLOCK = SystemClock()
+ACTIONS = ("pause", "resume", "trigger", "backfill")
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConsoleConfig:
+    """Where the console listens, the token off loopback, and the store it shows."""
+
+    store_url: str
+    host: str = "127.0.0.1"
+    port: int = 8100
+    token: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.loopback and not self.token:
+            raise ConfigError(
+                f"--host {self.host} is not loopback: give --token to expose the console"
+            )
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback(self.host)
+
+
+def create_console(
+    cfg: ConsoleConfig, open_store: Callable[[], SqlStore] | None = None
+) -> Starlette:
+    """The console app; ``open_store`` (a thread's store) is injectable for tests."""
+    from cronlab import stores
+
+    opener = open_store or (lambda: stores.open_store(cfg.store_url, create=False))
+    shared = not cfg.store_url.startswith("sqlite:")
+    console = _Console(cfg, board.reader(opener, shared))
+    return Starlette(routes=console.routes(), middleware=host_guard(cfg.host))
+
+
+class _Console:
+    def __init__(self, cfg: ConsoleConfig, store: Callable[[], SqlStore]) -> None:
+        self.cfg, self.store, self.fires = cfg, store, board.Fires()
+
+    def routes(self) -> list[Route | Mount]:
+        return [
+            Route("/", self.page),
+            Route("/api/console", self.guarded(self.snapshot)),
+            Route("/api/runs", self.guarded(self.runs)),
+            *[
+                Route(
+                    f"/api/schedules/{{name}}/{a}",
+                    self.guarded(self.act, write=True),
+                    methods=["POST"],
+                )
+                for a in ACTIONS
+            ],
+            Route("/openapi.json", self.openapi),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ]
+
+    async def page(self, _: Request) -> Response:
+        return FileResponse(STATIC / "console" / "index.html", headers=PAGE_HEADERS)
+
+    async def openapi(self, _: Request) -> Response:
+        return JSONResponse(console_api.document())
+
+    def guarded(self, endpoint: Endpoint, *, write: bool = False) -> Endpoint:
+        """The token rule for every API request; for writes also the cross-site and JSON
+        rules; store errors as 404 / 409 / 422 JSON."""
+
+        async def wrapped(request: Request) -> Response:
+            if write and (refused := cross_site(request)) is not None:
+                return problem(403, refused, "origin")
+            if not token_ok(self.cfg.token, self.cfg.loopback, request):
+                why = "the console's API needs its token: open the page as /#token=… "
+                return problem(403, why + "or send X-Cronlab-Token", "token")
+            if write and (bad := json_request(request)) is not None:
+                return problem(bad[0], bad[1], "body")
+            try:
+                return await endpoint(request)
+            except NotFoundError as exc:
+                return problem(404, str(exc), "name")
+            except ConflictError as exc:
+                return problem(409, str(exc), "name")
+            except ConfigError as exc:
+                return problem(422, str(exc), getattr(exc, "field", "body"))
+
+        return wrapped
+
+    async def snapshot(self, request: Request) -> Response:
+        page = console_api.page(dict(request.query_params))
+        data = await asyncio.to_thread(
+            lambda: board.snapshot(self.store(), CLOCK.now_ms(), self.fires, page)
+        )
+        return JSONResponse(data, headers={"Cache-Control": "no-store"})
+
+    async def runs(self, request: Request) -> Response:
+        query = console_api.run_query(dict(request.query_params))
+        now = CLOCK.now_ms()
+        rows = await asyncio.to_thread(lambda: self.store().runs(query, now))
+        return JSONResponse({"runs": [console_api.run_json(r) for r in rows]})
+
+    async def act(self, request: Request) -> Response:
+        action = request.url.path.rsplit("/", 1)[-1]
+        name = str(request.path_params["name"])
+        body = await read_body(request)
+        result = await asyncio.to_thread(self._act, action, name, body)
+        return JSONResponse(result)
+
+    def _act(self, action: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        store, now = self.store(), CLOCK.now_ms()
+        console_api.check_fields(action, body)
+        if action == "pause":
+            changed = store.pause_schedule(name, now, note=console_api.text(body, "note"))
+            return {"schedule": name, "paused": True, "changed": changed}
+        if action == "resume":
+            return {"schedule": name, "paused": False, "changed": store.resume_schedule(name, now)}
+        if action == "trigger":
+            return {"schedule": name, "key": store.trigger_schedule(name, now)}
+        start, end = (delays.parse_at(console_api.text(body, k) or "") for k in ("from", "to"))
+        done = store.backfill_schedule(name, start, end, now)
+        return {"schedule": name, "added": done.added, "existing": done.existing}

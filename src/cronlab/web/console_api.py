@@ -1,0 +1,150 @@
+"""The console's JSON API: its inputs, checked and bounded, and its OpenAPI document."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cronlab.cli.runs import as_dict
+from cronlab.exceptions import ConfigError
+from cronlab.ports import MAX_RUNS, RunQuery, RunRecord
+from cronlab.web.board import PAGE_SIZE, Page
+
+FIELDS = {"pause": {"note"}, "resume": set(), "trigger": set(), "backfill": {"from", "to"}}
+MAX_TEXT = 500
+QUERY = {"schedule", "task", "failed", "since_ms", "limit"}
+NAME_CHARS = 100
+MAX_PAGE = 500  # schedules one page may list
+
+
+class FieldError(ConfigError):
+    """A bad input, naming its ``field`` (the API answers 422 with it)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def check_fields(action: str, body: Mapping[str, Any]) -> None:
+    """Only the fields ``action`` takes, each a string of at most ``MAX_TEXT`` characters."""
+    for key, value in body.items():
+        if key not in FIELDS[action]:
+            raise FieldError(key, f"unknown field {key[:40]!r} for {action}")
+        if not isinstance(value, str) or len(value) > MAX_TEXT:
+            raise FieldError(key, f"{key} must be a string of at most {MAX_TEXT} characters")
+    if action == "backfill" and not {"from", "to"} <= body.keys():
+        raise FieldError("from", "backfill needs from and to (ISO 8601 with an offset)")
+
+
+def text(body: Mapping[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    return value if isinstance(value, str) else None
+
+
+def page(params: Mapping[str, str]) -> Page:
+    """``/api/console``'s query string: ``q`` (a name filter), ``page`` and ``size``."""
+    for key, value in params.items():
+        if key not in ("q", "page", "size"):
+            raise FieldError(key, f"unknown parameter {key[:40]!r}")
+        if len(value) > NAME_CHARS:
+            raise FieldError(key, f"{key} is longer than {NAME_CHARS} characters")
+    return Page(
+        q=params.get("q", ""),
+        page=_int(params, "page", 0, 100_000) or 0,
+        size=_int(params, "size", 1, MAX_PAGE) or PAGE_SIZE,
+    )
+
+
+def run_query(params: Mapping[str, str]) -> RunQuery:
+    """``/api/runs``'s query string as a ``RunQuery``; a bad value is a ``FieldError``."""
+    for key, value in params.items():
+        if key not in QUERY:
+            raise FieldError(key, f"unknown parameter {key[:40]!r}")
+        if len(value) > NAME_CHARS:
+            raise FieldError(key, f"{key} is longer than {NAME_CHARS} characters")
+    return RunQuery(
+        schedule=params.get("schedule") or None,
+        task=params.get("task") or None,
+        failed=_flag(params.get("failed", "false")),
+        since_ms=_int(params, "since_ms", -(10**15), 10**15),
+        limit=_int(params, "limit", 1, MAX_RUNS) or 100,
+    )
+
+
+def _flag(value: str) -> bool:
+    if value not in ("true", "false", "1", "0"):
+        raise FieldError("failed", "failed must be true or false")
+    return value in ("true", "1")
+
+
+def _int(params: Mapping[str, str], key: str, low: int, high: int) -> int | None:
+    if key not in params:
+        return None
+    try:
+        number = int(params[key])
+    except ValueError:
+        raise FieldError(key, f"{key} must be an integer") from None
+    if not low <= number <= high:
+        raise FieldError(key, f"{key} must be {low:,}..{high:,}")
+    return number
+
+
+def run_json(r: RunRecord) -> dict[str, Any]:
+    """A history row as ``cronlab runs --json`` prints it."""
+    return as_dict(r)
+
+
+def document() -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the console's API."""
+    name = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+    problem = {"description": "refused or bad input: {error, field}"}
+
+    def action(summary: str, fields: dict[str, Any], required: list[str]) -> dict[str, Any]:
+        body = {"type": "object", "properties": fields, "additionalProperties": False}
+        if required:
+            body["required"] = required
+        return {
+            "post": {
+                "summary": summary,
+                "parameters": [name],
+                "requestBody": {"content": {"application/json": {"schema": body}}},
+                "responses": {"200": {"description": "done"}, **dict.fromkeys(
+                    ("403", "404", "413", "415", "422"), problem)},
+            }
+        }  # fmt: skip
+
+    text_field = {"type": "string", "maxLength": MAX_TEXT}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "cronlab console", "version": "1"},
+        "paths": {
+            "/api/console": {"get": {
+                "summary": "A page of schedules (next 10 fires, last 10 runs, counts), leader, "
+                "processes with heartbeats, queue depth, lateness by minute, recent alerts",
+                "parameters": [
+                    {"name": "q", "in": "query", "schema": {"type": "string", "maxLength": 100}},
+                    {"name": "page", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+                    {"name": "size", "in": "query",
+                     "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}},
+                ],
+                "responses": {"200": {"description": "the snapshot"}, "403": problem}}},
+            "/api/runs": {"get": {
+                "summary": "The run history, newest occurrence first (as cronlab runs --json)",
+                "parameters": [
+                    {"name": "schedule", "in": "query", "schema": {"type": "string"}},
+                    {"name": "task", "in": "query", "schema": {"type": "string"}},
+                    {"name": "failed", "in": "query", "schema": {"type": "boolean"}},
+                    {"name": "since_ms", "in": "query", "schema": {"type": "integer"}},
+                    {"name": "limit", "in": "query",
+                     "schema": {"type": "integer", "minimum": 1, "maximum": MAX_RUNS}},
+                ],
+                "responses": {"200": {"description": "{runs: [...]}"}, "403": problem,
+                              "422": problem}}},
+            "/api/schedules/{name}/pause": action("Pause, with a note", {"note": text_field}, []),
+            "/api/schedules/{name}/resume": action("Resume", {}, []),
+            "/api/schedules/{name}/trigger": action("Run once now", {}, []),
+            "/api/schedules/{name}/backfill": action(
+                "Run the occurrences in [from, to) that never ran (at most 1,000)",
+                {"from": text_field, "to": text_field}, ["from", "to"]),
+        },
+    }  # fmt: skip

@@ -1,0 +1,128 @@
+"""Missed and failing runs alert (issue 16), on every backend, through the real scheduler and
+worker loops on a fake clock: raised by the leader once per condition, recorded, said, sent
+(and retried) through a webhook whose POST is recorded here. The real HTTP receiver and the
+real cluster: tests/integration/test_alerts_cluster.py."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+
+import pytest
+
+from cronlab.runtime.alerts import Alerter, Sender, Webhook, signature
+from cronlab.stores.sql import alerting
+
+from .conftest import Backend
+from .ops_lab import MIN, OpsLab, minute, ops_lab
+
+
+class Hook:
+    """A webhook that fails its first ``failures`` POSTs, then records them."""
+
+    def __init__(self, failures: int = 0) -> None:
+        self.failures, self.bodies, self.tries = failures, [], 0
+        self.bodies: list[tuple[bytes, str]] = []
+
+    def __call__(self, hook: Webhook, body: bytes, alert_id: int) -> None:
+        self.tries += 1
+        if self.tries <= self.failures:
+            raise ConnectionError("receiver down")
+        assert hook.secret is not None
+        self.bodies.append((body, signature(hook.secret, body)))
+
+
+def armed(lab: OpsLab, hook: Hook) -> tuple[Alerter, list[str]]:
+    said: list[str] = []
+    sender = Sender(Webhook(url="http://127.0.0.1:9/hook", secret=b"s3cret"), send=hook)
+    alerter = Alerter(lab.store, lab.clock, "scheduler-0", sender, say=said.append)
+    lab.start(duties=[alerter])
+    return alerter, said
+
+
+@pytest.fixture
+def lab(backend: Backend) -> OpsLab:
+    return ops_lab(backend.store)
+
+
+def settle(lab: OpsLab, rounds: int = 5) -> None:
+    """Let the sender thread answer and the next rounds record it."""
+    for _ in range(rounds):
+        time.sleep(0.05)
+        lab.run_for(1_000)
+
+
+def test_a_handler_that_keeps_failing_alerts_once_per_streak(lab: OpsLab) -> None:
+    lab.cron(alert_on_failures=3)
+    hook = Hook()
+    _, said = armed(lab, hook)
+    lab.failing = True
+    lab.run_for(6 * MIN)  # six failed runs: one streak
+    settle(lab)
+    alerts = alerting.recent(lab.store, 10)
+    assert [(a.kind, a.subject) for a in alerts] == [("failing", f"schedule:tick:{minute(1)}")]
+    assert alerts[0].delivery == "delivered"
+    assert alerts[0].detail["failures"] == 3
+    assert alerts[0].detail["error"] == f"RuntimeError: boom at {minute(3)}"
+    assert len(hook.bodies) == 1
+    body = json.loads(hook.bodies[0][0])
+    assert body["kind"] == "failing" and body["schedule"] == "tick"
+    assert "3 runs in a row failed" in body["message"]
+    assert said == [f"cronlab: alert {alerts[0].id}: {body['message']}"]
+    assert [e.kind for e in lab.store.events()].count("alert") == 1
+    lab.failing = False
+    lab.run_for(MIN)
+    lab.failing = True
+    lab.run_for(3 * MIN + 15_000)  # a success ended the streak; three more failures
+    kinds = [(a.kind, a.subject) for a in alerting.recent(lab.store, 10)]
+    assert kinds[0] == ("failing", f"schedule:tick:{minute(8)}") and len(kinds) == 2
+
+
+def test_workers_down_alert_once_for_the_outage(lab: OpsLab) -> None:
+    lab.cron(alert_after=timedelta(seconds=30))
+    hook = Hook()
+    armed(lab, hook)
+    lab.run_for(50_000, work=False)  # minute 1 (due 30 s from now) waits 20 s
+    assert alerting.recent(lab.store, 10) == []
+    lab.run_for(15_000, work=False)  # 35 s: past its alert_after
+    alerts = alerting.recent(lab.store, 10)
+    assert [(a.kind, a.subject) for a in alerts] == [("late", str(minute(1)))]
+    lab.run_for(5 * MIN, work=False)  # still down: the same outage
+    assert len(alerting.recent(lab.store, 10)) == 1
+    settle(lab)
+    assert (
+        len(hook.bodies) == 1 and "started within 30 s" in json.loads(hook.bodies[0][0])["message"]
+    )
+    lab.run_for(MIN)  # workers back: the backlog runs, the next occurrence runs on time
+    lab.run_for(2 * MIN, work=False)  # down again: a new outage, a new alert
+    assert len(alerting.recent(lab.store, 10)) == 2
+
+
+def test_runs_on_time_never_alert(lab: OpsLab) -> None:
+    lab.cron(alert_after=timedelta(seconds=30), alert_on_failures=1)
+    hook = Hook()
+    alerter, said = armed(lab, hook)
+    lab.run_for(10 * MIN)
+    assert alerting.recent(lab.store, 10) == [] and said == [] and alerter.raised == 0
+
+
+def test_a_failed_delivery_is_retried_with_backoff(lab: OpsLab) -> None:
+    lab.cron(alert_on_failures=1)
+    hook = Hook(failures=2)
+    armed(lab, hook)
+    lab.failing = True
+    lab.run_for(MIN + 5_000)
+    settle(lab, rounds=8)  # tries at once, after 1 s, after 2 s
+    (alert,) = alerting.recent(lab.store, 10)
+    assert (alert.delivery, alert.attempts, hook.tries) == ("delivered", 3, 3)
+    assert len(hook.bodies) == 1
+
+
+def test_a_stale_leader_raises_nothing(lab: OpsLab) -> None:
+    from cronlab.exceptions import FencedError
+
+    alert = alerting.Alert(id=0, schedule="tick", kind="late", subject="1", raised_ms=0)
+    with pytest.raises(FencedError):
+        alerting.raise_alert(lab.store, alert, epoch=9, holder="old")
+    assert alerting.recent(lab.store, 10) == []

@@ -1,0 +1,156 @@
+"""The console's HTTP API through Starlette's TestClient on a memory store: what it returns,
+its bounds, and the lab's rules (token off loopback, Host check, JSON only, body limit,
+security headers)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from starlette.testclient import TestClient
+
+from cronlab.core.policy import Schedule
+from cronlab.exceptions import ConfigError
+from cronlab.runtime.clock import SystemClock
+from cronlab.stores.memory import MemoryStore
+from cronlab.web.console import ConsoleConfig, create_console
+
+LOOPBACK = "http://127.0.0.1:8100"
+JSON = {"content-type": "application/json"}
+
+
+@pytest.fixture
+def store() -> MemoryStore:
+    s = MemoryStore()
+    now = SystemClock().now_ms()
+    for name in ("alpha", "beta", "gamma"):
+        s.put_schedule(Schedule(name=name, cron="*/5 * * * *", handler="job"), now, replace=False)
+    return s
+
+
+def client(store: MemoryStore, **cfg: str) -> TestClient:
+    config = ConsoleConfig(store_url="sqlite:///unused.db", **cfg)  # type: ignore[arg-type]
+    return TestClient(create_console(config, open_store=lambda: store), base_url=LOOPBACK)
+
+
+def test_the_snapshot_lists_schedules_with_ten_next_fires_a_page_at_a_time(
+    store: MemoryStore,
+) -> None:
+    data = client(store).get("/api/console").json()
+    assert [s["name"] for s in data["schedules"]] == ["alpha", "beta", "gamma"]
+    assert all(len(s["next"]) == 10 for s in data["schedules"])
+    assert (data["total"], data["matching"], data["pages"]) == (3, 3, 1)
+    page = client(store).get("/api/console?q=a&size=1&page=1").json()
+    assert [s["name"] for s in page["schedules"]] == ["beta"]
+    assert (page["matching"], page["pages"], page["page"]) == (3, 3, 1)
+    assert data["codes"] == ["ok", "noop", "error", "failed", "skipped", "missed", "due", "queued"]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [("size=0", "size"), ("size=501", "size"), ("page=x", "page"), ("evil=1", "evil"),
+     ("q=" + "x" * 101, "q")],
+)  # fmt: skip
+def test_snapshot_inputs_are_bounded(store: MemoryStore, query: str, field: str) -> None:
+    res = client(store).get(f"/api/console?{query}")
+    assert res.status_code == 422 and res.json()["field"] == field
+
+
+def test_actions_change_the_store_through_its_operator_methods(store: MemoryStore) -> None:
+    c = client(store)
+    res = c.post("/api/schedules/alpha/pause", json={"note": "maintenance"})
+    assert res.status_code == 200 and res.json() == {
+        "schedule": "alpha",
+        "paused": True,
+        "changed": True,
+    }
+    assert store.get_schedule("alpha").paused_note == "maintenance"
+    assert c.post("/api/schedules/alpha/resume", json={}).json()["changed"] is True
+    key = c.post("/api/schedules/beta/trigger", json={}).json()["key"]
+    assert store.task_by_key(key).handler == "job"
+    res = c.post(
+        "/api/schedules/gamma/backfill",
+        json={"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T01:00:00Z"},
+    )
+    assert res.json() == {"schedule": "gamma", "added": 12, "existing": 0}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "field"),
+    [
+        ("/api/schedules/nope/pause", {}, 404, "name"),
+        ("/api/schedules/alpha/pause", {"note": 5}, 422, "note"),
+        ("/api/schedules/alpha/pause", {"note": "x" * 501}, 422, "note"),
+        ("/api/schedules/alpha/trigger", {"extra": "1"}, 422, "extra"),
+        ("/api/schedules/alpha/backfill", {"from": "2026-01-01T00:00:00Z"}, 422, "from"),
+        ("/api/schedules/alpha/backfill", {"from": "2026-01-02T00:00:00Z",
+                                           "to": "2026-01-01T00:00:00Z"}, 422, "body"),
+        ("/api/schedules/alpha/backfill", {"from": "2020-01-01T00:00:00Z",
+                                           "to": "2026-01-01T00:00:00Z"}, 422, "body"),
+    ],
+)  # fmt: skip
+def test_bad_actions_are_refused_and_write_nothing(
+    store: MemoryStore, path: str, body: dict[str, object], status: int, field: str
+) -> None:
+    before = store.counts(), store.get_schedule("alpha")
+    res = client(store).post(path, json=body)
+    assert (res.status_code, res.json()["field"]) == (status, field), res.json()
+    assert (store.counts(), store.get_schedule("alpha")) == before
+
+
+def test_state_changes_are_json_only_bounded_and_not_cross_site(store: MemoryStore) -> None:
+    c = client(store)
+    form = c.post(
+        "/api/schedules/alpha/pause", content=b"{}", headers={"content-type": "text/plain"}
+    )
+    assert form.status_code == 415
+    big = c.post(
+        "/api/schedules/alpha/pause", content=b"{}", headers={**JSON, "content-length": "70000"}
+    )
+    assert big.status_code == 413
+    other = c.post("/api/schedules/alpha/pause", json={}, headers={"origin": "http://evil.example"})
+    assert other.status_code == 403 and other.json()["field"] == "origin"
+    site = c.post("/api/schedules/alpha/pause", json={}, headers={"sec-fetch-site": "cross-site"})
+    assert site.status_code == 403
+    assert not store.get_schedule("alpha").schedule.paused
+
+
+def test_a_foreign_host_header_is_refused_on_loopback(store: MemoryStore) -> None:
+    res = client(store).get("/api/console", headers={"host": "attacker.example"})
+    assert res.status_code == 400
+
+
+def test_off_loopback_needs_a_token_for_every_api_request(store: MemoryStore) -> None:
+    with pytest.raises(ConfigError, match="give --token"):
+        ConsoleConfig(store_url="sqlite:///x.db", host="0.0.0.0")
+    c = client(store, host="0.0.0.0", token="s3cret")
+    assert c.get("/api/console").status_code == 403
+    assert c.get("/api/runs").status_code == 403
+    assert c.get("/api/console", headers={"x-cronlab-token": "s3cret"}).status_code == 200
+    bearer = {"authorization": "Bearer s3cret"}
+    assert c.post("/api/schedules/alpha/pause", json={}, headers=bearer).status_code == 200
+    assert c.get("/").status_code == 200  # the page itself holds nothing
+
+
+def test_the_page_and_the_api_carry_the_security_headers(store: MemoryStore) -> None:
+    c = client(store)
+    page = c.get("/")
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["x-frame-options"] == "DENY"
+    assert "http" not in page.text.split("<body>")[0].replace('name="viewport"', "")
+    api = c.get("/api/console")
+    assert api.headers["content-security-policy"].startswith("default-src 'none'")
+    for asset in ("/static/console/console.js", "/static/vendor/uPlot.iife.min.js"):
+        assert c.get(asset).status_code == 200
+
+
+def test_runs_and_openapi(store: MemoryStore) -> None:
+    c = client(store)
+    store.trigger_schedule("alpha", SystemClock().now_ms() - 1000)
+    runs = c.get("/api/runs?schedule=alpha&limit=5").json()["runs"]
+    assert [r["outcome"] for r in runs] == ["due"]
+    assert c.get("/api/runs?limit=0").status_code == 422
+    assert c.get("/api/runs?failed=maybe").status_code == 422
+    doc = c.get("/openapi.json").json()
+    assert set(doc["paths"]) >= {"/api/console", "/api/runs", "/api/schedules/{name}/backfill"}
+    json.dumps(doc)
