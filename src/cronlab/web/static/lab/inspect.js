@@ -1,0 +1,112 @@
+/* Click-to-inspect: a replica's or a pod's state at the scrubbed second — its lease, epoch,
+   what it holds in flight and its clock — derived from the model's lanes, log and timeline. */
+import { $, fmt, state } from "./state.js";
+import { clock, at } from "./timeline.js";
+import { laneState } from "./lanes.js";
+import { plane, podsUp } from "./diagram.js";
+
+export function openInspect(key, focusBack) {
+  state.inspect = key;
+  state.inspectFrom = focusBack || null;
+  $("#inspect").hidden = false;
+  renderInspect(Math.floor(state.t));
+  $("#inspect-close").focus({ preventScroll: true });
+}
+
+export function closeInspect() {
+  var back = state.inspectFrom;
+  state.inspect = null;
+  $("#inspect").hidden = true;
+  document.querySelectorAll(".inspected").forEach(function (el) { el.classList.remove("inspected"); });
+  if (back && back.isConnected) back.focus({ preventScroll: true });
+}
+
+export function renderInspect(t) {
+  var r = state.result, key = state.inspect;
+  if (!r || !key) return;
+  var kind = key.split(":")[0], who = Number(key.split(":")[1]);
+  if ((kind === "replica" && who >= r.scenario.replicas) || (kind === "pod" && who >= r.scenario.workers)) return closeInspect();
+  var rows = kind === "replica" ? replicaRows(r, who, t) : podRows(r, who, t);
+  $("#inspect-title").textContent = kind + " " + who + " at " + clock(t);
+  var dl = $("#inspect-body");
+  dl.textContent = "";
+  rows.forEach(function (row) {
+    var dt = document.createElement("dt"), dd = document.createElement("dd");
+    dt.textContent = row[0];
+    dd.textContent = row[1];
+    dd.dataset.field = row[0];
+    dl.append(dt, dd);
+  });
+  place(document.querySelector('[data-inspect="' + key + '"]'));
+}
+
+function place(el) {
+  var box = $("#inspect"), stage = $(".stage").getBoundingClientRect();
+  if (!el) return;
+  el.classList.add("inspected");
+  var b = el.getBoundingClientRect(), w = box.offsetWidth || 320;
+  var left = b.right - stage.left + 10;
+  if (left + w > stage.width - 6) left = Math.max(6, b.left - stage.left - w - 10);
+  box.style.left = left + "px";
+  box.style.top = Math.max(6, b.top - stage.top - 4) + "px";
+}
+
+function span(sp) {
+  return sp.state + " since " + clock(sp.start) + (sp.end < state.derived.end ? ", until " + clock(sp.end) : "");
+}
+
+function replicaRows(r, i, t) {
+  var s = r.scenario, cp = plane(r, t), sp = laneState(r, "replica", i, t) || { state: "standby", start: 0, end: state.derived.end };
+  var leader = at(state.derived, t).leader, holder = currentHolder(r, t);
+  var lease, epoch, flight = "nothing: it reads and writes a batch inside one second", clk = "reads " + clock(t) + " — the page's second is its wall clock";
+  if (sp.state === "leader") { lease = "held, renewed every second (TTL " + s.lease_ttl + " s)"; epoch = String(sp.epoch); }
+  else if (sp.state === "dispatcher") { lease = "none: election off — it dispatches on its own"; epoch = "–"; }
+  else if (sp.state === "down") { lease = "none: the process is down"; epoch = "–"; flight = "nothing: a dead process holds nothing"; clk = "none: not running"; }
+  else if (sp.state === "paused") {
+    var pause = pauseOf(r, i, sp.start), believes = pause ? pause.epoch : cp.epoch;
+    var lost = holder && holder.replica !== i && holder.t >= sp.start;
+    lease = lost ? "lost: replica " + holder.replica + " took it at " + clock(holder.t) + " (epoch " + holder.epoch + ") — it does not know"
+      : sp.held ? "on paper: it stopped renewing at " + clock(sp.start) + ", it expires at " + clock(sp.start + s.lease_ttl) : "none (a paused standby)";
+    epoch = sp.held ? "believes " + believes + (lost ? "; the store's is " + holder.epoch : "") : String(cp.epoch);
+    flight = sp.held ? fmt(sp.held) + " rows read at " + clock(sp.start) + ", not yet written" + heldFate(r, i, sp) : "nothing";
+    clk = "stopped at " + clock(sp.start) + ": from its own view no time has passed — it believes it is " + clock(sp.start) +
+      (sp.held ? " and it leads with epoch " + believes : "") + "; it is really " + clock(t);
+  } else {
+    lease = "not held" + (holder ? "; replica " + holder.replica + " holds it (epoch " + holder.epoch + ")" : leader >= 0 ? "; replica " + leader + " holds it" : "; nobody holds it");
+    epoch = "sees " + cp.epoch;
+  }
+  return [["state", span(sp)], ["lease", lease], ["epoch", epoch], ["in flight", flight], ["clock", clk]];
+}
+
+function pauseOf(r, i, t) {
+  return r.log.filter(function (e) { return e.kind === "pause" && e.replica === i && e.t === t; })[0];
+}
+
+/* What becomes of a held batch when the zombie wakes: refused (fencing) or published. */
+function heldFate(r, i, sp) {
+  var e = r.log.filter(function (x) { return x.replica === i && x.t === sp.end && (x.kind === "fenced" || x.kind === "zombie"); })[0];
+  if (!e) return "; it writes them once when it wakes";
+  return e.kind === "fenced" ? "; at " + clock(e.t) + " fencing refuses its write" : "; at " + clock(e.t) + " it publishes them: " + fmt(e.count) + " duplicates";
+}
+
+/* The last lease acquisition at or before t (epoch 1 is replica 0's from the start). */
+function currentHolder(r, t) {
+  if (r.scenario.election !== "lease") return null;
+  var h = { replica: 0, epoch: 1, t: 0 };
+  r.log.forEach(function (e) { if (e.kind === "acquire" && e.t <= t) h = { replica: e.replica, epoch: e.epoch, t: e.t }; });
+  return h;
+}
+
+function podRows(r, p, t) {
+  var s = r.scenario, sp = laneState(r, "pod", p, t) || { state: "up", start: 0, end: state.derived.end };
+  var crash = r.log.filter(function (e) { return e.kind === "worker_crash" && e.replica === p && e.t <= t; }).pop();
+  var now = at(state.derived, t), up = Math.max(1, podsUp(r, t)), share = Math.min(s.rate, Math.round(now.executed / up));
+  var flight = share ? "about " + fmt(share) + " claimed this second (its share of " + fmt(now.executed) + "/s), acked as each finishes" : "nothing: the queue is empty";
+  if (crash && crash.t === t) flight = fmt(crash.count) + " claimed and not acked: it dies at the end of this second";
+  if (sp.state === "down") flight = "nothing — the " + fmt(crash ? crash.count : 0) + " it had not acked are " + (crash && t < crash.t + s.visibility ? "invisible until " + clock(crash.t + s.visibility) : "back in the queue");
+  var effects = s.effects === "external" ? "external: sent before the ack, so a redelivery sends them again" : "transactional: commit with the ack, so an unacked task took no effect";
+  return [
+    ["state", span(sp)], ["lease", "none: workers hold no lease, only claims with a " + s.visibility + " s visibility timeout"],
+    ["in flight", flight], ["effects", effects], ["clock", sp.state === "down" ? "none: not running" : "reads " + clock(t) + " — the page's second"],
+  ];
+}
