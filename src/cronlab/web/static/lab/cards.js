@@ -66,7 +66,9 @@ export function sentenceOf(s, t, said) {
 
 export function renderSentence(r) {
   var el = $("#sentence"), s = r.scenario;
-  el.textContent = sentenceOf(s, r.totals, r.sentence);
+  /* The mode's sentence, then what each production fault did, in the model's words. */
+  var mode = s.election === "off" || s.timers === "in-memory" || !(r.faults || []).length;
+  el.textContent = (mode ? [sentenceOf(s, r.totals, r.sentence)] : []).concat(r.faults || []).join(" ");
   el.className = "sentence" + (s.election === "off" || !r.verdict.ok ? " bad" : s.timers === "in-memory" ? " warn" : "");
 }
 

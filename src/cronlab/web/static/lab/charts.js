@@ -4,9 +4,17 @@ import { $, fmt, pad, state } from "./state.js";
 
 export const charts = {};
 
-/* The x range of every chart: whole minutes, at least one, past the last simulated second. */
+/* The x range of every chart: whole minutes, at least one, past the last simulated second —
+   or the first state.zoom minutes of it. */
 export function xMax() {
-  return state.derived ? Math.max(1, Math.ceil(state.derived.end / 60)) : 1;
+  var whole = state.derived ? Math.max(1, Math.ceil(state.derived.end / 60)) : 1;
+  return state.zoom ? Math.min(state.zoom, whole) : whole;
+}
+
+export function zoom(minutes) {
+  state.zoom = minutes;
+  Object.keys(charts).forEach(function (k) { charts[k].setScale("x", { min: 0, max: xMax() }); });
+  moveCursors();
 }
 
 const MARKS = {
@@ -26,6 +34,7 @@ function markers(u) {
   if (!r) return;
   var ctx = u.ctx, top = u.bbox.top, h = u.bbox.height, row = 0;
   ctx.save();
+  ctx.beginPath(); ctx.rect(u.bbox.left, top, u.bbox.width, h); ctx.clip();
   ctx.font = (11 * devicePixelRatio) + "px system-ui, sans-serif";
   ctx.textAlign = "left";
   ctx.textBaseline = "top";
@@ -45,7 +54,10 @@ function markers(u) {
 export function chartOpts(el, series, extra) {
   return Object.assign({
     width: Math.max(300, el.clientWidth), height: 210,
-    scales: { x: { time: false, range: function () { return [0, xMax()]; } } },
+    scales: {
+      x: { time: false, range: function () { return [0, xMax()]; } },
+      y: { range: function (u, lo, hi) { return [0, Math.max(1, hi * 1.04)]; } },
+    },
     axes: [
       { label: "minute", size: 36, labelSize: 16, font: "11px system-ui", labelFont: "11px system-ui" },
       { size: 62, font: "11px system-ui", values: function (u, vals) { return vals.map(short); } },

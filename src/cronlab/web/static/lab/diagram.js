@@ -2,7 +2,7 @@
    pod is a button: it opens the inspector (inspect.js) on itself. */
 import { $, fmt, pad, state } from "./state.js";
 import { clock, upto, at } from "./timeline.js";
-import { laneState } from "./lanes.js";
+import { laneState, podAt } from "./lanes.js";
 
 export const boxes = { replicas: [], pods: [] };
 
@@ -117,8 +117,8 @@ export function renderDiagram(t) {
 function renderPods(r, t, now) {
   var s = r.scenario, up = podsUp(r, t), busy = up ? now.executed / (up * s.rate) : 0;
   boxes.pods.forEach(function (p, i) {
-    var sp = laneState(r, "pod", i, t), down = sp && sp.state === "down";
-    p.className = "pod" + (down ? " down" : "") + (state.inspect === "pod:" + i ? " inspected" : "");
+    var sp = podAt(r, i, t), down = sp.state === "down";
+    p.className = "pod" + (down ? " down" : sp.state === "crashing" ? " crashing" : "") + (state.inspect === "pod:" + i ? " inspected" : "");
     p.firstChild.style.height = (down ? 0 : busy * 100) + "%";
   });
   $("#pods-busy").textContent = fmt(now.executed) + "/s executing · " + Math.round(Math.min(1, busy) * 100) + "% busy" +
@@ -129,6 +129,7 @@ function renderPods(r, t, now) {
 export function podsUp(r, t) {
   var down = 0;
   r.lanes.pods.forEach(function (sp) { if (sp.state === "down" && sp.start <= t && t < sp.end) down++; });
+  r.log.forEach(function (e) { if (e.kind === "worker_crash" && e.t === t) down--; });
   return r.scenario.workers - down;
 }
 

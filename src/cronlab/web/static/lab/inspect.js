@@ -2,7 +2,7 @@
    what it holds in flight and its clock — derived from the model's lanes, log and timeline. */
 import { $, fmt, state } from "./state.js";
 import { clock, at } from "./timeline.js";
-import { laneState } from "./lanes.js";
+import { laneState, podAt } from "./lanes.js";
 import { plane, podsUp } from "./diagram.js";
 
 export function openInspect(key, focusBack) {
@@ -98,15 +98,26 @@ function currentHolder(r, t) {
 }
 
 function podRows(r, p, t) {
-  var s = r.scenario, sp = laneState(r, "pod", p, t) || { state: "up", start: 0, end: state.derived.end };
-  var crash = r.log.filter(function (e) { return e.kind === "worker_crash" && e.replica === p && e.t <= t; }).pop();
-  var now = at(state.derived, t), up = Math.max(1, podsUp(r, t)), share = Math.min(s.rate, Math.round(now.executed / up));
-  var flight = share ? "about " + fmt(share) + " claimed this second (its share of " + fmt(now.executed) + "/s), acked as each finishes" : "nothing: the queue is empty";
-  if (crash && crash.t === t) flight = fmt(crash.count) + " claimed and not acked: it dies at the end of this second";
-  if (sp.state === "down") flight = "nothing — the " + fmt(crash ? crash.count : 0) + " it had not acked are " + (crash && t < crash.t + s.visibility ? "invisible until " + clock(crash.t + s.visibility) : "back in the queue");
+  var s = r.scenario, sp = podAt(r, p, t), now = at(state.derived, t), up = Math.max(1, podsUp(r, t));
+  var share = Math.min(s.rate, Math.round(now.executed / up)), last = lastCrash(r, p, t), flight, what;
+  if (sp.state === "crashing") {
+    what = "up, and dies at the end of this second, before its ack" + (s["pod_restart"] === "never" ? "; no restart" : "; back at " + clock(t + Number(s.pod_restart)));
+    flight = fmt(sp.crash.count) + " claimed and run, not acked: invisible until " + clock(t + s.visibility) + ", then redelivered";
+  } else if (sp.state === "down") {
+    what = span(sp);
+    flight = "nothing — the " + fmt(last ? last.count : 0) + " it had not acked are " +
+      (last && t < last.t + s.visibility ? "invisible until " + clock(last.t + s.visibility) : "back in the queue");
+  } else {
+    what = span(sp);
+    flight = share ? "about " + fmt(share) + " claimed this second (its share of " + fmt(now.executed) + "/s), acked as each finishes" : "nothing: the queue is empty";
+  }
   var effects = s.effects === "external" ? "external: sent before the ack, so a redelivery sends them again" : "transactional: commit with the ack, so an unacked task took no effect";
   return [
-    ["state", span(sp)], ["lease", "none: workers hold no lease, only claims with a " + s.visibility + " s visibility timeout"],
+    ["state", what], ["lease", "none: workers hold no lease, only claims with a " + s.visibility + " s visibility timeout"],
     ["in flight", flight], ["effects", effects], ["clock", sp.state === "down" ? "none: not running" : "reads " + clock(t) + " — the page's second"],
   ];
+}
+
+function lastCrash(r, p, t) {
+  return r.log.filter(function (e) { return e.kind === "worker_crash" && e.replica === p && e.t <= t; }).pop();
 }

@@ -63,6 +63,7 @@ function drawLanes(name) {
     if (!m) return;
     var ctx = u.ctx, n = m.lanes.length, dpr = devicePixelRatio, h = u.bbox.height / n;
     ctx.save();
+    ctx.beginPath(); ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height); ctx.clip();
     m.lanes.forEach(function (lane, i) {
       var y = u.bbox.top + i * h + h * 0.18, bh = h * 0.64;
       lane.spans.forEach(function (sp) { span(u, ctx, sp, y, bh); });
@@ -88,9 +89,11 @@ function span(u, ctx, sp, y, bh) {
   ctx.fillRect(x0, y, w, bh);
   if (sp.state === "paused") stripes(ctx, x0, y, w, bh);
   if (sp.state === "down") { ctx.strokeStyle = "#c93c3c"; ctx.setLineDash([3 * dpr, 2 * dpr]); ctx.strokeRect(x0, y, w, bh); ctx.setLineDash([]); }
-  var label = sp.state === "leader" ? "epoch " + sp.epoch : sp.state === "paused" && sp.held ? "paused · holds " + fmt(sp.held) : "";
+  var labels = sp.state === "leader" ? ["epoch " + sp.epoch, "e" + sp.epoch]
+    : sp.state === "paused" && sp.held ? ["paused · holds " + fmt(sp.held) + " (epoch " + sp.epoch + ")", "holds " + fmt(sp.held)] : [];
   ctx.font = (10.5 * dpr) + "px system-ui, sans-serif";
-  if (label && ctx.measureText(label).width + 8 * dpr < w && bh > 11 * dpr) {
+  var label = labels.filter(function (l) { return ctx.measureText(l).width + 8 * dpr < w; })[0];
+  if (label && bh > 11 * dpr) {
     ctx.fillStyle = sp.state === "leader" ? "#fff" : "#5b3a00";
     ctx.textBaseline = "middle";
     ctx.textAlign = "left";
@@ -162,4 +165,12 @@ export function laneState(r, kind, who, t) {
   list.forEach(function (sp) { if (sp.who === who && sp.start <= t && t < sp.end) hit = sp; });
   if (!hit) list.forEach(function (sp) { if (sp.who === who && sp.start <= t) hit = sp; });
   return hit;
+}
+
+/* A pod at second t: a crash at t happens at the end of t, after its share ran and before
+   its ack — that second it is "crashing", down from the next. */
+export function podAt(r, p, t) {
+  var sp = laneState(r, "pod", p, t) || { who: p, state: "up", start: 0, end: Infinity };
+  var crash = r.log.filter(function (e) { return e.kind === "worker_crash" && e.replica === p && e.t === t; })[0];
+  return crash ? Object.assign({}, sp, { state: "crashing", crash: crash }) : sp;
 }

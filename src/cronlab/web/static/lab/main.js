@@ -2,7 +2,7 @@
 import { DEFAULTS, $, noFaults, state } from "./state.js";
 import { readURL, readToken, syncForm, changed } from "./controls.js";
 import { recompute } from "./model.js";
-import { resizeCharts, moveCursors } from "./charts.js";
+import { resizeCharts, moveCursors, zoom } from "./charts.js";
 import { tick, setPlaying, seek } from "./playback.js";
 import { particles } from "./particles.js";
 import { download, csv, png, status } from "./share.js";
@@ -71,6 +71,7 @@ function wire() {
   form.addEventListener("input", function (e) { if (e.target.type === "range") changed(e); });
   $("#c-ab-key").addEventListener("change", changed);
   $("#c-ab-value").addEventListener("change", changed);
+  $("#c-zoom").addEventListener("change", function (e) { zoom(Number(e.target.value)); });
   $("#c-speed").addEventListener("change", function (e) { state.speed = Number(e.target.value); });
   $("#c-scrub").addEventListener("input", function (e) { seek(Number(e.target.value)); });
   document.addEventListener("keydown", onKey);

@@ -10,6 +10,7 @@ import { buildDiagram } from "./diagram.js";
 import { frame } from "./playback.js";
 import { openInspect } from "./inspect.js";
 import { markRealsimStale } from "./realsim.js";
+import { outline } from "./tour.js";
 
 export function recompute() {
   if (state.inflight) state.inflight.abort();
@@ -47,6 +48,7 @@ function apply(r, started) {
   frame(true);
   markRealsimStale();
   if (state.pendingInspect) { openInspect(state.pendingInspect); state.pendingInspect = null; }
+  outline();
   /* From the change event to everything redrawn (cards, charts, lanes, diagram). */
   var ms = performance.now() - started, api = window.cronlabLab;
   api.recomputes += 1;

@@ -40,6 +40,6 @@ export const state = {
   scenario: Object.assign({}, DEFAULTS), faults: noFaults(), compare: "election=off",
   result: null, derived: null, t: 0, playing: false, speed: 60, changeAt: 0, spawned: -1,
   inflight: null, token: "", live: null, source: null, liveNote: "",
-  tour: 0, inspect: null, realsim: null,
+  tour: 0, inspect: null, realsim: null, zoom: 0,
 };
 window.cronlabLab = { state: state, recomputes: 0, lastRecomputeMs: null, realsims: 0 };

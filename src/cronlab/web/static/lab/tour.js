@@ -12,23 +12,23 @@ export const STEPS = [
     text: "1,000,000 invoices fall due at 00:00. One leader dispatches them in one scan; 5 pods × 200/s drain them in 1,000 s = 16.7 min. 0 duplicates, 0 missed, the backlog peaks at 999,000." },
   { title: "Election off", q: "election=off", t: 0, look: [".card.dup", "#replicas"],
     text: "Every replica runs the cron and dispatches its own copy: 2,000,000 duplicates = 1,000,000 × (3 − 1), and the pods drain 3,000,000 copies in 50.0 min." },
-  { title: "Crash the leader", q: "crash=leader@0", t: 5, look: [".card.missed", "#lease-timeline", "#event-log"],
+  { title: "Crash the leader", zoom: 2, q: "crash=leader@0", t: 5, look: [".card.missed", "#lease-timeline", "#event-log"],
     text: "The leader dies at 00:00. Its lease runs out after the 10 s TTL and replica 1 takes epoch 2. The PENDING rows are still in the store: 0 missed, takeover 10 s, drain 16.8 min." },
   { title: "In-memory timers", q: "timers=in-memory&crash=leader@0", t: 5, look: [".card.missed", "#sentence"],
     text: "The same crash with the timers in the leader's memory: they die with it. 1,000,000 missed — the standby only fires what falls due after it takes over." },
-  { title: "A zombie leader, no fencing", q: "pause=leader@0:30&fencing=off&compare=fencing=on", t: 20, inspect: "replica:0",
+  { title: "A zombie leader, no fencing", zoom: 2, q: "pause=leader@0:30&fencing=off&compare=fencing=on", t: 20, inspect: "replica:0",
     look: [".card.dup", "#lease-timeline", "#inspect"],
     text: "The leader freezes at 00:00 for 30 s (a GC pause) after reading its first batch. At 00:10 replica 1 takes epoch 2 and dispatches everything; at 00:30 the zombie wakes and publishes what it held: 10,000 duplicates = min(batch 10,000, due 1,000,000). The inspector shows what it believes at 00:20." },
-  { title: "The same zombie, fenced", q: "pause=leader@0:30&compare=fencing=off", t: 30, inspect: "replica:0",
+  { title: "The same zombie, fenced", zoom: 2, q: "pause=leader@0:30&compare=fencing=off", t: 30, inspect: "replica:0",
     look: ['[data-chip="fenced_writes"]', ".card.dup", "#lease-timeline"],
     text: "With fencing every write carries the epoch and the store refuses a stale one: the zombie's 10,000 are fenced writes, 0 duplicates. The A/B panel shows the difference." },
-  { title: "A worker crash, external effects", q: "worker-crash=0@30&effects=external&compare=effects=transactional", t: 30, inspect: "pod:0",
+  { title: "A worker crash, external effects", zoom: 2, q: "worker-crash=0@30&effects=external&compare=effects=transactional", t: 30, inspect: "pod:0",
     look: [".card.dup", '[data-chip="redelivered"]', "#pod-timeline"],
     text: "Pod 0 dies at 00:30 after running its share of that second (200 tasks) and before acking them. They come back after the 30 s visibility timeout: 200 redelivered; the e-mails were sent already, so 200 duplicates." },
-  { title: "A worker crash, transactional effects", q: "worker-crash=0@30&compare=effects=external", t: 30, inspect: "pod:0",
+  { title: "A worker crash, transactional effects", zoom: 2, q: "worker-crash=0@30&compare=effects=external", t: 30, inspect: "pod:0",
     look: [".card.dup", '[data-chip="redelivered"]', "#pod-timeline"],
     text: "The same crash when the effect commits with the ack: the 200 unacked took no effect, so their redelivery is their first run. 200 redelivered, 0 duplicates." },
-  { title: "Lost messages, no reconciler", q: "lose=1000@30&reconcile=off&compare=reconcile=60", t: 30, look: ['[data-chip="stuck"]', "#verdict-model", "#pod-timeline"],
+  { title: "Lost messages, no reconciler", zoom: 2, q: "lose=1000@30&reconcile=off&compare=reconcile=60", t: 30, look: ['[data-chip="stuck"]', "#verdict-model", "#pod-timeline"],
     text: "A queue failover at 00:30 loses the newest 1,000 messages. Their rows say DISPATCHED, so no scan sends them again: 1,000 stuck for ever. B turns the reconciler on: 0 stuck." },
 ];
 
@@ -46,6 +46,8 @@ export function go(k) {
   loadQuery(new URLSearchParams(step.q));
   state.t = step.t;
   state.pendingInspect = step.inspect || null;
+  state.zoom = step.zoom || 0;
+  $("#c-zoom").value = String(state.zoom);
   changed();
   show(step, k);
   writeHash(k);
@@ -61,12 +63,18 @@ function show(step, k) {
   $("#tour-link").textContent = "Link to step " + k;
   $('[data-action="tour-back"]').disabled = k === 1;
   $('[data-action="tour-next"]').textContent = k === STEPS.length ? "Done" : "Next →";
-  document.querySelectorAll(".tour-target").forEach(function (el) { el.classList.remove("tour-target"); });
-  step.look.forEach(function (sel) { var el = $(sel); if (el) el.classList.add("tour-target"); });
+  outline();
   $("#tour-look").textContent = step.look.map(describe).join(", ");
   document.querySelectorAll("#tour-steps button").forEach(function (b, i) { b.setAttribute("aria-current", String(i + 1 === k)); });
   var first = $(step.look[0]);
   if (first && first.id !== "inspect") first.scrollIntoView({ block: "nearest" });
+}
+
+/* Outline what the step points at (again after each redraw: renders reset class names). */
+export function outline() {
+  document.querySelectorAll(".tour-target").forEach(function (el) { el.classList.remove("tour-target"); });
+  if (!state.tour) return;
+  STEPS[state.tour - 1].look.forEach(function (sel) { var el = $(sel); if (el) el.classList.add("tour-target"); });
 }
 
 const NAMES = {
