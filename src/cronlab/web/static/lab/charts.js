@@ -141,3 +141,4 @@ export function pageX(name, t) {
 }
 window.cronlabLab.pageX = pageX;
 window.cronlabLab.xRange = function (name) { return [charts[name].scales.x.min, charts[name].scales.x.max]; };
+window.cronlabLab.chart = function (name) { return charts[name]; };
