@@ -155,6 +155,7 @@ class Batch:
     run: Run
     retry: Retry
     now: Callable[[], int]
+    checked: bool = True  # False: run every delivery, live or stale (``--fencing off``)
 
 
 class Clock(Protocol):
@@ -196,13 +197,25 @@ class Store(Protocol):
         """
         ...
 
+    def dispatch_held(self, held: Sequence[Task], now_ms: int, epoch: int, *, fenced: bool) -> int:
+        """Write a batch read earlier with ``read_due`` (the two-phase dispatch): ``fenced``,
+        refused (``FencedError``) unless ``epoch`` holds the lease and only the rows still
+        PENDING; unfenced (the ``--fencing off`` anti-pattern), every row. Returns how many."""
+        ...
+
+    def pause_request(self, owner: str, since_ms: int) -> tuple[int, float, int] | None:
+        """The newest chaos pause request for ``owner`` after ``since_ms``: (instant,
+        seconds, until)."""
+        ...
+
     def read_due(
         self, now_ms: int, limit: int, copied_since_ms: int | None = None
     ) -> Sequence[Task]:
         """Due PENDING tasks, without claiming them (``--election off``).
 
-        With ``copied_since_ms``, also the due tasks that an unfenced dispatcher copied at or
-        after that instant (replicas scanning in the same second each send a copy).
+        With ``copied_since_ms`` (the caller's previous scan), also the tasks that fell due
+        after it and another unfenced dispatcher copied already: cron on every replica sends its
+        own copy of every task that falls due while it runs. Each task at most once.
         """
         ...
 

@@ -112,15 +112,21 @@ def test_unclaimed_reads_let_every_reader_enqueue_a_copy(backend: Backend) -> No
     assert backend.store.counts()["DISPATCHED"] == 3
 
 
-def test_read_due_includes_what_was_copied_since_the_given_instant(backend: Backend) -> None:
+def test_read_due_includes_what_fell_due_since_the_given_scan_and_others_copied(
+    backend: Backend,
+) -> None:
+    """``--election off``: a replica whose last scan was at ``since`` copies everything that
+    fell due after it, whoever copied it first (issue 15: not only in the same second)."""
     now = backend.clock.now_ms()
     backend.store.add_tasks(tasks(3, now))
     backend.store.enqueue_copies(backend.store.read_due(now + 10, 100), now + 10)
-    again = backend.store.read_due(now + 20, 100, copied_since_ms=now + 10)
+    again = backend.store.read_due(now + 5_000, 100, copied_since_ms=now - 1)
     assert sorted(t.idempotency_key for t in again) == ["k0", "k1", "k2"]
-    assert backend.store.read_due(now + 20, 100, copied_since_ms=now + 11) == []
+    last = max(t.trigger_ms for t in again)
+    assert backend.store.read_due(now + 5_000, 100, copied_since_ms=last) == []  # due before
+    backend.store.add_tasks([NewTask(idempotency_key="led", handler="ok", trigger_ms=last + 1)])
     backend.store.dispatch_due(now + 20, 100, lead(backend))  # fenced dispatches never count
-    assert backend.store.read_due(now + 20, 100, copied_since_ms=now + 11) == []
+    assert backend.store.read_due(now + 5_000, 100, copied_since_ms=last) == []
 
 
 def test_mark_missed_touches_only_pending_rows_before_the_instant(backend: Backend) -> None:

@@ -112,14 +112,24 @@ def test_election_off_replicas_scanning_in_one_second_each_send_a_copy() -> None
     assert store.queue_depth() == 40 * 3
 
 
-def test_election_off_replica_in_a_later_second_sends_nothing_again() -> None:
+def test_election_off_a_replica_scanning_in_a_later_second_still_sends_its_copy_once() -> None:
+    """Cron on every replica copies regardless of what the others did (issue 15): before, a
+    replica whose scan slipped into the next second copied nothing (10 dispatched, not 20),
+    and one scanning twice in a second copied again."""
     clock, store = FakeClock(T0), MemoryStore()
-    seed(store, 10, T0)
     a, b = (replica(store, clock, i, election="off") for i in range(2))
+    seed(store, 10, T0 + 500)
+    clock.advance(999)
     a.step()
+    clock.advance(1)
+    a.step()  # the same second again: nothing new fell due
     clock.advance(1_000)
+    b.step()  # the next second
+    clock.advance(1_000)
+    a.step()
     b.step()
-    assert (a.dispatched, b.dispatched) == (10, 0)
+    assert (a.dispatched, b.dispatched) == (10, 10)
+    assert store.queue_depth() == 20
 
 
 def test_in_memory_timers_new_leader_misses_what_fell_due_before() -> None:

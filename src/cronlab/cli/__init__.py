@@ -22,6 +22,7 @@ COMMANDS = {
     "invoices": "invoices:invoices",
     "status": "observe:status_cmd",
     "report": "observe:report_cmd",
+    "check": "check:check_cmd",
     "chaos": "chaos:chaos_cmd",
     "schedule": "schedule:schedule_group",
     "enqueue": "enqueue:enqueue_cmd",

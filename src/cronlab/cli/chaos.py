@@ -31,11 +31,21 @@ def crash_leader_cmd(store_url: str, election: str) -> None:
 @chaos_cmd.command("pause-leader")
 @STORE
 @OBSERVE_ELECTION
-@click.option("--for", "seconds", type=click.FloatRange(min=0), required=True, help="Seconds.")
-def pause_leader_cmd(store_url: str, election: str, seconds: float) -> None:
+@click.option(
+    "--for", "seconds", type=click.FloatRange(min=0, max=3600), required=True, help="Seconds."
+)
+@click.option(
+    "--mid-dispatch",
+    is_flag=True,
+    help="Catch it between reading a batch and writing it (schedulers of the lab, "
+    "CRONLAB_CHAOS=1): the zombie leader.",
+)
+def pause_leader_cmd(store_url: str, election: str, seconds: float, mid_dispatch: bool) -> None:
     """SIGSTOP the leader, then SIGCONT it after --for seconds (blocks meanwhile)."""
     elector = distributed.observer(election, CLOCK)
-    e = chaos.pause_leader(open_store(store_url, create=False), CLOCK, seconds, elector)
+    e = chaos.pause_leader(
+        open_store(store_url, create=False), CLOCK, seconds, elector, mid_dispatch=mid_dispatch
+    )
     _echo_event(f"SIGSTOP/SIGCONT after {seconds} s, leader", e.pid, e.holder)
 
 

@@ -45,6 +45,15 @@ MAX_RATE = 1e8  # tasks/s per worker
 CONCURRENCY = knob(
     "--concurrency", click.IntRange(min=1, max=10_000), 100, "Async tasks a worker runs at once."
 )
+FENCING = click.option(
+    "--fencing",
+    type=click.Choice(["on", "off"]),
+    default="on",
+    show_default=True,
+    help="off: the zombie anti-pattern (docs/engine.md): a leader's write checks no lease and "
+    "workers run stale deliveries too.",
+)
+CHAOS_ENV = "CRONLAB_CHAOS"  # the lab's clusters: schedulers honour mid-dispatch pause requests
 
 
 @click.command("cluster")
@@ -73,6 +82,7 @@ CONCURRENCY = knob(
 @knob("--scan-batch", click.IntRange(min=1), 10_000, "Tasks a leader claims per transaction.")
 @knob("--worker-batch", click.IntRange(min=1), 10_000, BATCH_HELP)
 @CONCURRENCY
+@FENCING
 def cluster_cmd(
     store_url: str,
     replicas: int,
@@ -90,6 +100,7 @@ def cluster_cmd(
     scan_batch: int,
     worker_batch: int,
     concurrency: int,
+    fencing: str,
 ) -> None:
     """Run R scheduler and W worker processes in the foreground until SIGINT/SIGTERM."""
     cfg = cluster.ClusterConfig(
@@ -106,6 +117,7 @@ def cluster_cmd(
         scan_batch=scan_batch,
         worker_batch=worker_batch,
         concurrency=concurrency,
+        fencing=fencing == "on",
     )
     if queue_url:
         os.environ["CRONLAB_QUEUE"] = queue_url  # the children read --queue from it
@@ -152,6 +164,7 @@ def _restart_after(text: str) -> float | None:
 @LEASE_TTL
 @SCAN_INTERVAL
 @knob("--batch", click.IntRange(min=1), 10_000, "Tasks claimed per transaction.")
+@FENCING
 def scheduler_cmd(
     store_url: str,
     replica: int,
@@ -162,6 +175,7 @@ def scheduler_cmd(
     lease_ttl: float,
     scan_interval: float,
     batch: int,
+    fencing: str,
 ) -> None:
     """One scheduler replica (the cluster starts these)."""
     app = app_for(app_spec)  # a bad --app: one line, nothing written
@@ -177,6 +191,8 @@ def scheduler_cmd(
         ttl_ms=int(lease_ttl * 1000),
         scan_ms=int(scan_interval * 1000),
         batch=batch,
+        fencing=fencing == "on",
+        chaos=os.environ.get(CHAOS_ENV) == "1",
     )
     pid = os.getpid()
     cluster.tune_gc()
@@ -202,6 +218,7 @@ def scheduler_cmd(
 @QUEUE
 @APP
 @CONCURRENCY
+@FENCING
 def worker_cmd(
     store_url: str,
     index: int,
@@ -213,6 +230,7 @@ def worker_cmd(
     queue_url: str | None,
     app_spec: str | None,
     concurrency: int,
+    fencing: str,
 ) -> None:
     """One worker (the cluster starts these)."""
     app = app_for(app_spec)
@@ -227,6 +245,7 @@ def worker_cmd(
         rate=rate,
         retry=retry,
         concurrency=concurrency,
+        checked=fencing == "on",
     )
     name = cluster.identity("worker", index)
     cluster.tune_gc()

@@ -430,6 +430,11 @@ class RelayStore:
         self.queue.relay()
         return n
 
+    def dispatch_held(self, held: Sequence[Task], now_ms: int, epoch: int, *, fenced: bool) -> int:
+        n = self.inner.dispatch_held(held, now_ms, epoch, fenced=fenced)
+        self.queue.relay()
+        return n
+
     def execute(self, work: Batch) -> dict[str, int]:
         """Run the batch in the store, which puts a message to retry back in the outbox, due
         after its backoff, in the same transaction; then ack every delivery on the stream. A

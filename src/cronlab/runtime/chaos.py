@@ -83,20 +83,30 @@ def kill_worker(store: SqlStore, clock: Clock, index: int | None) -> Event:
     return _hit(store, clock, None, p, signal.SIGKILL, "kill-worker", {"worker": index})
 
 
+MID_DISPATCH_WAIT_S = 120.0  # how long a mid-dispatch pause waits for something to dispatch
+REQUEST_MARGIN_S = 5.0  # the chaos command waits this much longer than the leader honours it
+
+
 def pause_leader(
-    store: SqlStore, clock: Clock, seconds: float, elector: LeaseElector | None = None
+    store: SqlStore,
+    clock: Clock,
+    seconds: float,
+    elector: LeaseElector | None = None,
+    *,
+    mid_dispatch: bool = False,
 ) -> Event:
-    """SIGSTOP the leader, wait ``seconds``, SIGCONT it; records ``pause`` and ``resume``."""
+    """SIGSTOP the leader, wait ``seconds``, SIGCONT it; records ``pause`` and ``resume``.
+
+    ``mid_dispatch``: ask the leader (a scheduler started with ``CRONLAB_CHAOS=1``, as the
+    lab's are) to stop itself between reading its next batch and writing it — where a GC pause
+    hits a leader by chance — and send SIGCONT ``seconds`` after it stopped. NotFoundError if
+    it had nothing to dispatch within ``MID_DISPATCH_WAIT_S``."""
     p = leader(store, clock, elector)
-    event = _hit(
-        store,
-        clock,
-        elector,
-        p,
-        signal.SIGSTOP,
-        "pause",
-        {"target": "leader", "was_leader": True, "replica": p.index, "for_s": seconds},
-    )
+    detail = {"target": "leader", "was_leader": True, "replica": p.index, "for_s": seconds}
+    if mid_dispatch:
+        event = _stopped_mid_dispatch(store, clock, p, detail)
+    else:
+        event = _hit(store, clock, elector, p, signal.SIGSTOP, "pause", detail)
     time.sleep(seconds)
     try:
         os.kill(p.pid, signal.SIGCONT)
@@ -112,6 +122,46 @@ def pause_leader(
         )
     )
     return event
+
+
+def _stopped_mid_dispatch(
+    store: SqlStore, clock: Clock, p: ProcessInfo, detail: dict[str, object]
+) -> Event:
+    now = clock.now_ms()
+    until = now + int(MID_DISPATCH_WAIT_S * 1000)  # the leader honours it only until then
+    asked = {**detail, "until_ms": until}
+    store.record_event(
+        Event(kind="pause_request", at_ms=now, holder=p.owner, pid=p.pid, detail=asked)
+    )
+    deadline = time.monotonic() + MID_DISPATCH_WAIT_S + REQUEST_MARGIN_S
+    while not stopped(p.pid):
+        if not alive(p.pid) or time.monotonic() > deadline:
+            cancelled = Event(
+                kind="pause_cancelled", at_ms=clock.now_ms(), holder=p.owner, pid=p.pid
+            )
+            store.record_event(cancelled)
+            raise NotFoundError(
+                f"the leader had nothing to dispatch within {MID_DISPATCH_WAIT_S:g} s: not paused"
+            )
+        time.sleep(0.01)
+    event = Event(
+        kind="pause",
+        at_ms=clock.now_ms(),
+        holder=p.owner,
+        pid=p.pid,
+        detail={**detail, "mid_dispatch": True},
+    )
+    store.record_event(event)
+    return event
+
+
+def stopped(pid: int) -> bool:
+    """True while ``pid`` is stopped (SIGSTOP: state T)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state in ("T", "t")
 
 
 def _find(store: SqlStore, role: str, index: int) -> ProcessInfo:

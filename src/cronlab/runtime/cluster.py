@@ -60,6 +60,7 @@ class ClusterConfig:
     scan_batch: int = 10_000
     worker_batch: int = 10_000
     concurrency: int = 100  # async tasks a worker runs at once
+    fencing: bool = True  # False: the zombie anti-pattern on every scheduler and worker
 
 
 NONCE_ENV = "CRONLAB_NONCE"
@@ -125,9 +126,11 @@ def command(cfg: ClusterConfig, role: str, index: int) -> list[str]:
             str(cfg.scan_interval_s),
             "--batch",
             str(cfg.scan_batch),
+            *([] if cfg.fencing else ["--fencing", "off"]),
         ]
     rate = [] if cfg.worker_rate is None else ["--rate", str(cfg.worker_rate)]
     batch = ["--batch", str(cfg.worker_batch), "--concurrency", str(cfg.concurrency)]
+    batch += [] if cfg.fencing else ["--fencing", "off"]
     return [*base, "--index", str(index), "--visibility", str(cfg.visibility_s), *batch, *rate]
 
 

@@ -31,6 +31,9 @@ class Report:
     duplicate_invoices: int
     dispatch_lateness_ms: dict[str, int | None]
     tasks: dict[str, int]
+    fenced_writes: int = 0
+    redelivered: int = 0
+    stuck: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -44,6 +47,7 @@ def measure(store: SqlStore, now_ms: int) -> Report:
     executed, duplicates, last_end, abandoned = store.named("report_runs")[0]
     counts = store.counts()
     drain = (last_end - first_trigger) / 1000 if last_end and first_trigger is not None else 0.0
+    events = store.events()
     return Report(
         due=due,
         dispatched=store.named("report_dispatched")[0][0],
@@ -53,10 +57,13 @@ def measure(store: SqlStore, now_ms: int) -> Report:
         missed=counts["MISSED"],
         backlog_peak=store.named("report_backlog_peak")[0][0],
         drain_time_s=round(max(0.0, drain), 3),
-        takeover_delays_s=takeover_delays(store.events()),
+        takeover_delays_s=takeover_delays(events),
         duplicate_invoices=invoices.duplicates(store),
         dispatch_lateness_ms=lateness(store),
         tasks=counts,
+        fenced_writes=sum(int(e.detail.get("count", 0)) for e in events if e.kind == "fenced"),
+        redelivered=abandoned,
+        stuck=int(store.named("report_stuck")[0][0]),
     )
 
 

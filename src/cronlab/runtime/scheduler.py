@@ -17,6 +17,8 @@ falls due after this replica took over and marks what fell due before as MISSED.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -43,6 +45,8 @@ class SchedulerConfig:
     scan_ms: int = 1_000
     batch: int = 10_000
     reconcile_ms: int = 10_000  # how often the leader looks for tasks whose message was lost
+    fencing: bool = True  # False: the zombie anti-pattern (read, then write unchecked)
+    chaos: bool = False  # honour ``chaos pause-leader --mid-dispatch`` requests (the lab)
 
 
 class Scheduler:
@@ -70,6 +74,8 @@ class Scheduler:
         self.outage = Outage(clock, owner)
         self._unreachable: BackendUnavailable | None = None
         self.next_reconcile_ms = 0  # monotonic
+        self.copied_until = clock.now_ms() - 1  # off: what fell due before it started is not
+        self.pauses_seen_ms = clock.now_ms()  # chaos: pause requests older than this are done
 
     def run(self, stopping: Callable[[], bool]) -> None:
         """Loop until ``stopping()``; then give the lease up so a standby takes over at once."""
@@ -172,6 +178,9 @@ class Scheduler:
         if self.cfg.election == "off":
             return self._dispatch_unclaimed(now)
         assert self.lease is not None
+        request = self._pause_request()
+        if not self.cfg.fencing or request is not None:
+            return self._dispatch_in_two(now, request)
         try:
             n = self.store.dispatch_due(now, self.cfg.batch, self.lease.epoch)
         except FencedError as exc:
@@ -179,6 +188,56 @@ class Scheduler:
             return 0
         self.dispatched += n
         return n
+
+    def _pause_request(self) -> float | None:
+        """Seconds a chaos request asks this leader to stay paused mid-dispatch (the lab only)."""
+        if not self.cfg.chaos:
+            return None
+        found = self.store.pause_request(self.owner, self.pauses_seen_ms)
+        if found is None:
+            return None
+        at, seconds, until = found
+        if self.clock.now_ms() >= until:
+            self.pauses_seen_ms = at  # too late: the chaos command has given up on it
+            return None
+        return seconds
+
+    def _dispatch_in_two(self, now: int, pause_s: float | None) -> int:
+        """Read a batch, then write it: how a leader without fencing dispatches (``--fencing
+        off``: its write checks nothing), and what a chaos pause catches in between — the
+        leader stops itself, holding what it read, and writes it when it resumes (fenced: the
+        store refuses it if the lease moved on)."""
+        assert self.lease is not None
+        held = self.store.read_due(now, self.cfg.batch)
+        if not held:
+            return 0  # (a pause request waits for a batch to catch)
+        if pause_s is not None:
+            self.pauses_seen_ms = self.clock.now_ms()
+            self._stop_self(pause_s, len(held), now)
+        try:
+            n = self.store.dispatch_held(
+                held, self.clock.now_ms(), self.lease.epoch, fenced=self.cfg.fencing
+            )
+        except FencedError as exc:
+            self._fenced(exc, now, held=len(held))
+            return 0
+        if not self.cfg.fencing and n:
+            self._record(
+                "unfenced_write",
+                self.clock.now_ms(),
+                self.lease.epoch,
+                count=n,
+                replica=self.cfg.replica,
+            )
+        self.dispatched += n
+        return n
+
+    def _stop_self(self, seconds: float, held: int, now: int) -> None:
+        """SIGSTOP this process (the chaos command that asked sends SIGCONT after ``seconds``)."""
+        assert self.lease is not None
+        detail = {"held": held, "for_s": seconds, "replica": self.cfg.replica, "mid_dispatch": True}
+        self._record("paused_mid_dispatch", now, self.lease.epoch, **detail)
+        os.kill(os.getpid(), signal.SIGSTOP)
 
     def _reconcile(self, now: int) -> None:
         mono = self.clock.monotonic_ms()
@@ -194,17 +253,21 @@ class Scheduler:
             self._record("reconciled", now, self.lease.epoch, count=n, replica=self.cfg.replica)
 
     def _dispatch_unclaimed(self, now: int) -> int:
-        # Cron on every replica: no claim, one scan a second, everything due at once. What
-        # another replica copied in this same second is copied again — the duplicates the
-        # model counts as (k - 1) × due for k replicas scanning together.
-        second = now // self.cfg.scan_ms * self.cfg.scan_ms
-        tasks: Sequence[Task] = self.store.read_due(now, UNBOUNDED, copied_since_ms=second)
+        """Cron on every replica: no claim; each scan sends a copy of what is PENDING and of
+        everything that fell due since this replica's last scan, whatever the others did —
+        so k replicas running send k copies of each task: (k − 1) × due duplicates, as the
+        model counts them."""
+        tasks: Sequence[Task] = self.store.read_due(
+            now, UNBOUNDED, copied_since_ms=self.copied_until
+        )
         if tasks:
             self.store.enqueue_copies(tasks, now)
+        self.copied_until = max(self.copied_until, now)
         self.dispatched += len(tasks)
         return len(tasks)
 
-    def _fenced(self, exc: FencedError, now: int) -> None:
-        self._record("fenced", now, exc.epoch, current=exc.current, replica=self.cfg.replica)
+    def _fenced(self, exc: FencedError, now: int, held: int = 0) -> None:
+        detail = {"current": exc.current, "replica": self.cfg.replica, "count": held}
+        self._record("fenced", now, exc.epoch, **detail)
         self.lease = None
         self.next_renew_ms = self.clock.monotonic_ms()

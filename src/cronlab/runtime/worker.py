@@ -39,6 +39,7 @@ class WorkerConfig:
     rate: float | None = None
     retry: Retry = field(default_factory=Retry)
     concurrency: int = CONCURRENCY  # async handlers run at once
+    checked: bool = True  # False (``--fencing off``): every delivery runs, stale ones too
 
 
 class TokenBucket:
@@ -126,6 +127,7 @@ class Worker:
                 run=self.run_message,
                 retry=self.cfg.retry,
                 now=self.clock.now_ms,
+                checked=self.cfg.checked,
             )
             counts = self.store.execute(work)
         for key, n in counts.items():

@@ -142,6 +142,7 @@ class _Batch:
     def __init__(self, store: SqlStore, c: Conn, work: Batch, start_ms: int, relayed: bool):
         self.store, self.c, self.q, self.d = store, c, store.q, store.d
         self.worker, self.retry, self.now, self.runs = work.worker, work.retry, work.now, work.run
+        self.checked = work.checked
         self.start_ms, self.relayed = start_ms, relayed
         self.ends: list[list[Any]] = []  # [task, message, receive, attempt, end, outcome, error]
         self.done: list[int] = []  # copies that ran
@@ -206,6 +207,9 @@ class _Batch:
         ``--election off`` always runs. A failing run sets its task back (``_failed``)."""
         if not self.relayed and (hold := self.q.get("queue_hold")):
             self.c.execute(hold, {"ids": self.d.ints(sorted({m.id for m in messages}))})
+        if not self.checked:  # the --fencing off anti-pattern: every delivery runs, as a
+            self.copies = {m.task_id for m in messages}  # naive consumer would run it
+            return [True] * len(messages)
         by_attempt: dict[int, set[int]] = {}
         for m in messages:
             by_attempt.setdefault(m.attempt - 1, set()).add(m.task_id)

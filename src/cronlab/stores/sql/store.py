@@ -149,6 +149,37 @@ class SqlStore:
         self.enqueue(c, [(r[0], r[2]) for r in rows], now_ms)
         return len(rows)
 
+    def dispatch_held(self, held: Sequence[Task], now_ms: int, epoch: int, *, fenced: bool) -> int:
+        """Write a batch read earlier (``read_due``): the two-phase dispatch. ``fenced``: in
+        one transaction checked against the lease (``FencedError``, nothing written) and only
+        the rows still PENDING; without (the ``--fencing off`` anti-pattern) every row,
+        whatever happened to it meanwhile — a zombie's write."""
+
+        def write(c: Conn) -> int:
+            now = self.d.now(c, now_ms)
+            if fenced:
+                self._fence(c, epoch, now)
+            args = {"epoch": epoch, "now": now, "limit": len(held), "guard": int(fenced)}
+            claimed = c.execute(
+                self.q["claim_held"], {**args, "ids": self.d.ints(t.id for t in held)}
+            )
+            rows = self._plan_schedules(
+                c, sorted(claimed.fetchall(), key=lambda r: (r[3], r[0])), args
+            )
+            self.enqueue(c, [(r[0], r[2]) for r in rows], now)
+            return len(rows)
+
+        return self.d.transaction(write)
+
+    def pause_request(self, owner: str, since_ms: int) -> tuple[int, float, int] | None:
+        """The newest chaos request (``chaos pause-leader --mid-dispatch``) for ``owner`` made
+        after ``since_ms``: (its instant, the seconds to stay paused, until when it holds)."""
+        rows = self.named("pause_request", {"owner": owner, "since": since_ms})
+        if not rows:
+            return None
+        detail = json.loads(rows[0][1])
+        return int(rows[0][0]), float(detail.get("for_s", 0)), int(detail.get("until_ms", 0))
+
     def reconcile(
         self,
         now_ms: int,
@@ -288,7 +319,8 @@ class SqlStore:
                 rows += c.execute(self.q["read_copied"], args).fetchall()
             return list(rows)
 
-        return [task(r, "PENDING", None) for r in self.d.read(read)]
+        rows = {r[0]: r for r in self.d.read(read)}  # (copied between the two reads: once)
+        return [task(r, "PENDING", None) for r in rows.values()]
 
     def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
         def copy(c: Conn) -> None:

@@ -94,7 +94,7 @@ WHERE p.trigger_ms <= %(now)s ORDER BY p.trigger_ms, p.task_id LIMIT %(limit)s;
 -- name: read_copied
 SELECT t.id, t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.attempts
 FROM copied c JOIN tasks t ON t.id = c.task_id
-WHERE c.dispatched_ms >= %(since)s AND t.trigger_ms <= %(now)s;
+WHERE c.dispatched_ms > %(since)s AND t.trigger_ms > %(since)s AND t.trigger_ms <= %(now)s;
 
 -- name: mark_copied
 -- The first copy takes a task off the pending list and notes when it was copied.
@@ -300,3 +300,52 @@ UPDATE tasks SET dispatched_ms = %(now)s WHERE id = ANY(%(ids)s::bigint[]);
 
 -- name: pending_due
 SELECT count(*) FROM pending WHERE trigger_ms <= %(now)s;
+
+-- name: claim_held
+-- A batch read before it is written (see SQLite's): off the pending list, and marked.
+WITH gone AS (
+  DELETE FROM pending p USING tasks t
+  WHERE t.id = ANY(%(ids)s::bigint[]) AND p.trigger_ms = t.trigger_ms AND p.task_id = t.id
+)
+UPDATE tasks SET status = 'DISPATCHED', epoch = %(epoch)s, dispatched_ms = %(now)s
+WHERE id = ANY(%(ids)s::bigint[]) AND (status = 'PENDING' OR %(guard)s = 0)
+RETURNING id, idempotency_key, attempts, trigger_ms;
+
+-- name: pause_request
+SELECT at_ms, detail FROM events WHERE kind = 'pause_request' AND holder = %(owner)s
+  AND at_ms > %(since)s
+ORDER BY at_ms DESC LIMIT 1;
+
+-- name: report_stuck
+SELECT count(*) FROM tasks WHERE status = 'DISPATCHED'
+  AND id NOT IN (SELECT unnest(task_ids) FROM queue);
+
+-- The checker (`cronlab check`, runtime/check.py): each row a task key and how many it counts.
+-- name: check_lost
+SELECT idempotency_key, 1 FROM tasks
+WHERE trigger_ms <= %(now)s AND status IN ('MISSED', 'FAILED') ORDER BY trigger_ms, id;
+
+-- name: check_lost_final
+SELECT idempotency_key, 1 FROM tasks
+WHERE trigger_ms <= %(now)s AND status != 'DONE' AND status != 'SKIPPED' ORDER BY trigger_ms, id;
+
+-- name: check_duplicated
+SELECT t.idempotency_key, count(*) - 1 FROM executions e JOIN tasks t ON t.id = e.task_id
+WHERE e.outcome IN ('ok', 'noop') AND e.start_ms <= %(now)s
+GROUP BY t.id, t.idempotency_key HAVING count(*) > 1 ORDER BY t.id;
+
+-- name: check_unexpected
+SELECT t.idempotency_key, count(*) FROM executions e JOIN tasks t ON t.id = e.task_id
+WHERE e.outcome IN ('ok', 'noop') AND e.start_ms < t.trigger_ms AND e.start_ms <= %(now)s
+GROUP BY t.id, t.idempotency_key ORDER BY t.id;
+
+-- name: check_stuck
+SELECT idempotency_key, 1 FROM tasks WHERE status = 'DISPATCHED'
+  AND id NOT IN (SELECT unnest(task_ids) FROM queue)
+ORDER BY id;
+
+-- name: check_first_effects
+SELECT t.idempotency_key, t.trigger_ms, min(e.end_ms) AS first_end
+FROM executions e JOIN tasks t ON t.id = e.task_id
+WHERE e.outcome IN ('ok', 'noop') GROUP BY t.id, t.idempotency_key, t.trigger_ms
+ORDER BY first_end, t.id;

@@ -58,8 +58,10 @@ SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
 WHERE status = 'PENDING' AND trigger_ms <= :now ORDER BY trigger_ms LIMIT :limit;
 
 -- name: read_copied
+-- `--election off`: what came due after this replica's last scan (:since) and another replica
+-- already copied (so it is no longer PENDING): cron on every replica sends its own copy.
 SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
-WHERE epoch IS NULL AND dispatched_ms >= :since AND trigger_ms <= :now;
+WHERE epoch IS NULL AND dispatched_ms > :since AND trigger_ms > :since AND trigger_ms <= :now;
 
 -- name: mark_copied
 UPDATE tasks SET status = 'DISPATCHED', dispatched_ms = coalesce(dispatched_ms, :now)
@@ -279,3 +281,50 @@ UPDATE tasks SET dispatched_ms = :now WHERE id IN (SELECT value FROM json_each(:
 
 -- name: pending_due
 SELECT count(*) FROM tasks WHERE status = 'PENDING' AND trigger_ms <= :now;
+
+-- name: claim_held
+-- A batch read before it is written (the two-phase dispatch: `--fencing off`, or one a chaos
+-- pause caught in between): with :guard 1 only the rows still PENDING, else every one of them.
+UPDATE tasks SET status = 'DISPATCHED', epoch = :epoch, dispatched_ms = :now
+WHERE id IN (SELECT value FROM json_each(:ids)) AND (status = 'PENDING' OR :guard = 0)
+RETURNING id, idempotency_key, attempts, trigger_ms;
+
+-- name: pause_request
+SELECT at_ms, detail FROM events WHERE kind = 'pause_request' AND holder = :owner
+  AND at_ms > :since
+ORDER BY at_ms DESC LIMIT 1;
+
+-- name: report_stuck
+-- DISPATCHED with no message left anywhere in the queue: nothing will run them (but a reconcile).
+SELECT count(*) FROM tasks WHERE status = 'DISPATCHED'
+  AND id NOT IN (SELECT j.value FROM queue, json_each(queue.task_ids) j);
+
+-- The checker (`cronlab check`, runtime/check.py): each row a task key and how many it counts.
+-- name: check_lost
+SELECT idempotency_key, 1 FROM tasks
+WHERE trigger_ms <= :now AND status IN ('MISSED', 'FAILED') ORDER BY trigger_ms, id;
+
+-- name: check_lost_final
+SELECT idempotency_key, 1 FROM tasks
+WHERE trigger_ms <= :now AND status != 'DONE' AND status != 'SKIPPED' ORDER BY trigger_ms, id;
+
+-- name: check_duplicated
+SELECT t.idempotency_key, count(*) - 1 FROM executions e JOIN tasks t ON t.id = e.task_id
+WHERE e.outcome IN ('ok', 'noop') AND e.start_ms <= :now
+GROUP BY t.id, t.idempotency_key HAVING count(*) > 1 ORDER BY t.id;
+
+-- name: check_unexpected
+SELECT t.idempotency_key, count(*) FROM executions e JOIN tasks t ON t.id = e.task_id
+WHERE e.outcome IN ('ok', 'noop') AND e.start_ms < t.trigger_ms AND e.start_ms <= :now
+GROUP BY t.id, t.idempotency_key ORDER BY t.id;
+
+-- name: check_stuck
+SELECT idempotency_key, 1 FROM tasks WHERE status = 'DISPATCHED'
+  AND id NOT IN (SELECT j.value FROM queue, json_each(queue.task_ids) j)
+ORDER BY id;
+
+-- name: check_first_effects
+SELECT t.idempotency_key, t.trigger_ms, min(e.end_ms) AS first_end
+FROM executions e JOIN tasks t ON t.id = e.task_id
+WHERE e.outcome IN ('ok', 'noop') GROUP BY t.id, t.idempotency_key, t.trigger_ms
+ORDER BY first_end, t.id;
