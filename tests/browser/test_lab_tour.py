@@ -135,6 +135,17 @@ def test_the_tour_by_keyboard(page: Page, console: Console) -> None:
     expect_step(page, 2)
     page.keyboard.press("Escape")
     expect(page.locator("#tour")).to_be_hidden()
+    # A step that opens the inspector leaves the focus on the tour's buttons.
+    page.locator('[data-action="tour"]').focus()
+    page.keyboard.press("Enter")
+    page.get_by_role("button", name="Step 4: In-memory timers").click()
+    page.locator('[data-action="tour-next"]').focus()
+    page.keyboard.press("Enter")
+    expect_step(page, 5)
+    expect(page.locator("#inspect")).to_be_visible()
+    expect(page.locator('[data-action="tour-next"]')).to_be_focused()
+    page.keyboard.press("Enter")
+    expect_step(page, 6)
     assert console == []
 
 

@@ -5,12 +5,14 @@ import { clock, at } from "./timeline.js";
 import { laneState, podAt } from "./lanes.js";
 import { plane, podsUp } from "./diagram.js";
 
+/* Opened by a person (focusBack: the node they used), the focus moves into the panel and
+   comes back on close; opened by a tour step, the focus stays on the tour's buttons. */
 export function openInspect(key, focusBack) {
   state.inspect = key;
   state.inspectFrom = focusBack || null;
   $("#inspect").hidden = false;
   renderInspect(Math.floor(state.t));
-  $("#inspect-close").focus({ preventScroll: true });
+  if (focusBack) $("#inspect-close").focus({ preventScroll: true });
 }
 
 export function closeInspect() {
