@@ -37,8 +37,7 @@ ARGS = [
 ]
 MIDNIGHT = "crash=leader@0"
 EVERY_FAULT = (
-    "crash=leader@120&pause=leader@0:30&fencing=off&worker-crash=0@30&effects=external"
-    "&lose=1000@20"
+    "crash=leader@120&pause=leader@0:30&fencing=off&worker-crash=0@30&effects=external&lose=1000@20"
 )
 # 10 pods: with 5, election off lasts 72,000 minutes, past the lab's 50,000-minute bound (a 422).
 DAY = "preset=steady&minutes=1440&workers=10"

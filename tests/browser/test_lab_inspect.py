@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 from playwright.sync_api import Page, expect
-
 from tests.browser.lab_helpers import Console, open_lab
 
 pytestmark = pytest.mark.browser
@@ -72,7 +71,9 @@ def test_a_pod_that_crashes_before_its_ack(page: Page, console: Console) -> None
     expect(field(page, "clock")).to_have_text("reads 00:10 — the page's second")
     scrub(page, 30)
     expect(field(page, "state")).to_contain_text("dies at the end of this second")
-    expect(field(page, "in flight")).to_contain_text("200 claimed and run, not acked: invisible until 01:00")
+    expect(field(page, "in flight")).to_contain_text(
+        "200 claimed and run, not acked: invisible until 01:00"
+    )
     expect(field(page, "effects")).to_contain_text("external")
     scrub(page, 45)
     expect(field(page, "state")).to_have_text("down since 00:30, until 01:00")

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
-
 from tests.browser.lab_helpers import Console, open_lab, settled
 
 pytestmark = pytest.mark.browser
@@ -57,8 +56,14 @@ def test_crash_restart_and_fenced_marks(page: Page, console: Console) -> None:
     open_lab(page, "crash=leader@0&restart-after=60&pause=replica:1@100:30")
     m = lanes(page, "lanes")
     assert ("crash", 0, 0) in marks(m) and ("restart", 60, 0) in marks(m)
-    assert spans(m, 0)[:3] == [("down", 0, 60, 0, 0), ("standby", 60, 110, 0, 0), ("leader", 110, 1010, 3, 0)]
-    assert ("paused", 100, 130, 0, 0) in spans(m, 1), "epoch 2's leader paused, nothing left to hold"
+    assert spans(m, 0)[:3] == [
+        ("down", 0, 60, 0, 0),
+        ("standby", 60, 110, 0, 0),
+        ("leader", 110, 1010, 3, 0),
+    ]
+    assert ("paused", 100, 130, 0, 0) in spans(m, 1), (
+        "epoch 2's leader paused, nothing left to hold"
+    )
     assert not [k for k, _, _ in marks(m) if k in ("fenced", "zombie")]
     open_lab(page, "pause=leader@0:30")
     m = lanes(page, "lanes")
@@ -73,7 +78,11 @@ def test_pod_lanes_and_the_queue_lane(page: Page, console: Console) -> None:
     names = [lane["name"] for lane in m["lanes"]]
     assert names[0] == "queue" and "pod 9" in names and len(names) == 9, names
     nine = names.index("pod 9")
-    assert spans(m, nine) == [("up", 0, 30, 0, 0), ("down", 30, 60, 0, 0), ("up", 60, m["lanes"][nine]["spans"][-1]["end"], 0, 0)]
+    assert spans(m, nine) == [
+        ("up", 0, 30, 0, 0),
+        ("down", 30, 60, 0, 0),
+        ("up", 60, m["lanes"][nine]["spans"][-1]["end"], 0, 0),
+    ]
     assert ("worker_crash", 30, nine) in marks(m)
     assert ("redeliver", 60, 0) in marks(m) and ("lose", 40, 0) in marks(m)
     assert ("reconcile", 60, 0) in marks(m)
@@ -89,7 +98,10 @@ def x_of(page: Page, name: str, t: int) -> float:
 
 
 def assert_aligned(page: Page) -> None:
-    ranges = {n: page.evaluate("(n) => window.cronlabLab.xRange(n)", n) for n in ("backlog", "flow", "lanes", "pods")}
+    ranges = {
+        n: page.evaluate("(n) => window.cronlabLab.xRange(n)", n)
+        for n in ("backlog", "flow", "lanes", "pods")
+    }
     assert len({tuple(r) for r in ranges.values()}) == 1, ranges
     for t in (0, 30, 300, 900):
         assert abs(x_of(page, "lanes", t) - x_of(page, "backlog", t)) < 0.6, t

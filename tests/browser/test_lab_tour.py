@@ -11,7 +11,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from playwright.sync_api import Page, expect
-
 from tests.browser.lab_helpers import Console, open_lab, settled, stub_realsim
 
 pytestmark = pytest.mark.browser
@@ -49,10 +48,8 @@ def expect_step(page: Page, k: int) -> None:
         expect(page.locator(f'[data-metric="{name}"]')).to_have_text(value)
     expect(page).to_have_url(re.compile(rf"[#&]tour={k}$"))
     settled(page)
-    page.wait_for_function(
-        "(q) => new URLSearchParams(location.search).toString() === new URLSearchParams(q).toString()",
-        arg=query,
-    )
+    same = "(q) => new URLSearchParams(location.search) + '' === new URLSearchParams(q) + ''"
+    page.wait_for_function(same, arg=query)
     assert query_of(page.url) == parse_qs(query)
 
 

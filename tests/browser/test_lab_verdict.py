@@ -12,7 +12,6 @@ from urllib.error import HTTPError
 
 import pytest
 from playwright.sync_api import Page, Route, expect
-
 from tests.browser.lab_helpers import Console, open_lab, realsim_answer, settled, stub_realsim
 
 pytestmark = pytest.mark.browser
@@ -37,21 +36,27 @@ def test_the_model_verdict_is_shown_on_every_run(page: Page, console: Console) -
         expect(page.locator(sel)).to_have_attribute("data-ok", "true")
     page.locator('[data-control="election"]').uncheck()
     expect(page.locator("#verdict-model")).to_contain_text("✗ not ok")
-    expect(page.locator('#verdict-model [data-kind="duplicated"]')).to_have_text("duplicated 2,000,000")
+    expect(page.locator('#verdict-model [data-kind="duplicated"]')).to_have_text(
+        "duplicated 2,000,000"
+    )
     expect(page.locator('#verdict-model [data-kind="lost"]')).to_have_text("lost 0")
     open_lab(page, "timers=in-memory&crash=leader@0")
     expect(page.locator('#verdict-model-run [data-kind="lost"]')).to_have_text("lost 1,000,000")
     assert console == []
 
 
-def test_realsim_on_demand_shows_its_numbers_verdict_and_agreement(page: Page, console: Console) -> None:
+def test_realsim_on_demand_shows_its_numbers_verdict_and_agreement(
+    page: Page, console: Console
+) -> None:
     held: list[Route] = []
     page.route("**/api/realsim*", lambda route: held.append(route))
     open_lab(page, "pause=leader@0:30&fencing=off")
     button = page.locator('[data-action="realsim"]')
     button.click()
     expect(page.locator("#realsim-progress")).to_be_visible()
-    expect(page.locator("#realsim-status")).to_contain_text("running the real code in the simulator")
+    expect(page.locator("#realsim-status")).to_contain_text(
+        "running the real code in the simulator"
+    )
     expect(button).to_have_attribute("aria-busy", "true")
     wait_for(page, lambda: len(held) == 1)
     assert len(held) == 1 and "pause=leader%400%3A30" in held[0].request.url
@@ -61,12 +66,16 @@ def test_realsim_on_demand_shows_its_numbers_verdict_and_agreement(page: Page, c
     expect(cell(page, "duplicates", "sim-model")).to_have_text("20")
     expect(cell(page, "backlog_peak", "code")).to_have_text("–")
     expect(page.locator("#realsim-scale")).to_have_text("2,000 of 1,000,000 tasks · seed 7")
-    expect(page.locator("#realsim-replay")).to_have_text("cronlab sim --seed 7 --pause leader@0:30 --fencing off")
+    expect(page.locator("#realsim-replay")).to_have_text(
+        "cronlab sim --seed 7 --pause leader@0:30 --fencing off"
+    )
     verdict = page.locator("#verdict-realsim")
     expect(verdict).to_contain_text("Simulated code: ✗ not ok")
     expect(verdict.locator('[data-kind="duplicated"]')).to_have_text("duplicated 20")
     expect(verdict).to_contain_text("e.g. invoice-0007, invoice-0011")
-    expect(page.locator("#realsim-disagree")).to_have_text("Model and simulated code agree on every total at this scale.")
+    expect(page.locator("#realsim-disagree")).to_have_text(
+        "Model and simulated code agree on every total at this scale."
+    )
     expect(page.locator("#realsim-status")).to_have_text("simulated in 1,234 ms")
     assert console == []
 
@@ -86,8 +95,12 @@ def test_where_model_and_code_disagree_the_page_says_so(page: Page, console: Con
     assert console == []
 
 
-def test_a_scenario_the_simulator_cannot_run_is_said_not_faked(page: Page, console: Console) -> None:
-    stub_realsim(page, realsim_answer(supported=False, why="in-memory timers are not in the engine"))
+def test_a_scenario_the_simulator_cannot_run_is_said_not_faked(
+    page: Page, console: Console
+) -> None:
+    stub_realsim(
+        page, realsim_answer(supported=False, why="in-memory timers are not in the engine")
+    )
     open_lab(page, "timers=in-memory")
     page.locator('[data-action="realsim"]').click()
     expect(page.locator("#realsim-status")).to_have_text(
@@ -100,10 +113,14 @@ def test_a_scenario_the_simulator_cannot_run_is_said_not_faked(page: Page, conso
 
 
 def test_a_bad_query_is_shown_with_its_field(page: Page, console: Console) -> None:
-    stub_realsim(page, {"error": "pause target replica 7 does not exist", "field": "pause"}, status=422)
+    stub_realsim(
+        page, {"error": "pause target replica 7 does not exist", "field": "pause"}, status=422
+    )
     open_lab(page)
     page.locator('[data-action="realsim"]').click()
-    expect(page.locator("#realsim-status")).to_have_text("pause: pause target replica 7 does not exist")
+    expect(page.locator("#realsim-status")).to_have_text(
+        "pause: pause target replica 7 does not exist"
+    )
     assert all("422" in e for e in console), console
 
 

@@ -100,8 +100,8 @@ export function renderCharts(r) {
   ]);
   draw("flow", flow, [
     { label: "minute", value: function (u, v) { return v == null ? "–" : "min " + pad(Math.floor(v)); } },
-    { label: "dispatched", stroke: "#c93c3c", fill: "rgba(201,60,60,.28)", paths: bars({ size: [0.9, 60] }), points: { show: false }, value: count },
-    { label: "executed", stroke: "#1c8c61", fill: "rgba(28,140,97,.55)", paths: bars({ size: [0.45, 30] }), points: { show: false }, value: count },
+    { label: "dispatched", stroke: "#c93c3c", fill: "rgba(201,60,60,.28)", paths: bars({ size: [0.9, 400] }), points: { show: false }, value: count },
+    { label: "executed", stroke: "#1c8c61", fill: "rgba(28,140,97,.55)", paths: bars({ size: [0.45, 200] }), points: { show: false }, value: count },
   ]);
 }
 
