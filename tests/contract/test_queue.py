@@ -77,3 +77,14 @@ def test_every_task_is_delivered_once_per_dispatch(backend: Backend) -> None:
     got = [m for n in (499, 2, 600) for m in q.claim("w", n, 60_000)]
     assert len({m.task_id for m in got}) == 1_001 == len(got)
     assert q.ack(got) == 1_001 and q.depth() == 0
+
+
+def test_a_split_envelope_keeps_its_place_in_the_queue(backend: Backend) -> None:
+    """A claim that takes part of an envelope leaves the rest where it was: FIFO. Before, the
+    rest became a new envelope at the back, behind everything queued since (found by the lab's
+    simulated run: under election off, first copies ran after the other replicas' copies)."""
+    q = fill(backend, 1_000)  # two envelopes: tasks 1-500 and 501-1000
+    first = q.claim("w1", 10, 5_000)
+    rest = q.claim("w2", 1_000, 5_000)
+    assert [m.task_id for m in first] == list(range(1, 11))
+    assert [m.task_id for m in rest] == list(range(11, 1_001))

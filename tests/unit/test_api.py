@@ -242,7 +242,7 @@ def test_live_commands_follow_the_engine_contract() -> None:
     assert cmds["cluster"][len(CRONLAB) :] == [
         *("cluster", "--store", "sqlite:////tmp/x/lab.db", "--replicas", "4", "--workers", "5"),
         *("--election", "off", "--timers", "in-memory", "--lease-ttl", "7"),
-        *("--worker-rate", "67"),
+        *("--worker-rate", "67", "--fencing", "on"),
     ]
     seed = cmds["seed"][len(CRONLAB) :]
     assert seed[:2] == ["invoices", "seed"] and "--json" in seed
@@ -251,11 +251,17 @@ def test_live_commands_follow_the_engine_contract() -> None:
 
 
 def test_live_prediction_counts_the_crashes_sent() -> None:
-    from cronlab.web.live import LiveConfig, prediction
+    from cronlab.web.live import Faults, LiveConfig, prediction
 
     cfg = LiveConfig(count=1000, workers=2, drain_s=10, timers="in-memory")
-    assert prediction(cfg, [])["totals"]["missed"] == 0
-    assert prediction(cfg, [-2])["totals"]["missed"] == 1000  # crashed before the trigger
+    assert prediction(cfg, Faults())["totals"]["missed"] == 0
+    crashed = Faults(crashes=["leader@0"])  # (crashed before the trigger: at 0, as the lab says)
+    assert prediction(cfg, crashed)["totals"]["missed"] == 1000
+    zombie = Faults(pauses=["leader@0:15"])
+    off = LiveConfig(count=1000, workers=2, drain_s=10, fencing="off")
+    assert prediction(off, zombie)["totals"]["duplicates"] == 1000  # its whole batch
+    assert prediction(LiveConfig(count=1000), zombie)["totals"]["fenced_writes"] == 1000
+    assert prediction(cfg, Faults(worker_crashes=["0@3"]))["totals"]["redelivered"] > 0
 
 
 def test_metrics_render_the_engine_report() -> None:
@@ -297,7 +303,7 @@ class Tripwire(Live):
         self.configs.append(cfg)
         return {}
 
-    def chaos(self, action: str, seconds: int) -> dict[str, Any]:
+    def chaos(self, action: str, seconds: int, mid_dispatch: bool = False) -> dict[str, Any]:
         self.reached.append(action)
         self.seconds.append(seconds)
         return {}

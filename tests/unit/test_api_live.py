@@ -89,3 +89,48 @@ def _executed(snap: dict[str, Any], count: int) -> dict[str, Any] | None:
 
 def _event(snap: dict[str, Any], text: str) -> bool:
     return any(text in e["text"] for e in snap["events"])
+
+
+def _settled(snap: dict[str, Any], count: int) -> dict[str, Any] | None:
+    report = snap.get("report") or {}
+    tasks = report.get("tasks") or {}
+    queue = (snap.get("status") or {}).get("queue_depth")
+    done = tasks.get("DONE", 0) == count and queue == 0
+    return snap if done and (snap.get("verdict") or {}).get("counts") is not None else None
+
+
+def test_a_zombie_without_fencing_duplicates_its_batch_as_the_model_says(
+    client: TestClient,
+) -> None:
+    """Issue 15: the live run's zombie — the leader caught mid-dispatch (a real SIGSTOP), its
+    lease taken while it sleeps — measured against the model, with the checker's verdict."""
+    cfg = {**SMALL, "fencing": "off", "lead_s": 8}  # (the pause request before the trigger)
+    assert client.post("/api/live/start", json=cfg).status_code == 201
+    snap = lambda: client.get("/api/live").json()  # noqa: E731
+    wait_for("a leader", lambda: (snap().get("status") or {}).get("leader"))
+    body = {"action": "pause-leader", "for": 6, "mid_dispatch": True}
+    assert client.post("/api/live/chaos", json=body).status_code == 200
+    done = wait_for("every invoice run", lambda: _settled(snap(), 600), 60)
+    wait_for(
+        "the verdict of the settled run",
+        lambda: snap()["verdict"]["counts"]["duplicated"] == 600,
+        15,
+    )
+    measured, model = snap()["report"], done["prediction"]["totals"]
+    assert (measured["dispatched"], measured["duplicates"]) == (1_200, 600)
+    assert (model["dispatched"], model["duplicates"]) == (1_200, 600)
+    assert snap()["verdict"]["samples"]["duplicated"]  # the keys that ran twice
+
+
+def test_a_killed_worker_redelivers_what_it_held_and_nothing_runs_twice(client: TestClient) -> None:
+    cfg = {**SMALL, "drain_s": 20, "lead_s": 3}
+    assert client.post("/api/live/start", json=cfg).status_code == 201
+    snap = lambda: client.get("/api/live").json()  # noqa: E731
+    wait_for("work under way", lambda: ((snap().get("report") or {}).get("executed") or 0) > 50)
+    assert client.post("/api/live/chaos", json={"action": "kill-worker"}).status_code == 200
+    wait_for("every invoice run", lambda: _settled(snap(), 600), 90)
+    final = wait_for("the final verdict", lambda: snap()["verdict"], 15)
+    measured = snap()["report"]
+    assert measured["duplicates"] == 0 and measured["duplicate_invoices"] == 0
+    assert final["counts"]["duplicated"] == 0 and final["counts"]["lost"] == 0
+    assert snap()["prediction"]["totals"]["duplicates"] == 0  # transactional effects

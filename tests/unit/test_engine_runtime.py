@@ -205,6 +205,18 @@ def test_token_bucket_never_saves_more_than_a_second() -> None:
     assert bucket.wait_ms() > 0
 
 
+def test_a_rate_below_one_a_second_still_runs_a_task_every_one_over_rate_seconds() -> None:
+    """Before, a bucket capped at one second's worth (0.5 tokens at --rate 0.5) never held a
+    whole token: a worker with a rate below 1/s ran nothing, for ever."""
+    bucket = TokenBucket(0.5, 0)  # (it starts with half a token)
+    assert bucket.available(0) == 0
+    assert bucket.available(1_000) == 1
+    bucket.take(1)
+    assert bucket.available(2_000) == 0
+    assert bucket.available(3_000) == 1
+    assert bucket.available(600_000) == 1  # idle for ten minutes: still one token at most
+
+
 def batch_sizes(per_task_ms: int, n: int, max_batch: int) -> list[int]:
     """The sizes of a worker's batches over ``n`` tasks whose handler takes ``per_task_ms``."""
     clock, store = FakeClock(T0), MemoryStore()

@@ -299,6 +299,13 @@ def simulate(s: Scenario) -> Result:
     return run.result(late)
 
 
+def first_executions(s: Scenario) -> list[tuple[int, int, int]]:
+    """When ``s``'s tasks first take effect, oldest first: runs of (second, seconds, tasks a
+    second). What ``late`` compares a faulty run with (its calm run's)."""
+    buckets = tuple(sorted((m, c) for m, c in s.buckets if c > 0))
+    return list(_Run(replace(s, buckets=buckets)).go().queue.firsts)
+
+
 # -- the control plane ---------------------------------------------------------------------
 
 

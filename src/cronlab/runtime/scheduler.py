@@ -76,6 +76,8 @@ class Scheduler:
         self.next_reconcile_ms = 0  # monotonic
         self.copied_until = clock.now_ms() - 1  # off: what fell due before it started is not
         self.pauses_seen_ms = clock.now_ms()  # chaos: pause requests older than this are done
+        # How a mid-dispatch pause stops this replica (the simulator's sleeps in simulated time).
+        self.stop_self: Callable[[float], None] = lambda _: os.kill(os.getpid(), signal.SIGSTOP)
 
     def run(self, stopping: Callable[[], bool]) -> None:
         """Loop until ``stopping()``; then give the lease up so a standby takes over at once."""
@@ -233,11 +235,12 @@ class Scheduler:
         return n
 
     def _stop_self(self, seconds: float, held: int, now: int) -> None:
-        """SIGSTOP this process (the chaos command that asked sends SIGCONT after ``seconds``)."""
+        """Stop here, holding what was read, for ``seconds``: ``stop_self`` (SIGSTOP this
+        process; the chaos command that asked sends SIGCONT)."""
         assert self.lease is not None
         detail = {"held": held, "for_s": seconds, "replica": self.cfg.replica, "mid_dispatch": True}
         self._record("paused_mid_dispatch", now, self.lease.epoch, **detail)
-        os.kill(os.getpid(), signal.SIGSTOP)
+        self.stop_self(seconds)
 
     def _reconcile(self, now: int) -> None:
         mono = self.clock.monotonic_ms()

@@ -40,16 +40,19 @@ class WorkerConfig:
     retry: Retry = field(default_factory=Retry)
     concurrency: int = CONCURRENCY  # async handlers run at once
     checked: bool = True  # False (``--fencing off``): every delivery runs, stale ones too
+    idle_ms: int = IDLE_MS  # how long an idle worker waits before it polls again
 
 
 class TokenBucket:
-    """``rate`` tokens a second, at most one second's worth saved up."""
+    """``rate`` tokens a second, at most one second's worth saved up — and at least one token's
+    room, so a rate below one a second still runs a task every 1/rate seconds."""
 
     def __init__(self, rate: float, now_ms: int) -> None:
         self.rate, self.tokens, self.at_ms = rate, min(rate, 1.0), now_ms
+        self.cap = max(rate, 1.0)
 
     def available(self, now_ms: int) -> int:
-        self.tokens = min(self.rate, self.tokens + (now_ms - self.at_ms) * self.rate / 1000)
+        self.tokens = min(self.cap, self.tokens + (now_ms - self.at_ms) * self.rate / 1000)
         self.at_ms = now_ms
         return int(self.tokens)
 
@@ -116,7 +119,7 @@ class Worker:
                 return self.bucket.wait_ms()
         messages = self.queue.claim(self.name, limit, self.cfg.visibility_ms)
         if not messages:
-            return IDLE_MS
+            return self.cfg.idle_ms
         if self.bucket is not None:
             self.bucket.take(len(messages))
         started = self.clock.now_ms()

@@ -23,7 +23,7 @@ from cronlab.core.policy import Schedule
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import BackendUnavailable
 from cronlab.handlers import Context, Registry
-from cronlab.ports import NewTask, Retry
+from cronlab.ports import LeaseElector, NewTask, Retry
 from cronlab.queues.store import StoreQueue
 from cronlab.runtime import cluster
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig
@@ -98,6 +98,9 @@ def simulate(s: sc.Scenario) -> Outcome:
 
 
 class _Run:
+    """One run. The lab's runs (``sim/lab.py``) change what the hooks below return: the
+    processes' configs, the elector, when a dead process comes back, how long the run lasts."""
+
     def __init__(self, s: sc.Scenario, path: Path) -> None:
         self.s, self.path = s, path
         self.world = World(s.seed, T0)
@@ -120,7 +123,7 @@ class _Run:
             self._start(f"worker-{i}", self._worker_body(i))
         for fault in self.s.faults:
             self._arm(fault)
-        self.world.at(T0 + sc.WORK_END_MS + 500, self._remove_schedule)
+        self._plan_operator()
         deadlock = None
         try:
             self._run_until_settled()
@@ -129,6 +132,26 @@ class _Run:
         self.stopping = True
         self.world.shutdown()
         return self._outcome(deadlock)
+
+    def _plan_operator(self) -> None:
+        self.world.at(T0 + sc.WORK_END_MS + 500, self._remove_schedule)
+
+    def scheduler_config(self, index: int) -> SchedulerConfig:
+        return SchedulerConfig(replica=index, ttl_ms=sc.TTL_MS, scan_ms=sc.SCAN_MS, batch=50)
+
+    def worker_config(self, index: int) -> WorkerConfig:
+        retry = Retry(max_attempts=5, base_ms=500)
+        return WorkerConfig(index=index, batch=8, visibility_ms=sc.VISIBILITY_MS, retry=retry)
+
+    def elector(self, store: SqliteStore, clock: SimClock) -> LeaseElector:
+        return StoreElector(store, clock)
+
+    def restart_ms(self, name: str) -> int | None:
+        """How long the supervisor waits to start a dead process again (None: never)."""
+        return sc.RESTART_MS
+
+    def horizon_ms(self) -> int:
+        return sc.horizon_ms(self.s)
 
     def _setup_store(self) -> None:
         store = SqliteStore(self.path)
@@ -202,7 +225,7 @@ class _Run:
             store = None
             try:
                 store = self._open(proc)
-                cfg = SchedulerConfig(replica=index, ttl_ms=sc.TTL_MS, scan_ms=sc.SCAN_MS, batch=50)
+                cfg = self.scheduler_config(index)
                 same = any(f.kind == "identity" for f in self.s.faults)
                 pid = 1 if same else 100 + self.restarts
                 nonce = f"{self.world.rng.getrandbits(32):08x}"
@@ -212,11 +235,12 @@ class _Run:
                 )
                 recording = _Recording(store, self.ledger, proc, self.world)
                 queue = StoreQueue(store, clock)
-                elector = StoreElector(store, clock)
+                elector = self.elector(store, clock)
                 sched = Scheduler(
                     cfg, store=recording, queue=queue, elector=elector, clock=clock, owner=owner
                 )
                 sched.outage.say = self.world.log
+                sched.stop_self = lambda seconds: self.world.sleep(int(seconds * 1000))
                 while True:
                     clock.sleep(sched.step() / 1000)
             finally:
@@ -230,12 +254,7 @@ class _Run:
             store = None
             try:
                 store = self._open(proc)
-                cfg = WorkerConfig(
-                    index=index,
-                    batch=8,
-                    visibility_ms=sc.VISIBILITY_MS,
-                    retry=Retry(max_attempts=5, base_ms=500),
-                )
+                cfg = self.worker_config(index)
                 worker = Worker(
                     cfg,
                     store=store,
@@ -258,11 +277,12 @@ class _Run:
         if store is not None:
             with contextlib.suppress(sqlite3.Error):
                 store.close()
-        if self.stopping:
+        delay = self.restart_ms(proc.name)
+        if self.stopping or delay is None:
             return
         self.restarts += 1
         name = proc.name
-        self.world.at(self.world.now_ms + sc.RESTART_MS, lambda: self._restart(name, body))
+        self.world.at(self.world.now_ms + delay, lambda: self._restart(name, body))
 
     def _restart(self, name: str, body: Callable[[Proc], None]) -> None:
         if not self.stopping:
@@ -438,7 +458,7 @@ class _Run:
 
     def _run_until_settled(self) -> None:
         """Run a second at a time until the work is done, or the horizon is reached."""
-        end = T0 + sc.horizon_ms(self.s)
+        end = T0 + self.horizon_ms()
         while self.world.now_ms < end:
             self.world.run_until(min(end, self.world.now_ms + 1_000))
             if self.world.now_ms >= T0 + sc.WORK_END_MS and self._settled():

@@ -40,7 +40,7 @@ from cronlab.core import params
 from cronlab.core.model import simulate
 from cronlab.exceptions import ConfigError, ConflictError, NotFoundError
 from cronlab.web import metrics, openapi, query
-from cronlab.web.live import Live, LiveConfig
+from cronlab.web.live import CHAOS, Live, LiveConfig
 
 STATIC = Path(__file__).parent / "static"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
@@ -162,8 +162,8 @@ class _Lab:
         return JSONResponse(await asyncio.to_thread(self.live.stop))
 
     async def live_chaos(self, request: Request) -> Response:
-        action, seconds = chaos_request(await _body(request))
-        return JSONResponse(await asyncio.to_thread(self.live.chaos, action, seconds))
+        action, seconds, mid = chaos_request(await _body(request))
+        return JSONResponse(await asyncio.to_thread(self.live.chaos, action, seconds, mid))
 
     async def live_events(self, request: Request) -> Response:
         return StreamingResponse(
@@ -298,6 +298,8 @@ def run_model(parsed: query.Request) -> dict[str, Any]:
 
 
 LIVE_FIELDS = {"replicas", "workers", "election", "timers", "ttl", "count", "drain_s", "lead_s"}
+LIVE_FIELDS |= {"fencing"}
+LIVE_WORDS = ("election", "timers", "fencing")  # the fields that are strings
 
 
 def live_config(body: dict[str, Any]) -> LiveConfig:
@@ -306,7 +308,7 @@ def live_config(body: dict[str, Any]) -> LiveConfig:
     knobs: dict[str, Any] = {}
     for name, value in body.items():
         key = "lease_ttl" if name == "ttl" else name
-        if name in ("election", "timers"):
+        if name in LIVE_WORDS:
             if not isinstance(value, str):
                 raise query.ParamError(name, f"{name} must be a string, got {str(value)[:40]}")
             knobs[key] = value
@@ -315,17 +317,23 @@ def live_config(body: dict[str, Any]) -> LiveConfig:
     return LiveConfig(**knobs)
 
 
-def chaos_request(body: dict[str, Any]) -> tuple[str, int]:
-    """(action, seconds) from a chaos body; ParamError names a bad or unknown field."""
-    _known(body, {"action", "for"})
+def chaos_request(body: dict[str, Any]) -> tuple[str, int, bool]:
+    """(action, seconds, mid_dispatch) from a chaos body; ParamError names a bad or unknown
+    field."""
+    _known(body, {"action", "for", "mid_dispatch"})
+    mid = body.get("mid_dispatch", False)
+    if not isinstance(mid, bool):
+        raise query.ParamError(
+            "mid_dispatch", f"mid_dispatch must be true or false, got {str(mid)[:40]}"
+        )
     seconds = whole("for", body.get("for", 15))
     if not 1 <= seconds <= 600:
         raise query.ParamError("for", f"for must be 1..600 seconds, got {seconds}")
     action = body.get("action")
-    if action not in ("crash-leader", "pause-leader"):
-        why = f"unknown action {str(action)[:40]!r} (crash-leader or pause-leader)"
+    if action not in CHAOS:
+        why = f"unknown action {str(action)[:40]!r} ({', '.join(CHAOS)})"
         raise query.ParamError("action", why)
-    return action, seconds
+    return action, seconds, mid
 
 
 def whole(name: str, value: object) -> int:

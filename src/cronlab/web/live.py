@@ -33,7 +33,8 @@ from cronlab.web import reaper
 from cronlab.web.query import ParamError
 
 CRONLAB: tuple[str, ...] = (sys.executable, "-m", "cronlab")
-POLL_S = 1.5  # each poll runs two short CLI processes; the engine needs the cores
+POLL_S = 1.5  # each poll runs three short CLI processes; the engine needs the cores
+CHAOS = ("crash-leader", "pause-leader", "kill-worker")
 COMMAND_TIMEOUT_S = 30.0
 STOP_GRACE_S = 8.0
 
@@ -50,6 +51,7 @@ class LiveConfig:
     count: int = 20_000
     drain_s: int = 60
     lead_s: int = 5
+    fencing: str = "on"  # off: the engine's zombie anti-pattern (docs/engine.md)
 
     def __post_init__(self) -> None:
         _check(1 <= self.replicas <= 7, "replicas", f"1..7, got {self.replicas}")
@@ -61,6 +63,12 @@ class LiveConfig:
             f"durable or in-memory, {self.timers!r}",
         )
         _check(1 <= self.lease_ttl <= 120, "ttl", f"1..120 s, got {self.lease_ttl}")
+        _check(self.fencing in ("on", "off"), "fencing", f"on or off, {self.fencing!r}")
+        _check(
+            self.fencing == "on" or self.election == "lease",
+            "fencing",
+            "fencing off needs election lease (with election off nobody holds a lease to fence)",
+        )
         _check(1 <= self.count <= 1_000_000, "count", f"1..1,000,000, got {self.count}")
         _check(5 <= self.drain_s <= 3600, "drain_s", f"5..3600 s, got {self.drain_s}")
         _check(2 <= self.lead_s <= 120, "lead_s", f"2..120 s, got {self.lead_s}")
@@ -103,14 +111,34 @@ def commands(cfg: LiveConfig, store: str) -> dict[str, list[str]]:
             str(cfg.lease_ttl),
             "--worker-rate",
             str(cfg.worker_rate),
+            "--fencing",
+            cfg.fencing,
         ],
         "status": [*CRONLAB, "status", "--store", store, "--json"],
         "report": [*CRONLAB, "report", "--store", store, "--json"],
+        "check": [
+            *CRONLAB,
+            "check",
+            "--store",
+            store,
+            "--capacity",
+            str(cfg.workers * cfg.worker_rate),
+            "--json",
+        ],
     }
 
 
-def prediction(cfg: LiveConfig, crashes: Sequence[int]) -> dict[str, Any]:
-    """The model's totals for the live scenario, with the crashes sent so far."""
+@dataclass(kw_only=True)
+class Faults:
+    """The chaos a live run has had so far, in the model's words (seconds after the trigger)."""
+
+    crashes: list[str] = field(default_factory=list)
+    pauses: list[str] = field(default_factory=list)
+    worker_crashes: list[str] = field(default_factory=list)
+
+
+def prediction(cfg: LiveConfig, faults: Faults) -> dict[str, Any]:
+    """The model's totals for the live scenario, with the faults sent so far."""
     scenario = params.build_scenario(
         tasks=cfg.count,
         replicas=cfg.replicas,
@@ -119,10 +147,18 @@ def prediction(cfg: LiveConfig, crashes: Sequence[int]) -> dict[str, Any]:
         election=cfg.election,
         durable=cfg.timers == "durable",
         lease_ttl=cfg.lease_ttl,
-        crashes=[f"leader@{max(0, t)}" for t in crashes],
+        crashes=faults.crashes,
+        pauses=faults.pauses,
+        worker_crashes=faults.worker_crashes,
+        fencing=cfg.fencing,
     )
     result = simulate(scenario)
-    return {"totals": params.totals_dict(result.totals), "sentence": params.sentence(scenario)}
+    return {
+        "totals": params.totals_dict(result.totals),
+        "sentence": params.sentence(scenario),
+        "faults": params.fault_sentences(result),
+        "verdict": params.verdict(result.totals),
+    }
 
 
 @dataclass(kw_only=True)
@@ -134,10 +170,11 @@ class Run:
     store: str
     cluster: subprocess.Popen[bytes]
     due_at: float
-    crashes: list[int] = field(default_factory=list)
+    faults: Faults = field(default_factory=Faults)
     events: list[dict[str, Any]] = field(default_factory=list)
     status: dict[str, Any] = field(default_factory=dict)
     report: dict[str, Any] = field(default_factory=dict)
+    verdict: dict[str, Any] = field(default_factory=dict)
     exit_code: int | None = None
     chaos: list[subprocess.Popen[str]] = field(default_factory=list)
     reaper: subprocess.Popen[bytes] | None = None
@@ -204,21 +241,29 @@ class Live:
         with contextlib.suppress(NotFoundError):
             self.stop()
 
-    def chaos(self, action: str, seconds: int) -> dict[str, Any]:
-        """``crash-leader`` or ``pause-leader`` through ``cronlab chaos``: real signals.
+    def chaos(self, action: str, seconds: int, mid_dispatch: bool = False) -> dict[str, Any]:
+        """``crash-leader``, ``pause-leader`` (``mid_dispatch``: caught between reading its
+        batch and writing it, the zombie) or
+        ``kill-worker`` (SIGKILL the lowest live worker, whatever batch it holds) through
+        ``cronlab chaos``: real signals.
 
         Returns at once: ``pause-leader`` blocks for its duration, so every chaos command runs
         in the background and its outcome lands in the run's events.
         """
         run = self._current()
-        if action not in ("crash-leader", "pause-leader"):
-            raise ConfigError(f"unknown chaos action {action!r} (crash-leader or pause-leader)")
+        if action not in CHAOS:
+            raise ConfigError(f"unknown chaos action {action!r} ({', '.join(CHAOS)})")
         argv = [*self._cronlab, "chaos", action, "--store", run.store]
         if action == "pause-leader":
-            argv += ["--for", str(seconds)]
+            argv += ["--for", str(seconds), *(["--mid-dispatch"] if mid_dispatch else [])]
         offset = round(time.time() - run.due_at)
-        if action == "crash-leader" or seconds >= run.cfg.lease_ttl:
-            run.crashes.append(offset)
+        at = max(0, offset)
+        if action == "crash-leader":
+            run.faults.crashes.append(f"leader@{at}")
+        elif action == "pause-leader":
+            run.faults.pauses.append(f"leader@{at}:{seconds}")
+        else:
+            run.faults.worker_crashes.append(f"0@{at}")
         proc = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
         )
@@ -251,7 +296,8 @@ class Live:
             "t": round(time.time() - run.due_at, 1),
             "status": run.status,
             "report": run.report,
-            "prediction": prediction(run.cfg, run.crashes),
+            "verdict": run.verdict,
+            "prediction": prediction(run.cfg, run.faults),
             "events": list(run.events[-200:]),
             "cluster_exit": run.exit_code,
         }
@@ -276,7 +322,11 @@ class Live:
         due_at = _due_at(seeded.stdout, asked + cfg.lead_s)
         log = open(os.path.join(folder, "cluster.log"), "wb")  # noqa: SIM115 - lives with the run
         cluster = subprocess.Popen(
-            cmds["cluster"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            cmds["cluster"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "CRONLAB_CHAOS": "1"},  # its leader can be paused mid-dispatch
         )
         log.close()
         run = Run(
@@ -301,8 +351,11 @@ class Live:
     def _refresh(self, run: Run) -> None:
         status = _json_cmd([*self._cronlab, "status", "--store", run.store, "--json"])
         report = _json_cmd([*self._cronlab, "report", "--store", run.store, "--json"])
+        verdict = _json_cmd(self._check(run, report))
         if self._stop.is_set():
             return
+        if verdict is not None:
+            run.verdict = verdict
         if status is not None:
             _note_leader(run, run.status, status)
             run.status = status
@@ -312,6 +365,14 @@ class Live:
             run.exit_code = run.cluster.returncode
             run.note("exit", f"cluster exited with code {run.exit_code}")
         self.version += 1
+
+    def _check(self, run: Run, report: dict[str, Any] | None) -> list[str]:
+        """``cronlab check`` on the run; ``--final`` once every invoice has been run or lost."""
+        argv = [*self._cronlab, *commands(run.cfg, run.store)["check"][len(CRONLAB) :]]
+        tasks = (report or {}).get("tasks") or {}
+        settled = sum(int(tasks.get(s, 0)) for s in ("DONE", "FAILED", "MISSED", "SKIPPED"))
+        done = settled >= run.cfg.count and not int((report or {}).get("backlog_now", 0) or 0)
+        return [*argv, "--final"] if done else argv
 
 
 def _note_leader(run: Run, old: dict[str, Any], new: dict[str, Any]) -> None:

@@ -227,6 +227,11 @@ SNAPSHOT = {
         "t": {"type": "number"},
         "status": {"type": "object"},
         "report": {"type": "object"},
+        "verdict": {
+            "type": "object",
+            "description": "cronlab check --json on the run: {ok, counts, samples} (empty at "
+            "first)",
+        },
         "prediction": {"type": "object", "required": ["totals", "sentence"]},
         "events": {"type": "array", "items": {"type": "object"}},
         "cluster_exit": {"type": ["integer", "null"]},
@@ -264,6 +269,10 @@ LIVE_START = {
         "count": _int(1, 1_000_000, 20_000),
         "drain_s": _int(5, 3600, 60),
         "lead_s": _int(2, 120, 5),
+        "fencing": {
+            "enum": ["on", "off"],
+            "description": "off: the engine's zombie anti-pattern (docs/engine.md); lease only",
+        },
     },
 }
 GUARDED = {
@@ -359,8 +368,14 @@ PATHS: dict[str, Any] = {
                     "required": ["action"],
                     "additionalProperties": False,
                     "properties": {
-                        "action": {"enum": ["crash-leader", "pause-leader"]},
+                        "action": {"enum": ["crash-leader", "pause-leader", "kill-worker"]},
                         "for": _int(1, 600, 15) | {"description": "pause-leader: seconds"},
+                        "mid_dispatch": {
+                            "type": "boolean",
+                            "default": False,
+                            "description": "pause-leader: catch it between reading a batch "
+                            "and writing it (the zombie leader)",
+                        },
                     },
                 }
             ),
@@ -370,7 +385,7 @@ PATHS: dict[str, Any] = {
                         "type": "object",
                         "required": ["sent", "at_s"],
                         "properties": {
-                            "sent": {"enum": ["crash-leader", "pause-leader"]},
+                            "sent": {"enum": ["crash-leader", "pause-leader", "kill-worker"]},
                             "at_s": {"type": "integer"},
                         },
                     },

@@ -398,11 +398,11 @@ class SqlStore:
             args = {"now": now_ms, "after": after, "page": PAGE}
             rows = c.execute(self.q["queue_visible"], args).fetchall()
             for env, size in rows:
-                picked.append(env)
-                if total + size > limit:
+                if total + size > limit:  # take the head of it; the rest keeps its place
                     keep = {"id": env, "keep": limit - total}
-                    c.execute(self.q["queue_split"], keep)
+                    (env,) = c.execute(self.q["queue_split"], keep).fetchone()
                     c.execute(self.q["queue_keep"], keep)
+                picked.append(env)
                 total += size
                 if total >= limit:
                     break

@@ -121,13 +121,15 @@ SELECT id, size FROM queue WHERE invisible_until_ms <= %(now)s AND id > %(after)
 ORDER BY id LIMIT %(page)s FOR UPDATE SKIP LOCKED;
 
 -- name: queue_split
+-- The part of a visible envelope a claim takes: a new envelope (claimed at once); the rest
+-- stays in the old one, in its place in the queue.
 INSERT INTO queue (task_ids, size, attempt, enqueued_ms, invisible_until_ms, receives)
-SELECT task_ids[%(keep)s + 1:], size - %(keep)s, attempt, enqueued_ms, invisible_until_ms,
-  receives
-FROM queue WHERE id = %(id)s;
+SELECT task_ids[:%(keep)s], %(keep)s, attempt, enqueued_ms, invisible_until_ms, receives
+FROM queue WHERE id = %(id)s
+RETURNING id;
 
 -- name: queue_keep
-UPDATE queue SET task_ids = task_ids[:%(keep)s], size = %(keep)s WHERE id = %(id)s;
+UPDATE queue SET task_ids = task_ids[%(keep)s + 1:], size = size - %(keep)s WHERE id = %(id)s;
 
 -- name: queue_claim
 UPDATE queue SET invisible_until_ms = %(until)s, receives = receives + 1, worker = %(worker)s

@@ -88,16 +88,18 @@ SELECT id, size FROM queue WHERE invisible_until_ms <= :now AND id > :after
 ORDER BY id LIMIT :page;
 
 -- name: queue_split
--- The part of a visible envelope a claim leaves: a new envelope, as visible as the old one.
+-- The part of a visible envelope a claim takes: a new envelope (claimed at once); the rest
+-- stays in the old one, in its place in the queue.
 INSERT INTO queue (task_ids, size, attempt, enqueued_ms, invisible_until_ms, receives)
-SELECT (SELECT json_group_array(value) FROM json_each(q.task_ids) WHERE key >= :keep),
-  size - :keep, attempt, enqueued_ms, invisible_until_ms, receives
-FROM queue q WHERE id = :id;
+SELECT (SELECT json_group_array(value) FROM json_each(q.task_ids) WHERE key < :keep),
+  :keep, attempt, enqueued_ms, invisible_until_ms, receives
+FROM queue q WHERE id = :id
+RETURNING id;
 
 -- name: queue_keep
 UPDATE queue
-SET task_ids = (SELECT json_group_array(value) FROM json_each(queue.task_ids) WHERE key < :keep),
-    size = :keep
+SET task_ids = (SELECT json_group_array(value) FROM json_each(queue.task_ids) WHERE key >= :keep),
+    size = size - :keep
 WHERE id = :id;
 
 -- name: queue_claim
