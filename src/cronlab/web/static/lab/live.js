@@ -4,7 +4,7 @@ import { clock } from "./timeline.js";
 import { setColumn } from "./runs.js";
 import { renderVerdict } from "./verdict.js";
 
-const LIVE_ACTIONS = ["live-crash", "live-pause", "live-kill-worker", "live-stop"];
+const LIVE_ACTIONS = ["live-crash", "live-pause", "live-zombie", "live-kill-worker", "live-stop"];
 
 function liveHeaders() {
   var h = { "Content-Type": "application/json" };
@@ -28,21 +28,14 @@ export function liveBody() {
   return {
     replicas: Math.min(7, Number(s.replicas)), workers: Math.min(16, Number(s.workers)), election: s.election,
     timers: s.timers, ttl: Math.min(120, Number(s.ttl)), count: Number($("#c-live-count").value),
-    drain_s: Number($("#c-live-drain").value),
+    drain_s: Number($("#c-live-drain").value), lead_s: Number($("#c-live-lead").value), fencing: $("#c-live-fencing").checked ? "on" : "off",
   };
-}
-
-/* The body of a start, with the fencing switch: off is the engine's anti-pattern flag. */
-function startBody() {
-  var body = liveBody();
-  if (!$("#c-live-fencing").checked) body.fencing = "off";
-  return body;
 }
 
 export function liveStart() {
   $("#live-status").textContent = "starting…";
   $("#live-status").className = "status";
-  livePost("start", startBody()).then(function (res) {
+  livePost("start", liveBody()).then(function (res) {
     if (!res.ok) return refused(res);
     liveShow(res.body);
     liveListen();
@@ -73,9 +66,10 @@ export function liveShow(snap) {
   $("#live-scale").textContent = cfg.count ? cfg.count.toLocaleString("en-US") + " invoices" + (cfg.fencing === "off" ? " · fencing off" : "") : "";
   setColumn("measured", snap.report || {});
   setColumn("live-model", (snap.prediction || {}).totals);
-  renderVerdict($("#verdict-live"), snap.verdict, "Live run");
-  if (!snap.verdict) $("#verdict-live-none").hidden = false;
-  else $("#verdict-live-none").hidden = true;
+  /* The checker runs on the store's ledger as the run goes: until its first answer, say so. */
+  var checked = snap.verdict && snap.verdict.counts;
+  renderVerdict($("#verdict-live"), checked ? snap.verdict : null, "Live run");
+  $("#verdict-live-none").hidden = !!checked;
   renderLiveLog(snap.events || []);
 }
 
@@ -99,8 +93,10 @@ export function liveStop() {
   });
 }
 
-export function liveChaos(action) {
+/* `mid`: the zombie — the leader stops between reading its batch and writing it. */
+export function liveChaos(action, mid) {
   var body = { action: action };
   if (action === "pause-leader") body["for"] = 15;
+  if (mid) body.mid_dispatch = true;
   livePost("chaos", body).then(function (res) { if (!res.ok) refused(res); });
 }

@@ -41,6 +41,7 @@ var ACTIONS = Object.assign({
   "live-stop": liveStop,
   "live-crash": function () { liveChaos("crash-leader"); },
   "live-pause": function () { liveChaos("pause-leader"); },
+  "live-zombie": function () { liveChaos("pause-leader", true); },
   "live-kill-worker": function () { liveChaos("kill-worker"); },
 }, FAULT_ACTIONS, TOUR_ACTIONS);
 
