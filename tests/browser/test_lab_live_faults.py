@@ -8,7 +8,6 @@ import re
 
 import pytest
 from playwright.sync_api import Page, expect
-
 from tests.browser.lab_helpers import Console, open_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
@@ -44,7 +43,9 @@ def test_a_zombie_leader_without_fencing_live(page: Page, console: Console) -> N
     expect(cell(page, "duplicates", "measured")).to_have_text("600")
     expect(cell(page, "duplicates", "live-model")).to_have_text("600")
     verdict = page.locator("#verdict-live")
-    expect(verdict.locator('[data-kind="duplicated"]')).to_have_text("duplicated 600", timeout=30_000)
+    expect(verdict.locator('[data-kind="duplicated"]')).to_have_text(
+        "duplicated 600", timeout=30_000
+    )
     expect(verdict).to_contain_text("Live run: ✗ not ok")
     expect(verdict.locator(".sample").first).to_contain_text("e.g. ")
     stop(page)
