@@ -22,6 +22,7 @@ from cronlab.exceptions import ConfigError
 from cronlab.ports import Clock, LeaseElector, Queue, Store
 from cronlab.queues.store import StoreQueue
 from cronlab.stores.sql import SqlStore
+from cronlab.urls import redact
 
 Mode = Literal["lease", "off"]
 ELECTIONS = "lease, off or etcd://host:2379"
@@ -45,6 +46,31 @@ def check_election(text: str) -> str:
         etcd.parse_url(text)
         return text
     raise ConfigError(f"--election {text!r}: expected {ELECTIONS}")
+
+
+def check_queue(text: str | None) -> str | None:
+    """Validate ``--queue``; ConfigError names a value that is neither the store nor Redis."""
+    if not text or text == "store":
+        return text
+    if text.partition("://")[0] not in ("redis", "rediss"):
+        raise ConfigError(f"--queue {redact(text)!r}: expected store or redis://host:6379")
+    from cronlab.queues import redis as redis_queue
+
+    redis_queue.parse_url(text)
+    return text
+
+
+def reach(election: str, queue_url: str | None) -> None:
+    """BackendUnavailable naming an etcd or Redis server that does not answer: asked before
+    the store is created, so a process that cannot start writes nothing."""
+    if election.startswith("etcd://"):
+        from cronlab.election import etcd
+
+        etcd.ping(etcd.parse_url(election))
+    if check_queue(queue_url) not in (None, "", "store"):
+        from cronlab.queues import redis as redis_queue
+
+        redis_queue.connect(redis_queue.parse_url(queue_url or "")).close()
 
 
 def open_elector(election: str, store: SqlStore, clock: Clock) -> tuple[LeaseElector, Mode]:
@@ -72,10 +98,8 @@ def observer(election: str, clock: Clock) -> LeaseElector | None:
 
 def open_queue(queue_url: str | None, store: SqlStore, clock: Clock) -> tuple[Queue, Store]:
     """The queue for ``--queue`` and the store the processes should use with it."""
-    if not queue_url or queue_url == "store":
+    if not queue_url or check_queue(queue_url) == "store":
         return StoreQueue(store, clock), store
-    if queue_url.partition("://")[0] not in ("redis", "rediss"):
-        raise ConfigError(f"--queue {queue_url!r}: expected store or redis://host:6379")
     from cronlab.queues import redis as redis_queue
 
     queue = redis_queue.RedisQueue(redis_queue.parse_url(queue_url), store, clock)

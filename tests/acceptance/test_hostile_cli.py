@@ -13,6 +13,7 @@ import pytest
 from shell import cronlab
 
 pytestmark = pytest.mark.acceptance
+ADD = ["schedule", "add", "nightly", "0 0 * * *", "--handler", "fail"]
 DEEP = '{"a":' * 5_000 + "1" + "}" * 5_000
 
 
@@ -23,6 +24,7 @@ DEEP = '{"a":' * 5_000 + "1" + "}" * 5_000
         (["enqueue", "fail", "--in", "99999999999999999999s"], "at most 36600d"),
         (["enqueue", "fail", "--in", "1s", "--payload", '{"a": NaN}'], "is not JSON"),
         (["enqueue", "fail", "--in", "1s", "--payload", DEEP], "nests too deep"),
+        ([*ADD, "--catchup-window", "99999999999999999999d"], "at most 36600d"),
         (["cluster", "--lease-ttl", "nan"], "not a finite number"),  # crashed the children
         (["cluster", "--visibility", "nan"], "not a finite number"),
         (["cluster", "--scan-interval", "nan"], "not a finite number"),
@@ -32,6 +34,17 @@ DEEP = '{"a":' * 5_000 + "1" + "}" * 5_000
         (["cluster", "--workers", "100000000000000000000"], "--workers"),  # 24 GB, then OOM
         (["worker", "--rate", "nan"], "not a finite number"),
         (["scheduler", "--lease-ttl", "nan"], "not a finite number"),
+        # found by test_cli_fuzz.py: each wrote the store, printed a traceback or ran for hours
+        (["invoices", "seed", "--count", "10000000000", "--at", "+5"], "--count"),  # hours
+        (["invoices", "seed", "--count", "5", "--at", "+1e20"], "out of range"),  # OverflowError
+        (["invoices", "seed", "--count", "5", "--work-ms", "1" + "0" * 20, "--at", "+5"], "--work"),
+        (["enqueue", "fail", "--in", "1s", "--key", "k\udcff"], "not UTF-8"),  # UnicodeEncodeError
+        (["schedule", "show", "\udcff"], "not UTF-8"),  # bytes that are not UTF-8: a traceback
+        (["scheduler", "--queue", "lease"], "expected store or redis"),  # the store written
+        (["scheduler", "--election", "etcd://127.0.0.1:1"], "unreachable"),
+        (["worker", "--queue", "redis://:secret@127.0.0.1:1/0"], "unreachable"),
+        (["cluster", "--queue", "redis://127.0.0.1:1"], "unreachable"),
+        (["chaos", "pause-leader", "--for", "nan"], "not a finite number"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(
@@ -44,6 +57,41 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert len(lines) == 1 and words in lines[0], done.stderr[-500:]
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert not db.exists()
+
+
+def test_a_seed_run_by_a_script_leaves_nothing_on_stderr(tmp_path: Path) -> None:
+    """Its progress bar left a blank line on stderr (before an error, too: two lines)."""
+    done = cronlab(
+        "invoices",
+        "seed",
+        "--store",
+        f"sqlite:///{tmp_path / 's.db'}",
+        "--count",
+        "3",
+        "--at",
+        "+60",
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_no_idempotency_with_an_app_is_refused_before_the_store_is_written(
+    tmp_path: Path,
+) -> None:
+    """Found by test_cli_fuzz.py: the cluster created the store, then refused."""
+    (tmp_path / "jobs.py").write_text("import cronlab\napp = cronlab.App()\n")
+    db = tmp_path / "s.db"
+    args = ("--store", f"sqlite:///{db}", "--app", "jobs:app", "--no-idempotency")
+    done = cronlab("cluster", *args, cwd=tmp_path)
+    assert done.returncode == 2 and "--no-idempotency applies" in done.stderr
+    assert done.stderr.count("\n") == 1 and not db.exists()
+
+
+def test_run_of_an_app_with_no_store_is_one_line(tmp_path: Path) -> None:
+    """Found by test_cli_fuzz.py: the banner ("… on its store — Ctrl-C stops"), then the error."""
+    (tmp_path / "jobs.py").write_text("import cronlab\napp = cronlab.App()\n")
+    done = cronlab("run", "--app", "jobs:app", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "has no store" in done.stderr
 
 
 def test_a_retried_enqueue_shows_what_is_stored_and_another_payload_is_refused(
@@ -109,3 +157,32 @@ def test_status_and_report_on_a_damaged_store_say_so_in_one_line(tmp_path: Path)
         done = cronlab(command, "--store", url)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-300:]
         assert done.stderr.count("\n") == 1 and "no such table" in done.stderr
+
+
+def test_a_store_of_a_newer_cronlab_and_a_store_corrupted_half_way_are_one_line(
+    tmp_path: Path,
+) -> None:
+    """Issue 13: a store at schema version 999 was used silently; a file corrupted half way
+    gave a traceback."""
+    newer, corrupt = tmp_path / "newer.db", tmp_path / "corrupt.db"
+    for db in (newer, corrupt):
+        seed = ("invoices", "seed", "--store", f"sqlite:///{db}", "--count", "500", "--at", "+60")
+        assert cronlab(*seed).returncode == 0
+    with sqlite3.connect(newer) as conn:
+        conn.execute("INSERT INTO cronlab_schema VALUES (999, '999_future.sql')")
+    conn.close()
+    data = bytearray(corrupt.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 4096] = b"\xa5" * 4096
+    corrupt.write_bytes(bytes(data))
+    seed = ["invoices", "seed", "--count", "1", "--at", "+60"]
+    for db, words, commands in (
+        (newer, "schema version 999, newer than", (["status"], ["report"], seed)),
+        (corrupt, "damaged", (["status"], ["report"])),  # they read every page
+    ):
+        before = db.read_bytes()
+        for command in commands:
+            done = cronlab(*command, "--store", f"sqlite:///{db}")
+            assert done.returncode == 2 and done.stdout == "", done.stderr[-300:]
+            lines = done.stderr.splitlines()
+            assert len(lines) == 1 and words in lines[0], (command, done.stderr)
+        assert db.read_bytes() == before

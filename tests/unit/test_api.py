@@ -520,3 +520,19 @@ def _pattern(client: TestClient, name: str) -> str:
     param = next(p for p in doc["paths"]["/api/simulate"]["get"]["parameters"] if p["name"] == name)
     schema = param["schema"]
     return str(schema.get("items", schema)["pattern"])
+
+
+def test_fencing_off_with_election_off_is_refused_in_words(client: TestClient) -> None:
+    """Found by schemathesis after issue 15's fencing field: the document allowed the pair (now
+    a ``not`` says it does not) and the error read "live fencing must be fencing off needs…"."""
+    res = client.post("/api/live/start", json={"election": "off", "fencing": "off"})
+    assert (res.status_code, res.json()["field"]) == (422, "fencing")
+    assert res.json()["error"] == (
+        "live fencing must be on with election off (nobody holds a lease to fence)"
+    )
+    start = client.get("/openapi.json").json()["paths"]["/api/live/start"]["post"]
+    schema = start["requestBody"]["content"]["application/json"]["schema"]
+    assert schema["not"]["properties"] == {
+        "election": {"const": "off"},
+        "fencing": {"const": "off"},
+    }

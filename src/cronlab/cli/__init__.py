@@ -77,8 +77,11 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and turn every user mistake into one line and exit 2."""
+    args = sys.argv[1:] if argv is None else argv
+    if bad := next((a for a in args if not _utf8(a)), None):
+        return _fail(f"argument {bad[:40]!r} is not UTF-8 text (names, keys and URLs must be)")
     try:
-        cli.main(args=argv, prog_name="cronlab", standalone_mode=False)
+        cli.main(args=args, prog_name="cronlab", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
         return 0
@@ -105,6 +108,16 @@ def _from_the_store(exc: Exception) -> bool:
     """An error the database raised (a table missing, a page corrupted): the store's state,
     not a bug to show a traceback for."""
     return type(exc).__module__.split(".")[0] in ("sqlite3", "psycopg")
+
+
+def _utf8(text: str) -> bool:
+    """False for an argument holding bytes that are not UTF-8 (Python keeps them as lone
+    surrogates, which no store, log or terminal can take)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _fail(message: str) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cronlab import distributed
-from cronlab.cli.options import CLOCK, OBSERVE_ELECTION, STORE, open_store
+from cronlab.cli.options import CLOCK, OBSERVE_ELECTION, STORE, Finite, open_store
 from cronlab.runtime import chaos
 
 
@@ -31,9 +31,7 @@ def crash_leader_cmd(store_url: str, election: str) -> None:
 @chaos_cmd.command("pause-leader")
 @STORE
 @OBSERVE_ELECTION
-@click.option(
-    "--for", "seconds", type=click.FloatRange(min=0, max=3600), required=True, help="Seconds."
-)
+@click.option("--for", "seconds", type=Finite(min=0, max=3600), required=True, help="Seconds.")
 @click.option(
     "--mid-dispatch",
     is_flag=True,

@@ -10,9 +10,13 @@ from rich.console import Console
 from rich.progress import Progress
 
 from cronlab.cli.options import CLOCK, JSON, STORE, open_store
+from cronlab.core import delays
 from cronlab.exceptions import ConfigError
 from cronlab.lab import invoices as invoices_app
 from cronlab.runtime.clock import to_datetime
+
+MAX_COUNT = 10_000_000  # about 2 GB of SQLite and minutes of seeding: the lab's largest run × 10
+MAX_WORK_MS = 3_600_000
 
 
 @click.group("invoices")
@@ -22,15 +26,20 @@ def invoices() -> None:
 
 @invoices.command("seed")
 @STORE
-@click.option("--count", type=click.IntRange(min=0), required=True, help="Invoices to add.")
+@click.option(
+    "--count",
+    type=click.IntRange(0, MAX_COUNT),
+    required=True,
+    help=f"Invoices to add (at most {MAX_COUNT:,}).",
+)
 @click.option(
     "--at", "at_text", required=True, metavar="+SECONDS|ISO8601", help="When they fall due."
 )
 @click.option(
     "--work-ms",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, MAX_WORK_MS),
     default=0,
-    help="Simulated work per invoice, milliseconds.",
+    help="Simulated work per invoice, milliseconds (at most an hour).",
 )
 @JSON
 def seed_cmd(store_url: str, count: int, at_text: str, work_ms: int, as_json: bool) -> None:
@@ -38,7 +47,8 @@ def seed_cmd(store_url: str, count: int, at_text: str, work_ms: int, as_json: bo
     trigger_ms = parse_at(at_text, CLOCK.now_ms())
     store = open_store(store_url, create=True)
     invoices_app.app.start(store)
-    with Progress(console=Console(stderr=True), transient=True) as bar:
+    err = Console(stderr=True)
+    with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
         job = bar.add_task("seeding invoices", total=count)
         added = store.add_tasks(
             invoices_app.tasks(count, trigger_ms, work_ms), progress=lambda n: bar.advance(job, n)
@@ -53,7 +63,15 @@ def seed_cmd(store_url: str, count: int, at_text: str, work_ms: int, as_json: bo
 
 
 def parse_at(text: str, now_ms: int) -> int:
-    """``+SECONDS`` from now, or an ISO 8601 instant (with an offset, or Z) → epoch ms."""
+    """``+SECONDS`` from now, or an ISO 8601 instant (with an offset, or Z) → epoch ms, from
+    1970 to the last instant of year 9999."""
+    at = _parse_at(text, now_ms)
+    if not 0 <= at <= delays.MAX_DUE_MS:
+        raise ConfigError(f"--at {text[:40]!r}: out of range (1970 to 9999-12-31)")
+    return at
+
+
+def _parse_at(text: str, now_ms: int) -> int:
     if text.startswith("+"):
         try:
             return now_ms + int(float(text[1:]) * 1000)

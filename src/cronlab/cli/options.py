@@ -31,6 +31,7 @@ QUEUE = click.option(
     "queue_url",
     envvar="CRONLAB_QUEUE",
     default=None,
+    callback=lambda ctx, param, value: distributed.check_queue(value),
     metavar="URL",
     help="redis://host:6379 (default: the store's own queue).",
 )

@@ -122,8 +122,10 @@ def cluster_cmd(
     if queue_url:
         os.environ["CRONLAB_QUEUE"] = queue_url  # the children read --queue from it
     app = app_for(app_spec)  # a bad --app is one line here, not a crash loop of children
+    _check_idempotency(app, not no_idempotency)
     if app_spec:
         os.environ["CRONLAB_APP"] = app_spec  # the children read --app from it
+    distributed.reach(election, queue_url)  # before the store: a cluster that cannot start
     store = open_store(store_url, create=True)
     app.start(store)
     echo_sync(app.sync(schedule_store(store)))
@@ -179,6 +181,7 @@ def scheduler_cmd(
 ) -> None:
     """One scheduler replica (the cluster starts these)."""
     app = app_for(app_spec)  # a bad --app: one line, nothing written
+    distributed.reach(election, queue_url)  # an unreachable backend: the same
     wait_s = min(LOCK_WAIT_S, lease_ttl / 2)  # a paused writer is given up before a takeover
     sql_store = open_store(store_url, create=True, election=election, lock_wait_s=wait_s)
     echo_sync(app.sync(schedule_store(sql_store)), quiet=True)
@@ -234,6 +237,7 @@ def worker_cmd(
 ) -> None:
     """One worker (the cluster starts these)."""
     app = app_for(app_spec)
+    distributed.reach("lease", queue_url)
     sql_store = open_store(store_url, create=True)
     app.start(sql_store)
     queue, store = distributed.open_queue(queue_url, sql_store, CLOCK)
@@ -284,10 +288,18 @@ def run_cmd(
     app = app_for(app_spec)
     if store_url is not None:
         app.use_store(store_url)
+    echo_sync(app.sync(), quiet=True)  # an app with no store: one line, before the banner
     shown = redact(app.store_url) if app.store_url else "its store"
     click.echo(f"cronlab run: {app_spec} on {shown} — Ctrl-C stops", err=True)
-    echo_sync(app.sync(), quiet=True)
     app.run(concurrency=concurrency, scan_interval=timedelta(seconds=scan_interval))
+
+
+def _check_idempotency(app: object, on: bool) -> None:
+    """Before anything is written: only the lab's invoice workload has a key to drop."""
+    from cronlab.lab import invoices
+
+    if not on and app is not invoices.app:
+        raise ConfigError("--no-idempotency applies to the lab's invoice workload, not to --app")
 
 
 def _idempotency(app: object, store: object, on: bool) -> None:
@@ -296,5 +308,3 @@ def _idempotency(app: object, store: object, on: bool) -> None:
 
     if app is invoices.app:
         invoices.set_idempotency(store, on)
-    elif not on:
-        raise ConfigError("--no-idempotency applies to the lab's invoice workload, not to --app")

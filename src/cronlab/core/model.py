@@ -40,6 +40,7 @@ MAX_REPLICAS, MAX_WORKERS, MAX_RATE, MAX_TTL_S = 32, 100_000, 10**8, 86_400
 MAX_TASKS, MAX_BUCKETS, MAX_SECONDS = 10**12, 1_440, 10**9
 MAX_FAULTS = 64  # of each kind
 LATE_S = 60  # a task first executed this much later than without the faults is late
+LANES = 64  # pods with a lane each in the result; beyond, only the crashed ones
 
 Election = Literal["lease", "off"]
 Effects = Literal["transactional", "external"]
@@ -287,7 +288,7 @@ class Result:
     timeline: Timeline
     log: tuple[LogEvent, ...]
     replicas: tuple[Span, ...] = ()  # each replica's states over time
-    pods: tuple[Span, ...] = ()  # each worker pod's: up or down
+    pods: tuple[Span, ...] = ()  # pods' lanes, up or down (beyond LANES pods: crashed ones)
 
 
 def simulate(s: Scenario) -> Result:
@@ -840,6 +841,7 @@ class _Fifo:
     def __init__(self, s: Scenario) -> None:
         self.s = s
         self.up = [True] * s.workers
+        self.up_count = s.workers
         self.pod_back: list[tuple[int, int]] = []  # (second, pod)
         self.pod_events: list[tuple[int, int, bool]] = []
         self.items: deque[list[int]] = deque()  # [count, 1 if first copies]
@@ -857,7 +859,7 @@ class _Fifo:
         self.row: dict[str, int] = {}
 
     def capacity(self) -> int:
-        return sum(self.up) * self.s.rate
+        return self.up_count * self.s.rate
 
     def empty_at(self) -> int:
         """The last second the visible backlog still executes (now if empty, or if no pod
@@ -879,6 +881,7 @@ class _Fifo:
         for back, pod in [b for b in self.pod_back if b[0] == t]:
             self.pod_back.remove((back, pod))
             self.up[pod] = True
+            self.up_count += 1
             self.pod_events.append((t, pod, True))
         for item in sorted(h for h in self.hidden if h[0] == t):
             self.hidden.remove(item)
@@ -931,6 +934,7 @@ class _Fifo:
             return -1
         rank = sum(self.up[:pod])
         self.up[pod] = False
+        self.up_count -= 1
         self.pod_events.append((t, pod, False))
         if (
             self.s.pod_restart is not None
@@ -1065,16 +1069,19 @@ class _Fifo:
         return self.rows.timeline(self.missed)
 
     def pod_spans(self, end: int) -> tuple[Span, ...]:
-        spans, since = [], dict.fromkeys(range(self.s.workers), 0)
-        state = dict.fromkeys(range(self.s.workers), "up")
+        """Every pod's lane, up to ``LANES`` pods; beyond, the lanes of the pods that crashed
+        (every other pod is up throughout)."""
+        crashed = {pod for _, pod, _ in self.pod_events}
+        hit = sorted(crashed if self.s.workers > LANES else range(self.s.workers))
+        spans, since = [], dict.fromkeys(hit, 0)
+        state = dict.fromkeys(hit, "up")
         for t, pod, up in self.pod_events:
             if t > since[pod]:
                 spans.append(Span(who=pod, state=state[pod], start=since[pod], end=t))
             since[pod], state[pod] = t, "up" if up else "down"
-        for pod in range(self.s.workers):
-            spans.append(
-                Span(who=pod, state=state[pod], start=since[pod], end=max(end, since[pod]))
-            )
+        for pod in hit:
+            last = Span(who=pod, state=state[pod], start=since[pod], end=max(end, since[pod]))
+            spans.append(last)
         return tuple(sorted(spans, key=lambda x: (x.who, x.start)))
 
 

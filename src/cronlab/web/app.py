@@ -16,6 +16,7 @@ import asyncio
 import hmac
 import ipaddress
 import json
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from starlette.staticfiles import StaticFiles
 from cronlab.core import params
 from cronlab.core.model import simulate
 from cronlab.exceptions import ConfigError, ConflictError, NotFoundError
+from cronlab.sim import lab as labsim
 from cronlab.web import metrics, openapi, query
 from cronlab.web.live import CHAOS, Live, LiveConfig
 
@@ -54,6 +56,9 @@ SECURITY_HEADERS = [
     (b"cross-origin-resource-policy", b"same-origin"),
 ]
 API_CSP = (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'")
+
+
+REALSIM_CACHE = 64  # answers of /api/realsim kept
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,11 +115,14 @@ class _Lab:
     def __init__(self, cfg: LabConfig, live: Live) -> None:
         self.cfg = cfg
         self.live = live
+        self.realsims: dict[str, dict[str, Any]] = {}  # (insertion order: the oldest first)
+        self.realsim_gate = threading.Lock()
 
     def routes(self) -> list[Route | Mount]:
         return [
             Route("/", self.page),
             Route("/api/simulate", self.simulate),
+            Route("/api/realsim", self.realsim),
             Route("/api/live", self.live_snapshot),
             Route("/api/live/start", self.guarded(self.live_start), methods=["POST"]),
             Route("/api/live/stop", self.guarded(self.live_stop), methods=["POST"]),
@@ -138,6 +146,27 @@ class _Lab:
             return JSONResponse(await asyncio.to_thread(run_model, parsed))
         except ConfigError as exc:  # a run too long to chart
             return problem(422, str(exc), "scenario")
+
+    async def realsim(self, request: Request) -> Response:
+        """The scenario on the real code, simulated (seconds of CPU): one at a time (429 while
+        another runs), answers cached."""
+        try:
+            parsed = query.parse(list(request.query_params.multi_items()))
+        except query.ParamError as exc:
+            return problem(422, str(exc), exc.field)
+        key = json.dumps(params.scenario_dict(parsed.scenario), sort_keys=True)
+        if (hit := self.realsims.get(key)) is not None:
+            return JSONResponse(hit)
+        if not self.realsim_gate.acquire(blocking=False):
+            return problem(429, "another simulated run is going: try again in a few seconds", "")
+        try:
+            result = await asyncio.to_thread(labsim.run, parsed.scenario)
+        finally:
+            self.realsim_gate.release()
+        self.realsims[key] = result
+        while len(self.realsims) > REALSIM_CACHE:
+            self.realsims.pop(next(iter(self.realsims)))
+        return JSONResponse(result)
 
     async def openapi(self, _: Request) -> Response:
         return JSONResponse(openapi.document())

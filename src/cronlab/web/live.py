@@ -67,7 +67,7 @@ class LiveConfig:
         _check(
             self.fencing == "on" or self.election == "lease",
             "fencing",
-            "fencing off needs election lease (with election off nobody holds a lease to fence)",
+            "on with election off (nobody holds a lease to fence)",
         )
         _check(1 <= self.count <= 1_000_000, "count", f"1..1,000,000, got {self.count}")
         _check(5 <= self.drain_s <= 3600, "drain_s", f"5..3600 s, got {self.drain_s}")

@@ -215,6 +215,42 @@ RESULT = {
         },
     },
 }
+COUNTS = {
+    "type": "object",
+    "properties": {
+        k: {"type": "integer", "minimum": 0}
+        for k in (
+            "due",
+            "dispatched",
+            "executed",
+            "duplicates",
+            "missed",
+            "fenced_writes",
+            "redelivered",
+            "stuck",
+            "late",
+        )
+    },
+}
+REALSIM = {
+    "type": "object",
+    "required": ["supported", "why"],
+    "description": "cronlab.sim.lab.run: with supported, also scale {tasks, of}, totals, "
+    "verdict {ok, counts, samples}, model {totals at the same scale}, disagree [{metric, "
+    "model, code}], seed, replay, elapsed_ms.",
+    "properties": {
+        "supported": {"type": "boolean"},
+        "why": {"type": ["string", "null"]},
+        "scale": {"type": "object"},
+        "totals": COUNTS,
+        "verdict": {"type": "object", "required": ["ok", "counts"]},
+        "model": {"type": "object"},
+        "disagree": {"type": "array", "items": {"type": "object"}},
+        "seed": {"type": "integer"},
+        "replay": {"type": "string"},
+        "elapsed_ms": {"type": "integer", "minimum": 0},
+    },
+}
 SNAPSHOT = {
     "type": "object",
     "required": ["running", "version"],
@@ -274,6 +310,10 @@ LIVE_START = {
             "description": "off: the engine's zombie anti-pattern (docs/engine.md); lease only",
         },
     },
+    "not": {  # fencing off with election off: nobody holds a lease to fence
+        "required": ["election", "fencing"],
+        "properties": {"election": {"const": "off"}, "fencing": {"const": "off"}},
+    },
 }
 GUARDED = {
     "403": {
@@ -318,6 +358,19 @@ PATHS: dict[str, Any] = {
             "responses": {
                 "200": _json(RESULT, "The run"),
                 "422": _json(PROBLEM, "A bad parameter, named; or a run too long to chart"),
+            },
+        }
+    },
+    "/api/realsim": {
+        "get": {
+            "summary": "The scenario on the real code, simulated (the page's third column): "
+            "the deterministic simulator of the real scheduler, worker and store at a scale "
+            "that takes seconds; one at a time",
+            "parameters": SCENARIO_PARAMS,
+            "responses": {
+                "200": _json(REALSIM, "The simulated run, or why it is not simulated"),
+                "422": _json(PROBLEM, "A bad parameter, named"),
+                "429": _json(PROBLEM, "Another simulated run is going"),
             },
         }
     },
