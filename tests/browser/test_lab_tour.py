@@ -177,3 +177,19 @@ def test_screenshots_of_the_zombie_and_the_worker_crash_steps(
     overflow = page.evaluate("document.documentElement.scrollWidth > window.innerWidth")
     assert not overflow, "no horizontal scrolling"
     assert console == []
+
+
+def test_a_step_runs_the_lab_s_own_simulated_code(page: Page, console: Console) -> None:
+    """No stand-in: step 5 asks /api/realsim; a quick Next aborts it (the server, busy with it,
+    answers 429 and the page asks again) and step 6's own answer is the one shown."""
+    open_lab(page, fragment="tour=5")
+    expect_step(page, 5)
+    expect(page.locator("#realsim-status")).to_contain_text("running the real code")
+    page.locator('[data-action="tour-next"]').click()
+    expect_step(page, 6)
+    expect(page.locator("#realsim-status")).to_contain_text("simulated in", timeout=120_000)
+    body = page.evaluate("window.cronlabLab.state.realsim.body")
+    assert body["totals"]["fenced_writes"] > 0 and body["totals"]["duplicates"] == 0, body
+    expect(page.locator("#verdict-realsim")).to_contain_text("Simulated code: ✓ ok")
+    expect(page.locator("#realsim-stale")).to_be_hidden()
+    assert all("429" in e for e in console), console

@@ -29,12 +29,14 @@ export function buildRunsTable() {
   });
 }
 
-/* Fill column `col` from `totals` (null: "–"); `marked` names the rows to flag. */
-export function setColumn(col, totals, marked) {
+/* Fill column `col` from `totals` (null: "–"); `marked` names the rows that disagree,
+   `near` those that differ within tolerance. */
+export function setColumn(col, totals, marked, near) {
   ROWS.forEach(function (row) {
     var td = document.querySelector('#live-table tr[data-live="' + row[0] + '"] td[data-col="' + col + '"]');
     td.textContent = show(totals ? totals[row[0]] : null);
     td.classList.toggle("disagree", !!(marked && marked.indexOf(row[0]) >= 0));
+    td.classList.toggle("differs", !!(near && near.indexOf(row[0]) >= 0));
   });
 }
 
