@@ -57,27 +57,45 @@ function span(sp) {
   return sp.state + " since " + clock(sp.start) + (sp.end < state.derived.end ? ", until " + clock(sp.end) : "");
 }
 
+const IDLE = "nothing: it reads and writes a batch inside one second";
+
 function replicaRows(r, i, t) {
-  var s = r.scenario, cp = plane(r, t), sp = laneState(r, "replica", i, t) || { state: "standby", start: 0, end: state.derived.end };
-  var leader = at(state.derived, t).leader, holder = currentHolder(r, t);
-  var lease, epoch, flight = "nothing: it reads and writes a batch inside one second", clk = "reads " + clock(t) + " — the page's second is its wall clock";
-  if (sp.state === "leader") { lease = "held, renewed every second (TTL " + s.lease_ttl + " s)"; epoch = String(sp.epoch); }
-  else if (sp.state === "dispatcher") { lease = "none: election off — it dispatches on its own"; epoch = "–"; }
-  else if (sp.state === "down") { lease = "none: the process is down"; epoch = "–"; flight = "nothing: a dead process holds nothing"; clk = "none: not running"; }
-  else if (sp.state === "paused") {
-    var pause = pauseOf(r, i, sp.start), believes = pause ? pause.epoch : cp.epoch;
-    var lost = holder && holder.replica !== i && holder.t >= sp.start;
-    lease = lost ? "lost: replica " + holder.replica + " took it at " + clock(holder.t) + " (epoch " + holder.epoch + ") — it does not know"
-      : sp.held ? "on paper: it stopped renewing at " + clock(sp.start) + ", it expires at " + clock(sp.start + s.lease_ttl) : "none (a paused standby)";
-    epoch = sp.held ? "believes " + believes + (lost ? "; the store's is " + holder.epoch : "") : String(cp.epoch);
-    flight = sp.held ? fmt(sp.held) + " rows read at " + clock(sp.start) + ", not yet written" + heldFate(r, i, sp) : "nothing";
-    clk = "stopped at " + clock(sp.start) + ": from its own view no time has passed — it believes it is " + clock(sp.start) +
-      (sp.held ? " and it leads with epoch " + believes : "") + "; it is really " + clock(t);
-  } else {
-    lease = "not held" + (holder ? "; replica " + holder.replica + " holds it (epoch " + holder.epoch + ")" : leader >= 0 ? "; replica " + leader + " holds it" : "; nobody holds it");
-    epoch = "sees " + cp.epoch;
-  }
-  return [["state", span(sp)], ["lease", lease], ["epoch", epoch], ["in flight", flight], ["clock", clk]];
+  var sp = laneState(r, "replica", i, t) || { state: "standby", start: 0, end: state.derived.end };
+  var v = (VIEWS[sp.state] || standbyView)(r, i, t, sp);
+  return [["state", span(sp)], ["lease", v.lease], ["epoch", v.epoch], ["in flight", v.flight || IDLE],
+    ["clock", v.clock || "reads " + clock(t) + " — the page's second is its wall clock"]];
+}
+
+const VIEWS = {
+  leader: function (r, i, t, sp) {
+    return { lease: "held, renewed every second (TTL " + r.scenario.lease_ttl + " s)", epoch: String(sp.epoch) };
+  },
+  dispatcher: function () { return { lease: "none: election off — it dispatches on its own", epoch: "–" }; },
+  down: function () {
+    return { lease: "none: the process is down", epoch: "–", flight: "nothing: a dead process holds nothing", clock: "none: not running" };
+  },
+  paused: pausedView,
+};
+
+function standbyView(r, i, t) {
+  var holder = currentHolder(r, t), leader = at(state.derived, t).leader;
+  var who = holder ? "; replica " + holder.replica + " holds it (epoch " + holder.epoch + ")" : leader >= 0 ? "; replica " + leader + " holds it" : "; nobody holds it";
+  return { lease: "not held" + who, epoch: "sees " + plane(r, t).epoch };
+}
+
+/* A paused process: its lease runs out while it cannot know; its clock stopped with it. */
+function pausedView(r, i, t, sp) {
+  var s = r.scenario, holder = currentHolder(r, t), pause = pauseOf(r, i, sp.start);
+  var believes = pause ? pause.epoch : plane(r, t).epoch, lost = holder && holder.replica !== i && holder.t >= sp.start;
+  var lease = lost ? "lost: replica " + holder.replica + " took it at " + clock(holder.t) + " (epoch " + holder.epoch + ") — it does not know"
+    : sp.held ? "on paper: it stopped renewing at " + clock(sp.start) + ", it expires at " + clock(sp.start + s.lease_ttl) : "none (a paused standby)";
+  return {
+    lease: lease,
+    epoch: sp.held ? "believes " + believes + (lost ? "; the store's is " + holder.epoch : "") : String(plane(r, t).epoch),
+    flight: sp.held ? fmt(sp.held) + " rows read at " + clock(sp.start) + ", not yet written" + heldFate(r, i, sp) : "nothing",
+    clock: "stopped at " + clock(sp.start) + ": from its own view no time has passed — it believes it is " + clock(sp.start) +
+      (sp.held ? " and it leads with epoch " + believes : "") + "; it is really " + clock(t),
+  };
 }
 
 function pauseOf(r, i, t) {
