@@ -46,20 +46,19 @@ CONFIG = schemathesis.Config.from_dict(
         # A schema-valid scenario may still break a rule across parameters, which JSON Schema
         # cannot state. Its 422 passes this check, and the one below judges every 422 instead.
         "checks": {"positive_data_acceptance": {"expected-statuses": ACCEPTED}},
-        # A simulated run of the real code costs seconds (most generated scenarios are too
-        # long to simulate and say so at once): a few cases, a longer timeout.
-        "operations": [
-            {
-                "include-path": "/api/realsim",
-                "generation": {"max-examples": 3},
-                "request-timeout": 90,
-            }
-        ],
     }
 )
-MODEL = ["/", "/api/simulate", "/api/realsim", "/openapi.json", "/static/{path}", "/metrics"]
+MODEL = ["/", "/api/simulate", "/openapi.json", "/static/{path}", "/metrics"]
 READS = ["/api/live", "/api/live/events", "/metrics"]
-GROUPS = [MODEL, ["/api/live/start"], [*READS, "/api/live/chaos"], ["/api/live/stop"], READS]
+REALSIM = ["/api/realsim"]
+GROUPS = [
+    MODEL,
+    REALSIM,
+    ["/api/live/start"],
+    [*READS, "/api/live/chaos"],
+    ["/api/live/stop"],
+    READS,
+]
 CASES: dict[str, int] = {}
 
 
@@ -131,6 +130,30 @@ def test_the_groups_cover_every_operation() -> None:
 
 @schema.include(path=MODEL).parametrize()
 def test_the_model_and_the_files(case: Case) -> None:
+    check(case)
+
+
+# A simulated run of the real code costs seconds (most generated scenarios are too long to
+# simulate and say so at once): a few cases, on an app of their own with a longer timeout.
+realsim_schema = schemathesis.openapi.from_asgi(
+    "/openapi.json",
+    ServerLifespan(create_app(LabConfig(), Live())),
+    config=schemathesis.Config.from_dict(
+        {
+            "seed": SEED,
+            "base-url": "http://127.0.0.1",
+            "workers": 1,
+            "request-timeout": 120,
+            "generation": {"max-examples": 3, "database": "none"},
+            "checks": {"positive_data_acceptance": {"expected-statuses": ACCEPTED}},
+        }
+    ),
+    headers={"host": "127.0.0.1"},
+)
+
+
+@realsim_schema.include(path=REALSIM).parametrize()
+def test_the_real_code_simulated(case: Case) -> None:
     check(case)
 
 
