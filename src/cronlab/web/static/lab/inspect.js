@@ -42,15 +42,16 @@ export function renderInspect(t) {
   place(document.querySelector('[data-inspect="' + key + '"]'));
 }
 
+/* Over the queue column, between the replicas and the pods: the node inspected and every
+   other one stay visible and clickable. */
 function place(el) {
   var box = $("#inspect"), stage = $(".stage").getBoundingClientRect();
   if (!el) return;
   el.classList.add("inspected");
-  var b = el.getBoundingClientRect(), w = box.offsetWidth || 320;
-  var left = b.right - stage.left + 10;
-  if (left + w > stage.width - 6) left = Math.max(6, b.left - stage.left - w - 10);
-  box.style.left = left + "px";
-  box.style.top = Math.max(6, b.top - stage.top - 4) + "px";
+  var q = $("#col-queue").getBoundingClientRect(), w = box.offsetWidth || 290;
+  var left = q.left + q.width / 2 - w / 2 - stage.left;
+  box.style.left = Math.max(6, Math.min(stage.width - w - 6, left)) + "px";
+  box.style.top = Math.max(6, el.getBoundingClientRect().top - stage.top - 4) + "px";
 }
 
 function span(sp) {
