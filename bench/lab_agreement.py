@@ -67,7 +67,10 @@ def one(client: TestClient, case: Case, count: int) -> tuple[dict[str, int], dic
     started = client.post("/api/live/start", json=body)
     assert started.status_code == 201, started.text
     snap = lambda: client.get("/api/live").json()  # noqa: E731
-    wait("a leader", lambda: (snap().get("status") or {}).get("leader"))
+    if case.start.get("election") == "off":
+        wait("the replicas", lambda: _schedulers(snap()) >= 3)
+    else:
+        wait("a leader", lambda: (snap().get("status") or {}).get("leader"))
     if case.chaos is not None:
         if case.when == "during":
             wait(
@@ -82,6 +85,11 @@ def one(client: TestClient, case: Case, count: int) -> tuple[dict[str, int], dic
     measured = {k: int(last["report"].get(k, 0)) for k in KEYS}
     model = {k: int(last["prediction"]["totals"].get(k, 0)) for k in KEYS}
     return measured, model
+
+
+def _schedulers(snap: dict[str, Any]) -> int:
+    procs = (snap.get("status") or {}).get("processes") or []
+    return sum(1 for p in procs if p.get("role") == "scheduler" and p.get("alive"))
 
 
 def _settled(snap: dict[str, Any], count: int) -> bool:

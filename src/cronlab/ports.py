@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from cronlab.core.lease import LeaseState
 from cronlab.core.policy import Schedule
@@ -174,6 +174,25 @@ class Clock(Protocol):
         ...
 
 
+Channel = Literal["due", "queued"]  # a wake-up's news: tasks may be due / messages queued
+
+
+class Waiter(Protocol):
+    """A process's subscription to one wake-up channel of a backend, held for its life.
+
+    Best effort, never needed for correctness: a waiter may wake for nothing or miss a
+    notification (its caller's fallback poll then finds the work). A notification sent while
+    the process was busy makes its next ``wait`` return at once, so none falls between a
+    caller's empty look and its wait.
+    """
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block until a notification or ``timeout_s``; True if notified."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class Store(Protocol):
     """Tasks, fencing, executions, the process registry and the event log.
 
@@ -225,6 +244,10 @@ class Store(Protocol):
 
     def mark_missed(self, before_ms: int, now_ms: int) -> int:
         """Mark PENDING tasks with ``trigger_ms < before_ms`` MISSED (in-memory timers)."""
+        ...
+
+    def next_due_ms(self, after_ms: int) -> int | None:
+        """The earliest trigger time of a PENDING task later than ``after_ms`` (None: none)."""
         ...
 
     def execute(self, batch: Batch) -> dict[str, int]:
@@ -305,6 +328,10 @@ class QueueTable(Protocol):
         """Enqueue again, fenced by ``epoch``, DISPATCHED tasks whose message is gone."""
         ...
 
+    def waiter(self, channel: Channel) -> Waiter | None:
+        """A subscription to ``channel`` on this table's database (None: no wake-ups)."""
+        ...
+
 
 class LeaseElector(Protocol):
     """Leader election with fencing epochs."""
@@ -347,6 +374,10 @@ class Queue(Protocol):
     def reconcile(self, now_ms: int, epoch: int) -> int:
         """Enqueue again, fenced by ``epoch``, the DISPATCHED tasks whose message this queue
         lost; returns how many (the leader calls it every ``reconcile_ms``)."""
+        ...
+
+    def waiter(self) -> Waiter | None:
+        """A subscription to "messages queued" on this queue (None: it has none; poll)."""
         ...
 
 

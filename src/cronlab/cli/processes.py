@@ -37,7 +37,7 @@ from cronlab.exceptions import ConfigError
 from cronlab.ports import Retry, SyncReport
 from cronlab.runtime import cluster
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig, Timers
-from cronlab.runtime.worker import Worker, WorkerConfig
+from cronlab.runtime.worker import IDLE_MS, WOKEN_IDLE_MS, Worker, WorkerConfig
 from cronlab.stores import LOCK_WAIT_S
 from cronlab.urls import redact
 
@@ -54,6 +54,12 @@ FENCING = click.option(
     "workers run stale deliveries too.",
 )
 CHAOS_ENV = "CRONLAB_CHAOS"  # the lab's clusters: schedulers honour mid-dispatch pause requests
+WAKEUPS_ENV = "CRONLAB_WAKEUPS"  # "off": schedulers and workers poll, as before wake-ups
+
+
+def wakeups_on() -> bool:
+    """Wake-ups unless CRONLAB_WAKEUPS=off (a benchmark's before, or a host without them)."""
+    return os.environ.get(WAKEUPS_ENV, "on").strip().lower() != "off"
 
 
 @click.command("cluster")
@@ -199,15 +205,21 @@ def scheduler_cmd(
     )
     pid = os.getpid()
     cluster.tune_gc()
-    Scheduler(
-        cfg,
-        store=store,
-        queue=queue,
-        elector=elector,
-        clock=CLOCK,
-        owner=cluster.identity("scheduler", replica),
-        pid=pid,
-    ).run(Stop())
+    waiter = sql_store.waiter("due") if wakeups_on() else None
+    try:
+        Scheduler(
+            cfg,
+            store=store,
+            queue=queue,
+            elector=elector,
+            clock=CLOCK,
+            owner=cluster.identity("scheduler", replica),
+            pid=pid,
+            waiter=waiter,
+        ).run(Stop())
+    finally:
+        if waiter is not None:
+            waiter.close()
 
 
 @click.command("worker")
@@ -242,6 +254,7 @@ def worker_cmd(
     app.start(sql_store)
     queue, store = distributed.open_queue(queue_url, sql_store, CLOCK)
     retry = Retry(max_attempts=max_attempts, base_ms=int(retry_base * 1000))
+    waiter = queue.waiter() if wakeups_on() else None
     cfg = WorkerConfig(
         index=index,
         batch=batch,
@@ -250,10 +263,18 @@ def worker_cmd(
         retry=retry,
         concurrency=concurrency,
         checked=fencing == "on",
+        idle_ms=IDLE_MS if waiter is None else WOKEN_IDLE_MS,
     )
     name = cluster.identity("worker", index)
     cluster.tune_gc()
-    Worker(cfg, store=store, queue=queue, registry=app.registry, clock=CLOCK, name=name).run(Stop())
+    worker = Worker(
+        cfg, store=store, queue=queue, registry=app.registry, clock=CLOCK, name=name, waiter=waiter
+    )
+    try:
+        worker.run(Stop())
+    finally:
+        if waiter is not None:
+            waiter.close()
 
 
 def echo_sync(report: SyncReport, *, quiet: bool = False) -> None:

@@ -40,9 +40,10 @@ try:
     import redis
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ConfigError("redis:// queues need the redis extra: pip install 'cronlab[redis]'") from exc
-from cronlab.ports import Batch, Clock, Message, Store, Task
+from cronlab.ports import Batch, Clock, Message, Store, Task, Waiter
 from cronlab.stores.rows import Envelope
 from cronlab.urls import Url, redact
+from cronlab.wakeups import redis as wakeups
 
 GROUP = "workers"
 RELAY_BATCH = 10_000
@@ -349,7 +350,13 @@ class RedisQueue:
             total += n
             if n < RELAY_BATCH:
                 break
+        if total:
+            self._call(self._redis.publish, wakeups.channel(self.url.prefix), "")
         return total
+
+    def waiter(self) -> Waiter | None:
+        """A subscription to "entries published" (pub/sub on ``<prefix>:wake``)."""
+        return wakeups.RedisWaiter(self._redis, self.url.prefix)
 
     # -- Redis requests ---------------------------------------------------------------------
 

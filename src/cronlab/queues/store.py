@@ -9,7 +9,7 @@ import contextlib
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 
-from cronlab.ports import Clock, Message, QueueTable
+from cronlab.ports import Clock, Message, QueueTable, Waiter
 
 
 class StoreQueue:
@@ -38,3 +38,6 @@ class StoreQueue:
     def reconcile(self, now_ms: int, epoch: int) -> int:
         """Enqueue again the leader's DISPATCHED tasks whose message is gone (fenced)."""
         return self._table.reconcile(now_ms, epoch)
+
+    def waiter(self) -> Waiter | None:
+        return self._table.waiter("queued")

@@ -4,10 +4,11 @@ The loop (one thread): renew every TTL/3; dispatch only until the lease's *local
 the monotonic instant its request was sent, plus the TTL, less a margin — never the expiry
 the lease store reports, which is on another clock (so a replica whose wall clock is ahead or
 behind neither dispatches past its lease nor stops holding one it cannot use). A replica that
-cannot renew stops by itself. It scans at every whole ``scan_ms`` boundary of its wall clock,
-and again at once while batches come back full. Every dispatch carries the epoch, and the
-store refuses a stale one (``FencedError``) inside the same transaction — the backstop for a
-replica paused between its check and its write.
+cannot renew stops by itself. A new leader scans at once; then at every whole ``scan_ms``
+boundary of its wall clock, at the next PENDING task's trigger time when that comes sooner, at
+once while batches come back full, and when its ``waiter`` says a task was added ("due").
+Every dispatch carries the epoch, and the store refuses a stale one (``FencedError``) inside
+the same transaction — the backstop for a replica paused between its check and its write.
 
 Anti-patterns for the lab (documented in docs/engine.md): ``election="off"`` reads the due
 rows without claiming and enqueues its own copy; ``timers="in-memory"`` dispatches only what
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from cronlab.exceptions import BackendUnavailable, FencedError
-from cronlab.ports import Clock, Event, Lease, LeaseElector, Queue, Store, Task
+from cronlab.ports import Clock, Event, Lease, LeaseElector, Queue, Store, Task, Waiter
 from cronlab.runtime.outage import Outage
 
 Election = Literal["lease", "off"]
@@ -62,9 +63,12 @@ class Scheduler:
         clock: Clock,
         owner: str,
         pid: int = 0,
+        waiter: Waiter | None = None,
     ) -> None:
+        """``waiter``: on the store's "due" channel (None: sleep)."""
         self.cfg, self.store, self.queue = cfg, store, queue
         self.elector, self.clock, self.owner, self.pid = elector, clock, owner, pid
+        self.waiter = waiter
         self.lease: Lease | None = None
         self.deadline_ms = 0  # monotonic: lead until then
         self.next_renew_ms = 0  # monotonic
@@ -82,7 +86,13 @@ class Scheduler:
     def run(self, stopping: Callable[[], bool]) -> None:
         """Loop until ``stopping()``; then give the lease up so a standby takes over at once."""
         while not stopping():
-            self.clock.sleep(self.step() / 1000)
+            wait_ms = self.step()
+            if not wait_ms:
+                continue
+            if self.waiter is None:
+                self.clock.sleep(wait_ms / 1000)
+            elif self.waiter.wait(wait_ms / 1000):
+                self.wake()
         if self.lease is not None and self.cfg.election == "lease":
             self.elector.release(self.owner)
 
@@ -130,10 +140,18 @@ class Scheduler:
                 return 0  # more is due: claim the next batch at once
             self.store.record_sample(now, self.queue.depth())
             self._reconcile(now)
-            self.next_scan_ms = (now // self.cfg.scan_ms + 1) * self.cfg.scan_ms
+            self.next_scan_ms = self._next_scan(now)
         until_scan = self.next_scan_ms - self.clock.now_ms()
         until_renew = self.next_renew_ms - self.clock.monotonic_ms()
         return max(1, min(until_scan, until_renew))
+
+    def _next_scan(self, now: int) -> int:
+        """The next whole ``scan_ms`` boundary, or the next PENDING trigger if sooner."""
+        boundary = (now // self.cfg.scan_ms + 1) * self.cfg.scan_ms
+        if self.cfg.election == "off":
+            return boundary  # (its due rows stay PENDING: it copies at its own pace)
+        due = self.store.next_due_ms(now)
+        return boundary if due is None else min(boundary, due)
 
     def wake(self) -> None:
         """Scan at the next step instead of at the next whole scan interval."""
@@ -160,6 +178,7 @@ class Scheduler:
         self.deadline_ms = sent + self.cfg.ttl_ms - self.cfg.ttl_ms // MARGIN_DIVISOR
         if fresh and self.cfg.election == "lease":
             self._took_over(lease, self.clock.now_ms())
+            self.wake()  # a new leader scans at once, not at the next boundary
 
     def _record(self, kind: str, now: int, epoch: int, **detail: object) -> None:
         """Append this replica's event to the store's log."""

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 
 from cronlab.exceptions import BackendUnavailable
 from cronlab.handlers import CONCURRENCY, Registry
-from cronlab.ports import Batch, Clock, Event, Queue, Retry, Store
+from cronlab.ports import Batch, Clock, Event, Queue, Retry, Store, Waiter
 from cronlab.runtime.outage import Outage
 
-IDLE_MS = 100
+IDLE_MS = 100  # an idle worker's poll
+WOKEN_IDLE_MS = 1_000  # its poll when a waiter wakes it on news (redeliveries, retries due)
 FIRST_BATCH = 10
 TARGET_BATCH_MS = 1_000
 YIELD_MAX_MS = 100
@@ -76,8 +77,12 @@ class Worker:
         registry: Registry,
         clock: Clock,
         name: str,
+        waiter: Waiter | None = None,
     ) -> None:
+        """``waiter``: on the queue's "queued" channel (None: sleep between polls)."""
         self.cfg, self.store, self.queue, self.clock, self.name = cfg, store, queue, clock, name
+        self.waiter = waiter
+        self.idle = False  # the last claim found nothing
         self.run_message = registry.runner(clock.now_ms, cfg.concurrency)
         self.bucket = TokenBucket(cfg.rate, clock.now_ms()) if cfg.rate else None
         self.totals = dict.fromkeys(("ok", "noop", "error", "failed", "stale"), 0)
@@ -86,7 +91,13 @@ class Worker:
 
     def run(self, stopping: Callable[[], bool]) -> None:
         while not stopping():
-            self.clock.sleep(self.step() / 1000)
+            wait_ms = self.step()
+            if not wait_ms:
+                continue
+            if self.waiter is not None and self.idle:
+                self.waiter.wait(wait_ms / 1000)  # until news, or the fallback poll
+            else:
+                self.clock.sleep(wait_ms / 1000)  # a rate cap's wait, a step aside: in full
 
     def step(self) -> int:
         """Claim and run one batch; returns milliseconds to sleep before the next. A backend
@@ -118,6 +129,7 @@ class Worker:
             if limit < 1:
                 return self.bucket.wait_ms()
         messages = self.queue.claim(self.name, limit, self.cfg.visibility_ms)
+        self.idle = not messages
         if not messages:
             return self.cfg.idle_ms
         if self.bucket is not None:

@@ -21,6 +21,7 @@ from typing import Any, Literal, TypedDict, TypeVar, Unpack, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from cronlab.exceptions import BackendUnavailable, ConfigError
+from cronlab.ports import Channel, Waiter
 from cronlab.stores import Fencing, sql
 from cronlab.stores.rows import ENVELOPE
 from cronlab.stores.sql import dialect as base
@@ -33,6 +34,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ConfigError(
         "postgresql:// stores need the postgres extra: pip install 'cronlab[postgres]'"
     ) from exc
+from cronlab.wakeups import postgres as wakeups  # (needs psycopg)
 
 T = TypeVar("T")
 TimeSource = Literal["server", "caller"]
@@ -117,6 +119,12 @@ class PostgresDialect:
 
     def read(self, fn: Callable[[sql.Conn], T]) -> T:
         return self.transaction(fn)
+
+    def notify(self, c: sql.Conn, channel: Channel) -> None:
+        c.execute(wakeups.notify_sql(channel))
+
+    def waiter(self, channel: Channel) -> Waiter | None:
+        return wakeups.PostgresWaiter(self.url, channel)
 
     def savepoint(self, c: sql.Conn) -> AbstractContextManager[None]:
         return cast(AbstractContextManager[None], cast(Any, c).transaction())

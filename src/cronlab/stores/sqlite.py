@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from cronlab.exceptions import BackendUnavailable, ConfigError
-from cronlab.ports import Clock
+from cronlab.ports import Channel, Clock, Waiter
 from cronlab.stores import LOCK_WAIT_S, Fencing, sql
 from cronlab.stores.rows import ENVELOPE
 from cronlab.stores.sql import dialect as base
+from cronlab.wakeups import unix
 
 T = TypeVar("T")
 MEMORY = ":memory:"
@@ -98,6 +99,9 @@ class SqliteDialect:
         )
         self._wal = self.memory
         self._inode = None if self.memory else os.stat(self.path).st_ino
+        # Wake-ups between this file's processes (none for :memory: or the simulator's).
+        self._wakeups = None if self.memory or seams is not REAL else unix.directory(self.path)
+        self._news: set[Channel] = set()
 
     def missing(self) -> bool:
         """True once the file this connection opened was deleted or replaced under it."""
@@ -117,6 +121,7 @@ class SqliteDialect:
                 self.conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
                 raise BackendUnavailable(f"sqlite {self.path}: {exc}") from exc
+            self._news.clear()
             try:
                 result = fn(self.conn)
                 self.conn.execute("COMMIT")
@@ -124,7 +129,22 @@ class SqliteDialect:
                 if self.conn.in_transaction:  # (a COMMIT that failed leaves it open)
                     self.conn.execute("ROLLBACK")
                 raise
-            return result
+            news, self._news = self._news, set()
+        if self._wakeups is not None:
+            for channel in news:  # after the commit and the lock: the news is visible
+                unix.notify(self._wakeups, channel)
+        return result
+
+    def notify(self, c: sql.Conn, channel: Channel) -> None:
+        self._news.add(channel)
+
+    def waiter(self, channel: Channel) -> Waiter | None:
+        if self._wakeups is None:
+            return None
+        try:
+            return unix.UnixWaiter(self._wakeups, channel)
+        except OSError:
+            return None  # no private directory to be woken in: the fallback polls do
 
     def read(self, fn: Callable[[sql.Conn], T]) -> T:
         if self.memory:  # one connection shared by threads: never read another's open write

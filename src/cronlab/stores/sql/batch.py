@@ -83,7 +83,7 @@ class SqlTx:
     """
 
     def __init__(self, c: Conn, store: SqlStore) -> None:
-        self._c, self._q = c, store.q
+        self._c, self._q, self._d = c, store.q, store.d
         self.dialect = store.d.name
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
@@ -93,7 +93,10 @@ class SqlTx:
         return fetch(self._c.execute(sql, params))
 
     def add_task(self, task: NewTask) -> int:
-        return int(self._c.execute(self._q["add_task"], task._asdict()).rowcount)
+        added = int(self._c.execute(self._q["add_task"], task._asdict()).rowcount)
+        if added:
+            self._d.notify(self._c, "due")
+        return added
 
 
 def execute(store: SqlStore, work: Batch, relayed: bool) -> dict[str, int]:

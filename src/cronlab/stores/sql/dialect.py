@@ -8,7 +8,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Protocol, TypeVar
 
-from cronlab.ports import NewTask
+from cronlab.ports import Channel, NewTask, Waiter
 
 T = TypeVar("T")
 
@@ -43,6 +43,15 @@ class Dialect(Protocol):
 
     def read(self, fn: Callable[[Conn], T]) -> T:
         """``fn`` on a connection that sees committed data, without taking the write lock."""
+        ...
+
+    def notify(self, c: Conn, channel: Channel) -> None:
+        """Wake ``channel``'s waiters once the transaction ``c`` is in commits (not before,
+        not if it rolls back)."""
+        ...
+
+    def waiter(self, channel: Channel) -> Waiter | None:
+        """A subscription to ``channel`` on this database (None: it has no wake-ups)."""
         ...
 
     def savepoint(self, c: Conn) -> AbstractContextManager[None]:

@@ -19,6 +19,7 @@ from cronlab.exceptions import ConfigError, ConflictError, FencedError, NotFound
 from cronlab.ports import (
     STATUSES,
     Batch,
+    Channel,
     Event,
     Message,
     NewTask,
@@ -26,6 +27,7 @@ from cronlab.ports import (
     ScheduleInfo,
     SyncReport,
     Task,
+    Waiter,
 )
 from cronlab.stores import Fencing, schedules
 from cronlab.stores.rows import Delivery, Envelope, Settlement, task
@@ -122,6 +124,8 @@ class SqlStore:
                 inserted += self.d.insert_tasks(c, chunk)
                 if progress:
                     progress(len(chunk))
+            if inserted:
+                self.d.notify(c, "due")
             return inserted
 
         return self.d.transaction(add)
@@ -217,6 +221,7 @@ class SqlStore:
             lost = lost_ones(c, now)  # again, under the lock: a message may have come meanwhile
             if lost:
                 self.d.enqueue(c, lost, now, 0)
+                self.d.notify(c, "queued")
                 touch = {"ids": self.d.ints(t[0] for t in lost), "now": now}
                 c.execute(self.q["reconcile_touch"], touch)
             return len(lost)
@@ -248,6 +253,7 @@ class SqlStore:
         self.d.enqueue(c, tasks, now_ms, visible_ms)
         if not visible_ms:
             c.execute(self.q["count_dispatched"], {"n": len(tasks)})
+            self.d.notify(c, "queued")
 
     def _plan_schedules(self, c: Conn, rows: list[Any], args: dict[str, int]) -> list[Any]:
         """Plan the claimed schedule occurrences in this transaction; the rows that run.
@@ -336,6 +342,14 @@ class SqlStore:
         return self.d.transaction(
             lambda c: int(c.execute(self.q["mark_missed"], {"before": before_ms}).rowcount)
         )
+
+    def next_due_ms(self, after_ms: int) -> int | None:
+        found = self.named("next_due", {"after": after_ms})[0][0]
+        return None if found is None else int(found)
+
+    def waiter(self, channel: Channel) -> Waiter | None:
+        """A subscription to ``channel`` on this store's database (None: no wake-ups)."""
+        return self.d.waiter(channel)
 
     def pending_due(self, now_ms: int) -> int:
         """PENDING tasks whose trigger time has come (``now_ms`` or earlier)."""
@@ -623,6 +637,7 @@ class SqlStore:
         def trigger(c: Conn) -> str:
             new = schedules.triggered(self._must_exist(c, name).schedule, now_ms)
             self._add(c, new)
+            self.d.notify(c, "due")
             return new.idempotency_key
 
         return self.d.transaction(trigger)
@@ -653,6 +668,7 @@ class SqlStore:
         next_ms = None if paused else policy.next_fire(s, now_ms)
         if next_ms is not None:
             self._add(c, schedules.occurrence(s, next_ms))
+            self.d.notify(c, "due")
         c.execute(self.q["schedule_set_next"], {"name": s.name, "next": next_ms})
 
 

@@ -351,3 +351,7 @@ SELECT t.idempotency_key, t.trigger_ms, min(e.end_ms) AS first_end
 FROM executions e JOIN tasks t ON t.id = e.task_id
 WHERE e.outcome IN ('ok', 'noop') GROUP BY t.id, t.idempotency_key, t.trigger_ms
 ORDER BY first_end, t.id;
+
+-- name: next_due
+-- (from the range after :after: past the dead entries of rows claimed since the last VACUUM)
+SELECT min(trigger_ms) FROM pending WHERE trigger_ms > %(after)s;

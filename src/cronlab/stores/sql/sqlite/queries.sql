@@ -330,3 +330,6 @@ SELECT t.idempotency_key, t.trigger_ms, min(e.end_ms) AS first_end
 FROM executions e JOIN tasks t ON t.id = e.task_id
 WHERE e.outcome IN ('ok', 'noop') GROUP BY t.id, t.idempotency_key, t.trigger_ms
 ORDER BY first_end, t.id;
+
+-- name: next_due
+SELECT min(trigger_ms) FROM tasks WHERE status = 'PENDING' AND trigger_ms > :after;
