@@ -18,11 +18,13 @@ def test_run_it_for_real_small_workload(page: Page, console: list[str]) -> None:
     expect(status).to_contain_text("leader replica", timeout=30_000)
     expect(page.locator('[data-action="live-start"]')).to_be_disabled()
     page.locator('[data-action="live-crash"]').click()
-    measured = page.locator('#live-table tr[data-live="executed"] td').first
+    measured = page.locator('#live-table tr[data-live="executed"] td[data-col="measured"]')
     expect(measured).to_have_text("600", timeout=45_000)
-    model = page.locator('#live-table tr[data-live="executed"] td').nth(1)
+    model = page.locator('#live-table tr[data-live="executed"] td[data-col="live-model"]')
     expect(model).to_have_text("600")
-    expect(page.locator('#live-table tr[data-live="missed"] td').first).to_have_text("0")
+    expect(page.locator('#live-table tr[data-live="missed"] td[data-col="measured"]')).to_have_text(
+        "0"
+    )
     log = page.locator("#live-log")
     expect(log).to_contain_text("SIGKILL leader")
     expect(log).to_contain_text("holds the lease (epoch 2)", timeout=30_000)

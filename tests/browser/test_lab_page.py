@@ -55,7 +55,7 @@ def test_crash_leader_at_zero_durable_then_in_memory(page: Page, console: Consol
     open_lab(page)
     expect(page.locator("#crash-at")).to_have_text("00:00")
     page.locator('[data-action="crash-leader"]').click()
-    expect(page.locator("#crash-list")).to_contain_text("crash leader@0")
+    expect(page.locator("#fault-list")).to_contain_text("crash leader@0")
     expect(page.locator('[data-metric="missed"]')).to_have_text("0")
     expect(page.locator("#sub-missed")).to_have_text("takeover 10 s")
     log = page.locator("#event-log")

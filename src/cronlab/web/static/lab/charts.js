@@ -1,36 +1,66 @@
-/* Charts (uPlot, the classic script loaded before this module: the global uPlot). */
+/* Charts (uPlot, the classic script loaded before this module: the global uPlot). Every chart,
+   the lease timeline's lanes included, shares one x axis: minutes 0 .. xMax(). */
 import { $, fmt, pad, state } from "./state.js";
 
 export const charts = {};
 
+/* The x range of every chart: whole minutes, at least one, past the last simulated second —
+   or the first state.zoom minutes of it. */
+export function xMax() {
+  var whole = state.derived ? Math.max(1, Math.ceil(state.derived.end / 60)) : 1;
+  return state.zoom ? Math.min(state.zoom, whole) : whole;
+}
+
+export function zoom(minutes) {
+  state.zoom = minutes;
+  Object.keys(charts).forEach(function (k) { charts[k].setScale("x", { min: 0, max: xMax() }); });
+  moveCursors();
+}
+
+const MARKS = {
+  crash: ["#c93c3c", [5, 4], function (e) { return "crash r" + e.replica; }],
+  acquire: ["#1c8c61", [], function (e) { return "takeover r" + e.replica; }],
+  missed: ["#b7791f", [], function () { return "missed"; }],
+  pause: ["#b7791f", [2, 3], function (e) { return "pause r" + e.replica; }],
+  zombie: ["#c93c3c", [], function () { return "zombie write"; }],
+  fenced: ["#1c8c61", [2, 3], function () { return "fenced"; }],
+  worker_crash: ["#c93c3c", [1, 3], function (e) { return "pod " + e.replica + " crash"; }],
+  lose: ["#b7791f", [1, 3], function () { return "lost"; }],
+  reconcile: ["#1c8c61", [1, 3], function () { return "reconcile"; }],
+};
+
 function markers(u) {
   var r = state.result;
   if (!r) return;
-  var ctx = u.ctx, top = u.bbox.top, h = u.bbox.height;
+  var ctx = u.ctx, top = u.bbox.top, h = u.bbox.height, row = 0;
   ctx.save();
+  ctx.beginPath(); ctx.rect(u.bbox.left, top, u.bbox.width, h); ctx.clip();
   ctx.font = (11 * devicePixelRatio) + "px system-ui, sans-serif";
   ctx.textAlign = "left";
   ctx.textBaseline = "top";
   r.log.forEach(function (e) {
-    if (e.kind !== "crash" && e.kind !== "acquire" && e.kind !== "missed") return;
+    var m = MARKS[e.kind];
+    if (!m) return;
     var x = Math.round(u.valToPos(e.t / 60, "x", true));
-    ctx.strokeStyle = ctx.fillStyle = e.kind === "acquire" ? "#1c8c61" : e.kind === "crash" ? "#c93c3c" : "#b7791f";
-    ctx.setLineDash(e.kind === "crash" ? [5, 4] : []);
+    ctx.strokeStyle = ctx.fillStyle = m[0];
+    ctx.setLineDash(m[1].map(function (v) { return v * devicePixelRatio; }));
     ctx.lineWidth = devicePixelRatio * 1.5;
     ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + h); ctx.stroke();
-    var label = e.kind === "crash" ? "crash r" + e.replica : e.kind === "acquire" ? "takeover r" + e.replica : "missed";
-    ctx.fillText(label, x + 4 * devicePixelRatio, top + devicePixelRatio * (e.kind === "acquire" ? 16 : 3));
+    if (row < 6) ctx.fillText(m[2](e), x + 4 * devicePixelRatio, top + devicePixelRatio * (3 + 13 * row++));
   });
   ctx.restore();
 }
 
-function chartOpts(el, series, yFmt, extra) {
+export function chartOpts(el, series, extra) {
   return Object.assign({
     width: Math.max(300, el.clientWidth), height: 210,
-    scales: { x: { time: false, range: function (u, lo, hi) { return [0, Math.max(hi, 1)]; } } },
+    scales: {
+      x: { time: false, range: function () { return [0, xMax()]; } },
+      y: { range: function (u, lo, hi) { return [0, Math.max(1, hi * 1.04)]; } },
+    },
     axes: [
       { label: "minute", size: 36, labelSize: 16, font: "11px system-ui", labelFont: "11px system-ui" },
-      { size: 62, font: "11px system-ui", values: function (u, vals) { return vals.map(yFmt); } },
+      { size: 62, font: "11px system-ui", values: function (u, vals) { return vals.map(short); } },
     ],
     cursor: { drag: { x: false, y: false } },
     legend: { live: true },
@@ -57,6 +87,8 @@ function backlogData(r) {
   return [xs, ys];
 }
 
+function count(u, v) { return v == null ? "–" : fmt(v); }
+
 export function renderCharts(r) {
   if (typeof uPlot === "undefined") return;
   var pm = r.per_minute;
@@ -64,23 +96,25 @@ export function renderCharts(r) {
   var bars = uPlot.paths.bars;
   var minute = { label: "minute", value: function (u, v) { return v == null ? "–" : v.toFixed(1); } };
   draw("backlog", backlogData(r), [
-    minute, { label: "backlog", stroke: "#2d6cdf", fill: "rgba(45,108,223,.12)", width: 2, points: { show: false }, value: function (u, v) { return v == null ? "–" : fmt(v); } },
+    minute, { label: "backlog", stroke: "#2d6cdf", fill: "rgba(45,108,223,.12)", width: 2, points: { show: false }, value: count },
   ]);
   draw("flow", flow, [
     { label: "minute", value: function (u, v) { return v == null ? "–" : "min " + pad(Math.floor(v)); } },
-    { label: "dispatched", stroke: "#c93c3c", fill: "rgba(201,60,60,.28)", paths: bars({ size: [0.9, 60] }), points: { show: false }, value: function (u, v) { return v == null ? "–" : fmt(v); } },
-    { label: "executed", stroke: "#1c8c61", fill: "rgba(28,140,97,.55)", paths: bars({ size: [0.45, 30] }), points: { show: false }, value: function (u, v) { return v == null ? "–" : fmt(v); } },
+    { label: "dispatched", stroke: "#c93c3c", fill: "rgba(201,60,60,.28)", paths: bars({ size: [0.9, 400] }), points: { show: false }, value: count },
+    { label: "executed", stroke: "#1c8c61", fill: "rgba(28,140,97,.55)", paths: bars({ size: [0.45, 200] }), points: { show: false }, value: count },
   ]);
 }
 
-function draw(name, data, series) {
-  var el = $("#chart-" + name), old = charts[name];
+/* Create chart `name` in #chart-NAME, or give it new data (and a new height) if it exists. */
+export function draw(name, data, series, extra) {
+  var el = $("#chart-" + name), old = charts[name], height = (extra && extra.height) || 210;
   if (old && old.series.length === series.length) {
+    if (old.height !== height) old.setSize({ width: Math.max(300, el.clientWidth), height: height });
     old.setData(data);
     return;
   }
   if (old) old.destroy();
-  charts[name] = new uPlot(chartOpts(el, series, short), data, el);
+  charts[name] = new uPlot(chartOpts(el, series, extra), data, el);
   var cur = document.createElement("div");
   cur.className = "cursor";
   charts[name].over.appendChild(cur);
@@ -96,6 +130,15 @@ export function moveCursors() {
 export function resizeCharts() {
   Object.keys(charts).forEach(function (k) {
     var el = $("#chart-" + k);
-    charts[k].setSize({ width: Math.max(300, el.clientWidth), height: 210 });
+    charts[k].setSize({ width: Math.max(300, el.clientWidth), height: charts[k].height });
   });
 }
+
+/* Page x (CSS px) of second `t` on chart `name`: the browser tests check the lanes line up. */
+export function pageX(name, t) {
+  var u = charts[name], box = u.over.getBoundingClientRect();
+  return box.left + window.scrollX + u.valToPos(t / 60, "x");
+}
+window.cronlabLab.pageX = pageX;
+window.cronlabLab.xRange = function (name) { return [charts[name].scales.x.min, charts[name].scales.x.max]; };
+window.cronlabLab.chart = function (name) { return charts[name]; };

@@ -1,15 +1,34 @@
 /* Controls and the URL: scenario from and to the query string, the form kept in sync. */
-import { DEFAULTS, NEXT_B, $, state } from "./state.js";
+import { DEFAULTS, FAULT_KINDS, NEXT_B, $, noFaults, state } from "./state.js";
 import { recompute } from "./model.js";
+import { pruneFaults, syncFaults } from "./faults.js";
 
-export function readURL() {
-  var q = new URLSearchParams(location.search);
+/* Knobs shown as a select, a number or a range: [query name, element id]. */
+const FIELDS = [
+  ["preset", "c-preset"], ["tasks", "c-tasks"], ["minutes", "c-minutes"], ["replicas", "c-replicas"],
+  ["ttl", "c-ttl"], ["timers", "c-timers"], ["restart-after", "c-restart"], ["workers", "c-workers"],
+  ["rate", "c-rate"], ["batch", "c-batch"], ["effects", "c-effects"], ["visibility", "c-visibility"],
+  ["pod-restart", "c-pod-restart"], ["reconcile", "c-reconcile"],
+];
+/* Knobs shown as a switch: [query name, element id, value when checked, when not]. */
+const SWITCHES = [["election", "c-election", "lease", "off"], ["fencing", "c-fencing", "on", "off"]];
+/* Empty number inputs fall back to these while the person is typing. */
+const FLOOR = { tasks: "0", minutes: "1", rate: "1", batch: "1", visibility: "1" };
+
+/* The scenario of a query string (or a tour step's), over the defaults. */
+export function loadQuery(q) {
+  state.scenario = Object.assign({}, DEFAULTS);
   Object.keys(DEFAULTS).forEach(function (k) {
     var v = q.get(k) || (k === "ttl" && q.get("lease-ttl"));
     if (v) state.scenario[k] = v;
   });
-  state.crashes = q.getAll("crash");
-  if (q.get("compare")) state.compare = q.get("compare");
+  state.faults = noFaults();
+  FAULT_KINDS.forEach(function (k) { state.faults[k] = q.getAll(k).filter(Boolean); });
+  state.compare = q.get("compare") || "election=off";
+}
+
+export function readURL() {
+  loadQuery(new URLSearchParams(location.search));
   readToken();
 }
 
@@ -24,7 +43,7 @@ export function query(withCompare) {
   Object.keys(DEFAULTS).forEach(function (k) {
     if (state.scenario[k] !== DEFAULTS[k]) q.set(k, state.scenario[k]);
   });
-  state.crashes.forEach(function (c) { q.append("crash", c); });
+  FAULT_KINDS.forEach(function (k) { state.faults[k].forEach(function (v) { q.append(k, v); }); });
   if (withCompare && state.compare) q.set("compare", state.compare);
   return q;
 }
@@ -38,68 +57,38 @@ function writeURL() {
 
 export function syncForm() {
   var s = state.scenario;
-  $("#c-preset").value = s.preset;
-  $("#c-tasks").value = s.tasks;
-  $("#c-minutes").value = s.minutes;
+  FIELDS.forEach(function (f) { setValue($("#" + f[1]), s[f[0]]); });
+  SWITCHES.forEach(function (f) { $("#" + f[1]).checked = s[f[0]] === f[2]; });
   $("#minutes-row").hidden = s.preset === "midnight";
   $("#tasks-label").textContent = s.preset === "steady" ? "Tasks due per minute" : "Tasks due";
-  $("#c-election").checked = s.election === "lease";
-  $("#c-replicas").value = s.replicas;
-  $("#c-ttl").value = s.ttl;
-  $("#c-timers").value = s.timers;
-  $("#c-restart").value = s["restart-after"];
-  $("#c-workers").value = s.workers;
-  $("#c-rate").value = s.rate;
   $("#o-replicas").textContent = s.replicas;
   $("#o-ttl").textContent = s.ttl + " s";
   $("#o-workers").textContent = s.workers;
   var kv = state.compare.split("=");
   $("#c-ab-key").value = kv[0];
   $("#c-ab-value").value = kv.slice(1).join("=");
-  syncCrashes();
+  syncFaults();
+  /* The live form's fencing switch follows the scenario's when that changes (a tour step). */
+  if (s.fencing !== lastFencing) { $("#c-live-fencing").checked = s.fencing === "on"; lastFencing = s.fencing; }
 }
+var lastFencing = null;
 
-function syncCrashes() {
-  var list = $("#crash-list");
-  list.textContent = "";
-  state.crashes.forEach(function (c, i) {
-    var li = document.createElement("li"), b = document.createElement("button");
-    li.textContent = "crash " + c;
-    b.type = "button";
-    b.textContent = "✕";
-    b.setAttribute("aria-label", "Remove crash " + c);
-    b.addEventListener("click", function () { state.crashes.splice(i, 1); changed(); });
-    li.appendChild(b);
-    list.appendChild(li);
-  });
-  var sel = $("#c-crash-replica"), n = Number(state.scenario.replicas), keep = sel.value;
-  sel.textContent = "";
-  for (var r = 0; r < n; r++) {
+/* A shared link may hold a value the select does not list (restart-after=120): list it. */
+function setValue(el, v) {
+  if (el.tagName === "SELECT" && ![].some.call(el.options, function (o) { return o.value === v; })) {
     var o = document.createElement("option");
-    o.value = String(r);
-    o.textContent = "replica " + r;
-    sel.appendChild(o);
+    o.value = v;
+    o.textContent = /^\d+$/.test(v) ? v + " s" : v;
+    el.appendChild(o);
   }
-  if (keep && Number(keep) < n) sel.value = keep;
+  el.value = v;
 }
 
 function readForm(e) {
   var s = state.scenario, id = e && e.target && e.target.id;
-  s.preset = $("#c-preset").value;
-  s.tasks = $("#c-tasks").value || "0";
-  s.minutes = $("#c-minutes").value || "1";
-  s.election = $("#c-election").checked ? "lease" : "off";
-  s.replicas = $("#c-replicas").value;
-  s.ttl = $("#c-ttl").value;
-  s.timers = $("#c-timers").value;
-  s["restart-after"] = $("#c-restart").value;
-  s.workers = $("#c-workers").value;
-  s.rate = $("#c-rate").value || "1";
-  /* Fewer replicas: a crash of one that no longer exists would only be a 422. */
-  state.crashes = state.crashes.filter(function (c) {
-    var m = /^replica:(\d+)@/.exec(c);
-    return !m || Number(m[1]) < Number(s.replicas);
-  });
+  FIELDS.forEach(function (f) { s[f[0]] = $("#" + f[1]).value || FLOOR[f[0]] || s[f[0]]; });
+  SWITCHES.forEach(function (f) { s[f[0]] = $("#" + f[1]).checked ? f[2] : f[3]; });
+  pruneFaults(s);
   if (id === "c-ab-key") $("#c-ab-value").value = NEXT_B[$("#c-ab-key").value](s);
   state.compare = $("#c-ab-key").value + "=" + $("#c-ab-value").value.trim();
 }

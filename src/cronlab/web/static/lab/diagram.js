@@ -1,8 +1,20 @@
-/* The diagram: replicas, the due column, the queue and the pods at second t. */
+/* The diagram: replicas, the due column, the queue and the pods at second t. Each replica and
+   pod is a button: it opens the inspector (inspect.js) on itself. */
 import { $, fmt, pad, state } from "./state.js";
 import { clock, upto, at } from "./timeline.js";
+import { laneState, podAt } from "./lanes.js";
 
 export const boxes = { replicas: [], pods: [] };
+
+function node(cls, kind, who, label) {
+  var el = document.createElement("div");
+  el.className = cls;
+  el.tabIndex = 0;
+  el.setAttribute("role", "button");
+  el.setAttribute("aria-label", "Inspect " + label);
+  el.dataset.inspect = kind + ":" + who;
+  return el;
+}
 
 export function buildDiagram(r) {
   var s = r.scenario, wrap = $("#replicas"), pods = $("#pods");
@@ -10,8 +22,7 @@ export function buildDiagram(r) {
   wrap.classList.toggle("many", s.replicas > 4);
   boxes.replicas = [];
   for (var i = 0; i < s.replicas; i++) {
-    var el = document.createElement("div");
-    el.className = "replica";
+    var el = node("replica", "replica", i, "replica " + i);
     el.innerHTML = '<span class="name">replica ' + i + '</span><span class="role"></span><span class="detail"></span><div class="ttl"><div></div></div>';
     wrap.appendChild(el);
     boxes.replicas.push(el);
@@ -21,8 +32,7 @@ export function buildDiagram(r) {
   pods.classList.toggle("dense", s.workers > 15);
   boxes.pods = [];
   for (var p = 0; p < shown; p++) {
-    var pod = document.createElement("div");
-    pod.className = "pod";
+    var pod = node("pod", "pod", p, "pod " + p);
     pod.title = "pod " + p;
     pod.appendChild(document.createElement("div"));
     pods.appendChild(pod);
@@ -43,40 +53,49 @@ export function buildDiagram(r) {
   $("#c-scrub").max = String(state.derived.end - 1);
 }
 
-/* Control-plane state at second t, replayed from the model's event log. */
+/* Control-plane state at second t, replayed from the model's event log: who is alive, the
+   lease's epoch, and when a lease its holder stopped renewing (crash, pause) expires. */
 export function plane(r, t) {
-  var n = r.scenario.replicas, alive = [], epoch = 1, freeAt = null;
+  var n = r.scenario.replicas, alive = [], epoch = 1, freeAt = null, ttl = r.scenario.lease_ttl;
   for (var i = 0; i < n; i++) alive.push(true);
   r.log.forEach(function (e) {
     if (e.t > t) return;
     epoch = e.epoch;
-    if (e.kind === "crash") { alive[e.replica] = false; if (/^leader/.test(e.text)) freeAt = e.t + r.scenario.lease_ttl; }
+    if (e.kind === "crash") { alive[e.replica] = false; if (/^leader/.test(e.text)) freeAt = e.t + ttl; }
+    if (e.kind === "pause" && /^leader/.test(e.text)) freeAt = e.t + ttl;
+    if (e.kind === "resume" && /within its lease/.test(e.text)) freeAt = null;
     if (e.kind === "restart") alive[e.replica] = true;
     if (e.kind === "acquire") freeAt = null;
   });
   return { alive: alive, epoch: epoch, freeAt: freeAt };
 }
 
+/* Role, detail line and lease bar (0..1) of replica i at second t. */
+export function replicaView(r, i, t, cp) {
+  var s = r.scenario, sp = laneState(r, "replica", i, t) || { state: s.election === "off" ? "dispatcher" : "standby" };
+  var left = cp.freeAt != null ? Math.max(0, cp.freeAt - t) : null;
+  if (sp.state === "down") {
+    if (left != null && i === stoppedLeader(r, t)) return ["crashed", "lease expires in " + left + " s (epoch " + cp.epoch + ")", left / s.lease_ttl];
+    return ["crashed", "down" + restartNote(r, i, t), 0];
+  }
+  if (sp.state === "paused") {
+    var held = sp.held ? " · holds " + fmt(sp.held) : "";
+    if (left != null && i === stoppedLeader(r, t)) return ["paused", "paused" + held + " · lease expires in " + left + " s", left / s.lease_ttl];
+    return ["paused", "paused" + held + (sp.held ? " · lease lost (epoch " + cp.epoch + " now)" : ""), 0];
+  }
+  if (sp.state === "dispatcher") return ["dispatcher", "no lease: dispatches on its own", 0];
+  if (sp.state === "leader") return ["leader", "holds lease · epoch " + sp.epoch + " · TTL " + s.lease_ttl + " s", 1];
+  return ["standby", left != null ? "lease free in " + left + " s" : "standby · watching the lease", 0];
+}
+
 export function renderDiagram(t) {
   var r = state.result, d = state.derived, s = r.scenario, now = at(d, t), cp = plane(r, t);
-  var lease = s.election === "lease";
   boxes.replicas.forEach(function (el, i) {
-    var up = cp.alive[i], leader = lease && now.leader === i, role, detail, ttl = 0;
-    if (!up) { role = "crashed"; detail = "down" + restartNote(r, i, t); }
-    else if (!lease) { role = "dispatcher"; detail = "no lease: dispatches on its own"; }
-    else if (leader) { role = "leader"; detail = "holds lease · epoch " + cp.epoch + " · TTL " + s.lease_ttl + " s"; ttl = 1; }
-    else {
-      role = "standby";
-      detail = cp.freeAt != null ? "lease free in " + Math.max(0, cp.freeAt - t) + " s" : "standby · watching the lease";
-    }
-    if (lease && !up && cp.freeAt != null && i === crashedLeader(r, t)) {
-      ttl = Math.max(0, cp.freeAt - t) / s.lease_ttl;
-      detail = "lease expires in " + Math.max(0, cp.freeAt - t) + " s (epoch " + cp.epoch + ")";
-    }
-    el.className = "replica " + role;
-    el.children[1].textContent = role;
-    el.children[2].textContent = detail;
-    el.children[3].firstChild.style.width = (ttl * 100) + "%";
+    var v = replicaView(r, i, t, cp);
+    el.className = "replica " + v[0] + (state.inspect === "replica:" + i ? " inspected" : "");
+    el.children[1].textContent = v[0];
+    el.children[2].textContent = v[1];
+    el.children[3].firstChild.style.width = (v[2] * 100) + "%";
   });
   var due = upto(d, "dispatched", t) - upto(d, "duplicates", t) + upto(d, "missed", t);
   var triggered = 0;
@@ -91,15 +110,36 @@ export function renderDiagram(t) {
   }
   $("#queue-depth").textContent = fmt(now.backlog);
   $("#queue-fill").style.width = (d.peak ? (100 * now.backlog / d.peak) : 0) + "%";
-  var busy = now.executed / (s.workers * s.rate);
-  boxes.pods.forEach(function (p) { p.firstChild.style.height = (busy * 100) + "%"; });
-  $("#pods-busy").textContent = fmt(now.executed) + "/s executing · " + Math.round(busy * 100) + "% busy";
+  renderPods(r, t, now);
   return now;
 }
 
-function crashedLeader(r, t) {
+function renderPods(r, t, now) {
+  var s = r.scenario, up = podsUp(r, t), busy = up ? now.executed / (up * s.rate) : 0;
+  boxes.pods.forEach(function (p, i) {
+    var sp = podAt(r, i, t), down = sp.state === "down";
+    p.className = "pod" + (down ? " down" : sp.state === "crashing" ? " crashing" : "") + (state.inspect === "pod:" + i ? " inspected" : "");
+    p.firstChild.style.height = (down ? 0 : busy * 100) + "%";
+  });
+  $("#pods-busy").textContent = fmt(now.executed) + "/s executing · " + Math.round(Math.min(1, busy) * 100) + "% busy" +
+    (up < s.workers ? " · " + (s.workers - up) + " down" : "");
+}
+
+/* Pods up at second t (the lanes list only pods that changed; the rest are up). */
+export function podsUp(r, t) {
+  var down = 0;
+  r.lanes.pods.forEach(function (sp) { if (sp.state === "down" && sp.start <= t && t < sp.end) down++; });
+  r.log.forEach(function (e) { if (e.kind === "worker_crash" && e.t === t) down--; });
+  return r.scenario.workers - down;
+}
+
+/* The replica whose lease is counting down after it stopped (crashed or paused leader). */
+function stoppedLeader(r, t) {
   var who = null;
-  r.log.forEach(function (e) { if (e.t <= t && e.kind === "crash" && /^leader/.test(e.text)) who = e.replica; });
+  r.log.forEach(function (e) {
+    if (e.t <= t && (e.kind === "crash" || e.kind === "pause") && /^leader/.test(e.text)) who = e.replica;
+    if (e.t <= t && e.kind === "acquire") who = null;
+  });
   return who;
 }
 

@@ -1,18 +1,21 @@
 /* Wiring and boot: buttons by data-action, form events, keyboard, resize; then the first run. */
-import { DEFAULTS, $, state } from "./state.js";
+import { DEFAULTS, $, noFaults, state } from "./state.js";
 import { readURL, readToken, syncForm, changed } from "./controls.js";
 import { recompute } from "./model.js";
-import { resizeCharts, moveCursors } from "./charts.js";
+import { resizeCharts, moveCursors, zoom } from "./charts.js";
 import { tick, setPlaying, seek } from "./playback.js";
 import { particles } from "./particles.js";
 import { download, csv, png, status } from "./share.js";
 import { liveStart, liveListen, liveShow, liveStop, liveChaos } from "./live.js";
+import { FAULT_ACTIONS } from "./faults.js";
+import { TOUR_ACTIONS, buildTour, go, tourFromURL, closeTour } from "./tour.js";
+import { openInspect, closeInspect } from "./inspect.js";
+import { runRealsim } from "./realsim.js";
+import { buildRunsTable } from "./runs.js";
 
-var ACTIONS = {
-  "crash-leader": function () { state.crashes.push("leader@" + Math.floor(state.t)); changed(); },
-  "crash-replica": function () { state.crashes.push("replica:" + $("#c-crash-replica").value + "@" + Math.floor(state.t)); changed(); },
+var ACTIONS = Object.assign({
   reset: function () {
-    state.scenario = Object.assign({}, DEFAULTS); state.crashes = []; state.compare = "election=off";
+    state.scenario = Object.assign({}, DEFAULTS); state.faults = noFaults(); state.compare = "election=off";
     state.t = 0; setPlaying(false); changed();
   },
   play: function () { setPlaying(!state.playing); },
@@ -30,39 +33,63 @@ var ACTIONS = {
   "export-csv": function () { download("cronlab-per-minute.csv", new Blob([csv(state.result)], { type: "text/csv" })); },
   "png-backlog": function () { png("backlog"); },
   "png-flow": function () { png("flow"); },
+  "png-lanes": function () { png("lanes"); },
+  "png-pods": function () { png("pods"); },
+  "inspect-close": closeInspect,
+  realsim: runRealsim,
   "live-start": liveStart,
   "live-stop": liveStop,
   "live-crash": function () { liveChaos("crash-leader"); },
   "live-pause": function () { liveChaos("pause-leader"); },
-};
+  "live-zombie": function () { liveChaos("pause-leader", true); },
+  "live-kill-worker": function () { liveChaos("kill-worker"); },
+}, FAULT_ACTIONS, TOUR_ACTIONS);
+
+function inspectable(e) {
+  var el = e.target.closest("[data-inspect]");
+  if (el) openInspect(el.dataset.inspect, el);
+  return !!el;
+}
+
+function onKey(e) {
+  var tag = e.target.tagName, typing = tag === "INPUT" || tag === "SELECT" || tag === "TEXTAREA";
+  if ((e.key === "Enter" || e.key === " ") && e.target.dataset && e.target.dataset.inspect) {
+    e.preventDefault(); inspectable(e); return;
+  }
+  if (e.key === "Escape") { if (state.inspect) closeInspect(); else if (state.tour) closeTour(); return; }
+  if (e.key === " " && !typing && tag !== "BUTTON" && tag !== "A") { e.preventDefault(); setPlaying(!state.playing); }
+}
 
 function wire() {
   document.addEventListener("click", function (e) {
     var el = e.target.closest("[data-action]");
-    if (el && ACTIONS[el.dataset.action]) { e.preventDefault(); ACTIONS[el.dataset.action](); }
+    if (el && ACTIONS[el.dataset.action]) { e.preventDefault(); ACTIONS[el.dataset.action](); return; }
+    inspectable(e);
   });
   var form = $("#controls");
   form.addEventListener("submit", function (e) { e.preventDefault(); });
-  form.addEventListener("change", function (e) { if (e.target.id !== "c-crash-replica") changed(e); });
+  form.addEventListener("change", function (e) { if (!("param" in e.target.dataset)) changed(e); });
   form.addEventListener("input", function (e) { if (e.target.type === "range") changed(e); });
   $("#c-ab-key").addEventListener("change", changed);
   $("#c-ab-value").addEventListener("change", changed);
+  $("#c-zoom").addEventListener("change", function (e) { zoom(Number(e.target.value)); });
   $("#c-speed").addEventListener("change", function (e) { state.speed = Number(e.target.value); });
   $("#c-scrub").addEventListener("input", function (e) { seek(Number(e.target.value)); });
-  document.addEventListener("keydown", function (e) {
-    var tag = e.target.tagName;
-    if (e.key === " " && tag !== "INPUT" && tag !== "SELECT" && tag !== "BUTTON" && tag !== "TEXTAREA") {
-      e.preventDefault(); setPlaying(!state.playing);
-    }
+  document.addEventListener("keydown", onKey);
+  window.addEventListener("hashchange", function () {
+    readToken();
+    var k = tourFromURL();
+    if (k && k !== state.tour) go(k);
   });
-  window.addEventListener("hashchange", readToken);
   window.addEventListener("resize", function () { particles.fit(); resizeCharts(); moveCursors(); });
 }
 
 readURL();
 syncForm();
+buildRunsTable();
+buildTour();
 wire();
-recompute();
+if (tourFromURL()) go(tourFromURL()); else recompute();
 fetch("/api/live").then(function (r) { return r.json(); }).then(function (snap) {
   if (snap.running) { liveShow(snap); liveListen(); }
 }).catch(function () {});

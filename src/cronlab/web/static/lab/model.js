@@ -2,10 +2,15 @@
 import { $, state } from "./state.js";
 import { derive } from "./timeline.js";
 import { query } from "./controls.js";
-import { renderCards, renderSentence, renderAB, renderExplain, renderLog } from "./cards.js";
+import { renderCards, renderSentence, renderAB, renderLog } from "./cards.js";
+import { renderExplain } from "./explain.js";
 import { renderCharts } from "./charts.js";
+import { renderLanes } from "./lanes.js";
 import { buildDiagram } from "./diagram.js";
 import { frame } from "./playback.js";
+import { openInspect } from "./inspect.js";
+import { markRealsimStale } from "./realsim.js";
+import { outline } from "./tour.js";
 
 export function recompute() {
   if (state.inflight) state.inflight.abort();
@@ -38,9 +43,13 @@ function apply(r, started) {
   renderExplain(r);
   renderLog(r);
   renderCharts(r);
+  renderLanes(r);
   buildDiagram(r);
   frame(true);
-  /* From the change event to everything redrawn (cards, charts, diagram). */
+  markRealsimStale();
+  if (state.pendingInspect) { openInspect(state.pendingInspect); state.pendingInspect = null; }
+  outline();
+  /* From the change event to everything redrawn (cards, charts, lanes, diagram). */
   var ms = performance.now() - started, api = window.cronlabLab;
   api.recomputes += 1;
   api.lastRecomputeMs = ms;

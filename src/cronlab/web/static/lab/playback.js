@@ -4,6 +4,7 @@ import { clock } from "./timeline.js";
 import { renderDiagram } from "./diagram.js";
 import { moveCursors } from "./charts.js";
 import { particles } from "./particles.js";
+import { renderInspect } from "./inspect.js";
 
 export function frame(full) {
   if (!state.result) return;
@@ -14,7 +15,7 @@ export function frame(full) {
     " · executed " + fmt(pm.executed[m]) + " · dup ×" + fmt(pm.duplicates[m]) +
     " · missed " + fmt(pm.missed[m]) + " · backlog " + fmt(pm.backlog[m]);
   $("#clock").textContent = clock(t) + " / " + clock(d.end);
-  $("#crash-at").textContent = clock(t);
+  document.querySelectorAll(".at-now").forEach(function (el) { el.textContent = clock(t); });
   $("#c-scrub").value = String(t);
   $("#sub-backlog").textContent = "now " + fmt(now.backlog) + " at " + clock(t);
   var items = $("#event-log").children;
@@ -22,6 +23,7 @@ export function frame(full) {
     items[i].classList.toggle("future", Number(items[i].dataset.t) > t);
   }
   moveCursors();
+  renderInspect(t);
   if (full || !state.playing) {
     $("#stage-summary").textContent = "At " + clock(t) + ": queue " + fmt(now.backlog) +
       (now.leader >= 0 ? ", leader replica " + now.leader : ", no lease holder");
