@@ -77,7 +77,8 @@ def main() -> None:
         timed([sys.executable, "-m", "cronlab", "cluster", "--help"]) for _ in range(5)
     )
     print(
-        f"baseline: python -c pass {bare * 1000:.0f} ms · cronlab cluster --help {cli * 1000:.0f} ms"
+        f"baseline: python -c pass {bare * 1000:.0f} ms · "
+        f"cronlab cluster --help {cli * 1000:.0f} ms"
     )
     got = runs(args.store, args.runs, lambda url: first_run(url, args.replicas, args.workers))
     med = statistics.median(got)
