@@ -296,10 +296,10 @@ def one_round(self: Any, stopping: Any) -> None:
     self.step()
 
 
-def one_embedded_round(app: Any, *, concurrency: int, scan_interval: Any) -> None:
+def one_embedded_round(app: Any, *, concurrency: int, scan_interval: Any, ops: Any = None) -> None:
     """``cronlab run``'s loop (``App.run``), one real round long."""
     scan_ms = int(scan_interval.total_seconds() * 1000)
-    engine = embedded.start(app, concurrency=concurrency, scan_ms=scan_ms)
+    engine = embedded.start(app, concurrency=concurrency, scan_ms=scan_ms, ops=ops)
     engine.step()
     engine.stop()
 

@@ -111,11 +111,17 @@ def test_a_zombie_without_fencing_duplicates_its_batch_as_the_model_says(
     body = {"action": "pause-leader", "for": 6, "mid_dispatch": True}
     assert client.post("/api/live/chaos", json=body).status_code == 200
     done = wait_for("every invoice run", lambda: _settled(snap(), 600), 60)
-    wait_for(
-        "the verdict of the settled run",
-        lambda: snap()["verdict"]["counts"]["duplicated"] == 600,
-        60,  # (the checker runs once the run settles: slow on a loaded machine)
-    )
+    last: dict[str, Any] = {}
+
+    def verdict_counted() -> bool:
+        last.update(snap())
+        return bool((last.get("verdict") or {}).get("counts", {}).get("duplicated") == 600)
+
+    try:  # (the checker runs on every poll once the run settles: slow on a loaded machine)
+        wait_for("the verdict of the settled run", verdict_counted, 60)
+    except AssertionError:
+        shown = {k: last.get(k) for k in ("verdict", "report", "events")}
+        raise AssertionError(f"no verdict counting 600 duplicates: {shown}") from None
     measured, model = snap()["report"], done["prediction"]["totals"]
     assert (measured["dispatched"], measured["duplicates"]) == (1_200, 600)
     assert (model["dispatched"], model["duplicates"]) == (1_200, 600)

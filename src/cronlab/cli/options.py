@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import signal
+import socket
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -12,6 +13,7 @@ import click
 from cronlab import distributed
 from cronlab.app import App
 from cronlab.app import load as load_app
+from cronlab.exceptions import ConfigError
 from cronlab.runtime.clock import SystemClock
 from cronlab.runtime.duties import Operations
 from cronlab.stores.sql import SqlStore
@@ -115,12 +117,27 @@ def operations(
     from cronlab.runtime import alerts, retention
 
     alerts.webhook(alert_webhook)
+    if metrics_port is not None:
+        check_listen(metrics_port, metrics_host)
     return Operations(
         keep_ms=retention.parse_keep(keep),
         alert_webhook=alert_webhook,
         metrics_port=metrics_port,
         metrics_host=metrics_host,
     )
+
+
+def check_listen(port: int, host: str) -> None:
+    """Bind ``host:port`` and let it go: a host that is not this machine's or a port that is
+    taken is a one-line error before anything is written (the server binds it later)."""
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+    except (OSError, ValueError, UnicodeError, TypeError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise ConfigError(f"--metrics-port {port} on {host[:80]!r}: {why}") from None
 
 
 def check_election(ctx: click.Context, param: click.Parameter, value: str) -> str:

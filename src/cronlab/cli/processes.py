@@ -5,7 +5,10 @@ The lab drives these; their names and flags are a contract.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import cast
 
@@ -39,7 +42,7 @@ from cronlab.cli.options import (
     operations,
 )
 from cronlab.exceptions import ConfigError
-from cronlab.ports import Retry, SyncReport
+from cronlab.ports import Retry, SyncReport, Waiter
 from cronlab.runtime import cluster, duties, embedded
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig, Timers
 from cronlab.runtime.worker import IDLE_MS, WOKEN_IDLE_MS, Worker, WorkerConfig
@@ -47,6 +50,7 @@ from cronlab.stores import LOCK_WAIT_S
 from cronlab.urls import redact
 
 MAX_RATE = 1e8  # tasks/s per worker
+MAX_INDEX = 1_000_000  # a process's --replica or --index (the registry stores it)
 CONCURRENCY = knob(
     "--concurrency", click.IntRange(min=1, max=10_000), 100, "Async tasks a worker runs at once."
 )
@@ -176,7 +180,7 @@ def _restart_after(text: str) -> float | None:
 
 @click.command("scheduler")
 @STORE
-@click.option("--replica", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--replica", type=click.IntRange(0, MAX_INDEX), default=0, show_default=True)
 @click.option(
     "--election",
     envvar="CRONLAB_ELECTION",
@@ -234,8 +238,7 @@ def scheduler_cmd(
     owner = cluster.identity("scheduler", replica)
     metrics = duties.metrics(ops, store_url, CLOCK)
     cluster.tune_gc()
-    waiter = sql_store.waiter("due") if wakeups_on() else None
-    try:
+    with _waiting(lambda: sql_store.waiter("due")) as waiter:
         Scheduler(
             cfg,
             store=store,
@@ -249,14 +252,11 @@ def scheduler_cmd(
             heartbeat=duties.heartbeat(sql_store, CLOCK, "scheduler", replica, owner),
             waiter=waiter,
         ).run(Stop())
-    finally:
-        if waiter is not None:
-            waiter.close()
 
 
 @click.command("worker")
 @STORE
-@click.option("--index", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--index", type=click.IntRange(0, MAX_INDEX), default=0, show_default=True)
 @click.option("--rate", type=Finite(min=0.001, max=MAX_RATE), default=None, help="Tasks/s cap.")
 @knob("--batch", click.IntRange(min=1), 10_000, BATCH_HELP)
 @VISIBILITY
@@ -291,7 +291,6 @@ def worker_cmd(
     app.start(sql_store)
     queue, store = distributed.open_queue(queue_url, sql_store, CLOCK)
     retry = Retry(max_attempts=max_attempts, base_ms=int(retry_base * 1000))
-    waiter = queue.waiter() if wakeups_on() else None
     cfg = WorkerConfig(
         index=index,
         batch=batch,
@@ -300,25 +299,33 @@ def worker_cmd(
         retry=retry,
         concurrency=concurrency,
         checked=fencing == "on",
-        idle_ms=IDLE_MS if waiter is None else WOKEN_IDLE_MS,
     )
     name = cluster.identity("worker", index)
     metrics = duties.metrics(ops, store_url, CLOCK)
     beat = duties.heartbeat(sql_store, CLOCK, "worker", index, name)
     cluster.tune_gc()
-    worker = Worker(
-        cfg,
-        store=store,
-        queue=queue,
-        registry=app.registry,
-        clock=CLOCK,
-        name=name,
-        metrics=metrics,
-        heartbeat=beat,
-        waiter=waiter,
-    )
+    with _waiting(queue.waiter) as waiter:
+        idle = IDLE_MS if waiter is None else WOKEN_IDLE_MS  # woken: poll as a fallback only
+        Worker(
+            dataclasses.replace(cfg, idle_ms=idle),
+            store=store,
+            queue=queue,
+            registry=app.registry,
+            clock=CLOCK,
+            name=name,
+            metrics=metrics,
+            heartbeat=beat,
+            waiter=waiter,
+        ).run(Stop())
+
+
+@contextmanager
+def _waiting(subscribe: Callable[[], Waiter | None]) -> Iterator[Waiter | None]:
+    """A wake-up subscription for the loop inside (None with CRONLAB_WAKEUPS=off), closed
+    however the loop ends."""
+    waiter = subscribe() if wakeups_on() else None
     try:
-        worker.run(Stop())
+        yield waiter
     finally:
         if waiter is not None:
             waiter.close()
