@@ -15,7 +15,7 @@ server, for replicas and workers on several machines.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Literal, TypedDict, TypeVar, Unpack, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -137,6 +137,13 @@ class PostgresDialect:
 
     def ids(self, value: Any) -> list[int]:
         return list(value)
+
+    def texts(self, values: Iterable[str]) -> list[str]:
+        return list(values)
+
+    def executemany(self, c: sql.Conn, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        with cast("psycopg.Connection[Any]", c).cursor() as cur:
+            cur.executemany(sql, rows)
 
     def now(self, c: sql.Conn, caller_ms: int) -> int:
         if self.time_source == "caller":

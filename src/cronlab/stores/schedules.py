@@ -2,7 +2,7 @@
 
 A schedule's next occurrence waits as a PENDING task keyed ``schedule:NAME:FIRE_MS``; the SQL
 store plans each claimed occurrence with the pure policy inside its fenced dispatch
-(``SqlStore._plan_one``). One-off runs (``trigger:NAME:MS`` keys) are never planned; a
+(``planning.plan``). One-off runs (``trigger:NAME:MS`` keys) are never planned; a
 backfilled occurrence (``backfill:NAME:FIRE_MS``) is planned by the schedule's overlap policy
 alone.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from cronlab.core import policy
 from cronlab.core.policy import Schedule
-from cronlab.ports import NewTask
+from cronlab.ports import NewTask, ScheduleInfo
 
 OCCURRENCE_PREFIX = "schedule:"
 TRIGGER_PREFIX = "trigger:"
@@ -98,3 +98,17 @@ def from_row(row: Sequence[Any]) -> Schedule:
     for name in ("alert_after_ms", "alert_on_failures"):
         values[name] = None if values[name] is None else int(values[name])
     return Schedule(**values)
+
+
+def info_from_row(row: Sequence[Any]) -> ScheduleInfo:
+    """A ``schedule_get`` row (the schedule's columns, then where it stands) as a value."""
+    return ScheduleInfo(
+        schedule=from_row(row[:11]),
+        next_fire_ms=row[11],
+        last_fire_ms=row[12],
+        last_reason=row[13],
+        app=row[14],
+        paused_note=row[15],
+        missed=int(row[16]),
+        skipped=int(row[17]),
+    )

@@ -16,7 +16,7 @@ import signal
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -163,6 +163,12 @@ class SqliteDialect:
 
     def ids(self, value: Any) -> list[int]:
         return list(json.loads(value))
+
+    def texts(self, values: Iterable[str]) -> str:
+        return json.dumps(list(values))
+
+    def executemany(self, c: sql.Conn, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        self.conn.executemany(sql, rows)
 
     def now(self, c: sql.Conn, caller_ms: int) -> int:
         return caller_ms if self.seams.clock is None else self.seams.clock.now_ms()

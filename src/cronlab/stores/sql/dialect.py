@@ -68,6 +68,14 @@ class Dialect(Protocol):
 
     def ids(self, value: Any) -> list[int]: ...
 
+    def texts(self, values: Iterable[str]) -> Any:
+        """A list of strings as the queries take it (``:names``)."""
+        ...
+
+    def executemany(self, c: Conn, sql: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """``sql`` once per row of named parameters, in order, in ``c``'s transaction."""
+        ...
+
     def now(self, c: Conn, caller_ms: int) -> int:
         """The instant lease expiry is judged by (the caller's, or the server's clock)."""
         ...

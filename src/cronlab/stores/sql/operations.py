@@ -53,7 +53,7 @@ def backfill(
     """In ``c``'s transaction: a task per fire time in [from_ms, to_ms) that never ran: the
     store holds no occurrence of it (never written, or pruned) or one that was skipped or
     missed, and no backfill of it. Each is planned as it is dispatched by the
-    schedule's overlap policy alone (``SqlStore._plan_one``)."""
+    schedule's overlap policy alone (``planning.plan``)."""
     s = store.must_exist(c, name).schedule
     added = existing = 0
     for fire in backfill_fires(s, from_ms, to_ms, now_ms):

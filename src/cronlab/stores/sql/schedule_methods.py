@@ -2,7 +2,7 @@
 a note, resume, remove, trigger and backfill, each ONE transaction; ``SqlStore`` inherits it.
 
 A schedule's next occurrence is a PENDING task written in the same transaction as the
-schedule (``_rematerialise``); a dispatch plans it (``SqlStore._plan_one``).
+schedule (``_rematerialise``); a dispatch plans it (``planning.plan``).
 """
 
 from __future__ import annotations
@@ -167,18 +167,7 @@ class ScheduleMethods:
     def _schedule(self, c: Conn, name: str, *, lock: bool = False) -> ScheduleInfo | None:
         query = self.q["schedule_get_locked" if lock else "schedule_get"]
         row = c.execute(query, {"name": name}).fetchone()
-        if row is None:
-            return None
-        return ScheduleInfo(
-            schedule=schedules.from_row(row[:11]),
-            next_fire_ms=row[11],
-            last_fire_ms=row[12],
-            last_reason=row[13],
-            app=row[14],
-            paused_note=row[15],
-            missed=int(row[16]),
-            skipped=int(row[17]),
-        )
+        return None if row is None else schedules.info_from_row(row)
 
     def must_exist(self, c: Conn, name: str, *, lock: bool = False) -> ScheduleInfo:
         info = self._schedule(c, name, lock=lock)

@@ -13,7 +13,6 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from cronlab.core import lease as rules
-from cronlab.core import policy
 from cronlab.exceptions import ConfigError, FencedError, NotFoundError
 from cronlab.ports import (
     STATUSES,
@@ -30,7 +29,7 @@ from cronlab.ports import (
 )
 from cronlab.stores import Fencing, schedules
 from cronlab.stores.rows import Delivery, Envelope, Settlement, task
-from cronlab.stores.sql import batch, history, migrate, operations
+from cronlab.stores.sql import batch, history, migrate, operations, planning
 from cronlab.stores.sql.dialect import Conn, Dialect, chunks, fetch, task_row
 from cronlab.stores.sql.schedule_methods import ScheduleMethods
 
@@ -38,7 +37,6 @@ T = TypeVar("T")
 START = (-(1 << 62), -(1 << 62))  # a (trigger_ms, id) before every row
 PAGE = 16  # envelopes a claim looks at per query while it fills its limit
 CHUNK = 50_000  # tasks per bulk insert
-OVERLAP_MAX_AGE_MS = 3_600_000  # a run DISPATCHED longer than this no longer blocks the next
 RECONCILE_AGE_MS = 10_000  # DISPATCHED this long with no message: the message was lost
 RECONCILE_LIMIT = 1_000  # tasks a reconcile looks at
 RECONCILE_MAX_QUEUED = 200_000  # messages waiting above which a reconcile waits its turn
@@ -261,7 +259,8 @@ class SqlStore(ScheduleMethods):
             self.d.notify(c, "queued")
 
     def _plan_schedules(self, c: Conn, rows: list[Any], args: dict[str, int]) -> list[Any]:
-        """Plan the claimed schedule occurrences in this transaction; the rows that run.
+        """Plan the claimed schedule occurrences in this transaction (``planning.plan``); the
+        rows that run.
 
         Caught-up occurrences the plan inserts are already due: they are claimed (and planned)
         here too, up to the batch limit, so one fenced transaction judges them all at one now.
@@ -271,67 +270,12 @@ class SqlStore(ScheduleMethods):
         runs: list[Any] = []
         claimed = 0
         while rows:
-            due_added = 0
-            for r in rows:
-                reason, added = self._plan_one(c, r[1], args["now"])
-                due_added += added
-                if reason is None:
-                    runs.append(r)
-                else:
-                    c.execute(self.q["task_skip"], {"id": r[0], "reason": reason})
+            ran, caught_up = planning.plan(self, c, rows, args["now"])
+            runs += ran
             claimed += len(rows)
             room = args["limit"] - claimed
-            rows = self._claim(c, {**args, "limit": room}, START) if due_added and room > 0 else []
+            rows = self._claim(c, {**args, "limit": room}, START) if caught_up and room > 0 else []
         return runs
-
-    def _plan_one(self, c: Conn, key: str, now_ms: int) -> tuple[str | None, int]:
-        """Why a claimed task must not run (None: it runs), and how many due occurrences its
-        plan inserted. Tasks that are not a schedule's occurrence run as they are."""
-        if key.startswith(schedules.BACKFILL_PREFIX):
-            return self._plan_backfill(c, key, now_ms), 0
-        if not key.startswith(schedules.OCCURRENCE_PREFIX):
-            return None, 0
-        name, fire_ms = policy.parse_occurrence_key(key)
-        info = self._schedule(c, name)
-        if info is None:
-            return "removed", 0
-        if info.schedule.paused:
-            fired = {"name": name, "fire": fire_ms, "next": None, "reason": "paused"}
-            c.execute(self.q["schedule_fired"], {**fired, "missed": 0, "skipped": 0})
-            return "paused", 0
-        s = info.schedule
-        plan = policy.plan_dispatch(s, fire_ms, now_ms)
-        missed = policy.missed_fires(s, fire_ms, now_ms, plan)
-        if info.next_fire_ms is not None and fire_ms < info.next_fire_ms:
-            # Planned before the one to come: a catch-up, or due under a definition since
-            # replaced. It runs as it is; what follows it is planned already (a redeploy's
-            # definition never fills in the time before it was deployed).
-            plan = policy.DispatchPlan(run=True, catch_up=(), next_fire_ms=info.next_fire_ms)
-            missed = 0
-        reason = None if plan.run else f"catchup={s.catchup}"
-        since = now_ms - OVERLAP_MAX_AGE_MS
-        running = c.execute(
-            self.q["schedule_running_before"], {"name": name, "fire": fire_ms, "since": since}
-        )
-        if reason is None and policy.overlap_decision(s, running.fetchone() is not None) == "skip":
-            reason = "overlap"
-        added = sum(self.add(c, schedules.occurrence(s, f)) for f in plan.catch_up)
-        self.add(c, schedules.occurrence(s, plan.next_fire_ms))
-        fired = {"name": name, "fire": fire_ms, "next": plan.next_fire_ms, "reason": reason}
-        counts = {"missed": missed, "skipped": int(reason == "overlap")}
-        c.execute(self.q["schedule_fired"], {**fired, **counts})
-        return reason, added
-
-    def _plan_backfill(self, c: Conn, key: str, now_ms: int) -> str | None:
-        """Why a backfilled occurrence must not run (None: it runs): its schedule is gone, or
-        its overlap policy skips it while an earlier run of the schedule still runs."""
-        name, fire_ms = schedules.parse_backfill_key(key)
-        info = self._schedule(c, name)
-        if info is None:
-            return "removed"
-        args = {"name": name, "fire": fire_ms, "since": now_ms - OVERLAP_MAX_AGE_MS}
-        running = c.execute(self.q["schedule_running_before"], args).fetchone() is not None
-        return "overlap" if policy.overlap_decision(info.schedule, running) == "skip" else None
 
     def read_due(
         self, now_ms: int, limit: int, copied_since_ms: int | None = None

@@ -286,12 +286,6 @@ SET last_fire_ms = GREATEST(coalesce(last_fire_ms, %(fire)s), %(fire)s),
     missed = missed + %(missed)s, skipped = skipped + %(skipped)s
 WHERE name = %(name)s;
 
--- name: schedule_running_before
--- An earlier occurrence still running, dispatched since %(since)s (an older one no longer counts).
-SELECT 1 FROM tasks
-WHERE schedule = %(name)s AND status = 'DISPATCHED' AND trigger_ms < %(fire)s
-  AND dispatched_ms >= %(since)s LIMIT 1;
-
 -- name: schedule_last_outcome
 SELECT status FROM tasks WHERE schedule = %(name)s AND status != 'PENDING'
 ORDER BY trigger_ms DESC, id DESC LIMIT 1;
@@ -363,3 +357,17 @@ ORDER BY first_end, t.id;
 -- name: next_due
 -- (from the range after :after: past the dead entries of rows claimed since the last VACUUM)
 SELECT min(trigger_ms) FROM pending WHERE trigger_ms > %(after)s;
+
+-- name: schedules_get_many
+-- schedule_get's columns for every schedule named in %(names)s (a text array).
+SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
+  alert_after_ms, alert_on_failures, next_fire_ms, last_fire_ms, last_reason, app, paused_note,
+  missed, skipped
+FROM schedules WHERE name = ANY(%(names)s::text[]);
+
+-- name: schedules_running
+-- The DISPATCHED tasks of the schedules in %(names)s dispatched since %(since)s (an older one
+-- no longer counts as running), for a batch of occurrences at once.
+SELECT schedule, id, trigger_ms FROM tasks
+WHERE schedule = ANY(%(names)s::text[]) AND status = 'DISPATCHED'
+  AND dispatched_ms >= %(since)s;

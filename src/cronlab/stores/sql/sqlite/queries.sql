@@ -267,12 +267,6 @@ SET last_fire_ms = max(coalesce(last_fire_ms, :fire), :fire), next_fire_ms = :ne
     skipped = skipped + :skipped
 WHERE name = :name;
 
--- name: schedule_running_before
--- An earlier occurrence still running, dispatched since :since (an older one no longer counts).
-SELECT 1 FROM tasks
-WHERE schedule = :name AND status = 'DISPATCHED' AND trigger_ms < :fire
-  AND dispatched_ms >= :since LIMIT 1;
-
 -- name: schedule_last_outcome
 SELECT status FROM tasks WHERE schedule = :name AND status != 'PENDING'
 ORDER BY trigger_ms DESC, id DESC LIMIT 1;
@@ -341,3 +335,17 @@ ORDER BY first_end, t.id;
 
 -- name: next_due
 SELECT min(trigger_ms) FROM tasks WHERE status = 'PENDING' AND trigger_ms > :after;
+
+-- name: schedules_get_many
+-- schedule_get's columns for every schedule named in :names (a JSON array).
+SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
+  alert_after_ms, alert_on_failures, next_fire_ms, last_fire_ms, last_reason, app, paused_note,
+  missed, skipped
+FROM schedules WHERE name IN (SELECT value FROM json_each(:names));
+
+-- name: schedules_running
+-- The DISPATCHED tasks of the schedules in :names dispatched since :since (an older one no
+-- longer counts as running), for a batch of occurrences at once.
+SELECT schedule, id, trigger_ms FROM tasks
+WHERE schedule IN (SELECT value FROM json_each(:names)) AND status = 'DISPATCHED'
+  AND dispatched_ms >= :since;
