@@ -95,6 +95,23 @@ def test_a_backfill_runs_the_occurrences_that_never_ran_by_the_overlap_policy(
     }
 
 
+def test_a_backfill_leaves_what_the_catch_up_will_still_plan_to_it(lab: OpsLab) -> None:
+    """Found by ``cronlab verify`` (kinds operator, outage: seed 13): after an outage the
+    schedule's occurrence of minute 3 still waits, and catch-up ``all`` will plan minutes
+    4..6 when it runs. A backfill of minutes 4..6 made before then ran each of them twice —
+    once backfilled, once caught up. The planner's pending occurrences are its to run."""
+    lab.cron(overlap="allow", catchup="all")
+    lab.start()
+    lab.run_for(2 * MIN)  # minutes 1, 2 run; 3 waits as PENDING
+    lab.clock.advance(4 * MIN)  # the leader is down until 09:06:30
+    now = lab.clock.now_ms()
+    done = lab.store.backfill_schedule("tick", minute(4), now, now)
+    assert (done.added, done.existing) == (0, 3)  # catch-up still plans them
+    lab.ran.clear()
+    lab.run_for(2_000)
+    assert sorted(lab.ran) == [minute(k) for k in range(3, 7)]  # each once
+
+
 def test_a_backfill_under_overlap_skip_skips_what_would_overlap(lab: OpsLab) -> None:
     lab.cron(overlap="skip", catchup="none")
     lab.start()

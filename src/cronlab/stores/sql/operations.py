@@ -50,18 +50,22 @@ def backfill_fires(schedule: policy.Schedule, from_ms: int, to_ms: int, now_ms: 
 def backfill(
     store: ScheduleMethods, c: Conn, name: str, from_ms: int, to_ms: int, now_ms: int
 ) -> Backfill:
-    """In ``c``'s transaction: a task per fire time in [from_ms, to_ms) that never ran: the
-    store holds no occurrence of it (never written, or pruned) or one that was skipped or
-    missed, and no backfill of it. Each is planned as it is dispatched by the
-    schedule's overlap policy alone (``planning.plan``)."""
-    s = store.must_exist(c, name).schedule
+    """In ``c``'s transaction: a task per fire time in [from_ms, to_ms) that never ran and
+    never will: before the schedule's pending occurrence (from that one on, its catch-up
+    policy plans them), with no occurrence in the store (never written, or pruned) or one
+    that was skipped or missed, and no backfill of it. Each is planned as it is dispatched
+    by the schedule's overlap policy alone (``planning.plan``)."""
+    info = store.must_exist(c, name)
+    planned_from = info.next_fire_ms  # None: paused, nothing pending
     added = existing = 0
-    for fire in backfill_fires(s, from_ms, to_ms, now_ms):
+    for fire in backfill_fires(info.schedule, from_ms, to_ms, now_ms):
         key = policy.occurrence_key(name, fire)
         row = c.execute(store.q["task_by_key"], {"key": key}).fetchone()
-        if row is not None and row[6] not in NOT_RUN:
+        if (row is not None and row[6] not in NOT_RUN) or (
+            planned_from is not None and fire >= planned_from
+        ):
             existing += 1
-        elif store.add(c, schedules.backfilled(s, fire)):
+        elif store.add(c, schedules.backfilled(info.schedule, fire)):
             added += 1
         else:
             existing += 1
