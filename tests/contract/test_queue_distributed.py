@@ -369,3 +369,26 @@ def poll(fn: Callable[[], list[Any]], deadline_s: float = 10.0) -> list[Any]:
             return got
         time.sleep(0.05)
     raise AssertionError(f"nothing within {deadline_s} s")
+
+
+def test_a_delivery_whose_task_the_retention_deleted_is_dropped(setup: Setup) -> None:
+    """Found by ``cronlab verify`` (kinds duties and duplicate, seed 73): a task ran, the
+    retention deleted its finished row, then a second copy of its message came (a relay that
+    published twice). Every claim raised KeyError in ``queue_messages``: the worker died,
+    and again after each restart, while the rest of the queue waited behind it. Such a
+    delivery is now acked and dropped: nothing is left to run."""
+    epoch = fill(setup, 1)
+    q = setup.queue()
+    (m,) = q.claim("w1", 10, VIS)
+    run = registry().runner(CLOCK.now_ms)
+    batch = Batch(worker="w1", messages=[m], run=run, retry=Retry(), now=CLOCK.now_ms)
+    assert setup.store.execute(batch)["ok"] == 1
+    q.ack([m])
+    now = CLOCK.now_ms()
+    setup.store.d.transaction(lambda c: setup.store.d.enqueue(c, [(m.task_id, 1)], now, now))
+    setup.publish()
+    assert setup.store.prune_history(1, CLOCK.now_ms() + 30_000, 100, epoch) >= 1
+    assert setup.store.counts()["DONE"] == 0  # the row is gone; its second copy is queued
+    assert q.claim("w2", 10, VIS) == []
+    time.sleep(2 * VIS / 1000)
+    assert q.claim("w3", 10, VIS) == [] and q.depth() == 0  # acked, not only passed over

@@ -204,9 +204,12 @@ class Outbox(Protocol):
         ...
 
     def queue_messages(
-        self, envelopes: Sequence[tuple[int, Sequence[int], int, int]]
+        self,
+        envelopes: Sequence[tuple[int, Sequence[int], int, int]],
+        drop: Callable[[list[Message]], object],
     ) -> list[Message]:
-        """``(envelope id, task ids, receives, attempt)`` deliveries → their messages."""
+        """``(envelope id, task ids, receives, attempt)`` deliveries → their messages; those
+        whose task is gone go to ``drop``."""
         ...
 
     def queue_depth(self) -> int:
@@ -273,7 +276,7 @@ class RedisQueue:
             for t in tasks:
                 self._held[(int(env), t, receives)] = held
             deliveries.append((int(env), tasks, receives, int(attempt)))
-        return self._outbox.queue_messages(deliveries)
+        return self._outbox.queue_messages(deliveries, self.ack)
 
     def ack(self, messages: Sequence[Message]) -> int:
         """Settle the deliveries given, only where they are still the latest."""

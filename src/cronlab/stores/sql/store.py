@@ -364,7 +364,7 @@ class SqlStore(ScheduleMethods):
             got = c.execute(self.q["queue_claim"], args).fetchall()
             return sorted((env, self.d.ids(t), rec, att) for env, t, rec, att in got)
 
-        return self.queue_messages(self.d.transaction(claim))
+        return self.queue_messages(self.d.transaction(claim), self.queue_ack)
 
     def _pick_envelopes(self, c: Conn, limit: int, now_ms: int) -> list[int]:
         """Visible envelopes holding ``limit`` messages at most, the last one split to fit."""
@@ -387,18 +387,34 @@ class SqlStore(ScheduleMethods):
             after = rows[-1][0]
         return picked
 
-    def queue_messages(self, envelopes: Sequence[Sequence[Any]]) -> list[Message]:
+    def queue_messages(
+        self, envelopes: Sequence[Sequence[Any]], drop: Callable[[list[Message]], object]
+    ) -> list[Message]:
         """Claimed ``(id, task ids, receives, attempt)`` envelopes → their messages (the
-        tasks' columns never change, so they are read after the claim committed)."""
+        tasks' columns never change, so they are read after the claim committed). A message
+        whose task is gone — its finished row deleted by the retention, then delivered again
+        (published twice, an ack lost) — has nothing left to run: it goes to ``drop`` (the
+        queue's ack) instead."""
         if not envelopes:
             return []
         wanted = self.d.ints(sorted({t for e in envelopes for t in e[1]}))
         tasks = {r[0]: r for r in self.named("message_tasks", {"ids": wanted})}
-        return [
+        found = [
             Message(env, r[0], r[1], r[2], r[3], r[4], receives, attempt)
             for env, ids, receives, attempt in envelopes
-            for r in map(tasks.__getitem__, ids)
+            for r in map(tasks.get, ids)
+            if r is not None
         ]
+        if len(found) < sum(len(e[1]) for e in envelopes):
+            drop(
+                [
+                    Message(env, t, "", "", "{}", 0, receives, attempt)
+                    for env, ids, receives, attempt in envelopes
+                    for t in ids
+                    if t not in tasks
+                ]
+            )
+        return found
 
     def outbox_take(
         self, limit: int, now_ms: int, publish: Callable[[list[Envelope]], None]
