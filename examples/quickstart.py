@@ -1,4 +1,4 @@
-import cronlab
+import cronlab  # pip install cronlab && python quickstart.py
 
 app = cronlab.App("sqlite:///cron.db")
 

@@ -89,3 +89,4 @@ def test_the_readme_quickstart_is_the_example_and_fits_fifteen_lines() -> None:
     block = readme.split("```python\n", 1)[1].split("```", 1)[0]
     assert _code(block) == _code((EXAMPLES / "quickstart.py").read_text())
     assert len(_code(block)) <= 15
+    assert len(block.splitlines()) <= 15, "blank lines and comments count too"
