@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 
 from cronlab.runtime.alerts import Alerter, Sender, Webhook, signature
+from cronlab.runtime.retention import Retention
 from cronlab.stores.sql import alerting
 
 from .conftest import Backend
@@ -33,9 +34,12 @@ class Hook:
         self.bodies.append((body, signature(hook.secret, body)))
 
 
+HOOK = Webhook(url="http://127.0.0.1:9/hook", secret=b"s3cret")
+
+
 def armed(lab: OpsLab, hook: Hook) -> tuple[Alerter, list[str]]:
     said: list[str] = []
-    sender = Sender(Webhook(url="http://127.0.0.1:9/hook", secret=b"s3cret"), send=hook)
+    sender = Sender(HOOK, send=hook)
     alerter = Alerter(lab.store, lab.clock, "scheduler-0", sender, say=said.append)
     lab.start(duties=[alerter])
     return alerter, said
@@ -97,6 +101,30 @@ def test_workers_down_alert_once_for_the_outage(lab: OpsLab) -> None:
     lab.run_for(MIN)  # workers back: the backlog runs, the next occurrence runs on time
     lab.run_for(2 * MIN, work=False)  # down again: a new outage, a new alert
     assert len(alerting.recent(lab.store, 10)) == 2
+
+
+def test_an_alert_the_retention_pruned_is_not_raised_again_for_the_same_outage(
+    lab: OpsLab,
+) -> None:
+    """Found by ``cronlab verify`` (kind duties, seed 308): the retention deleted a delivered
+    alert while its outage went on, and the leader raised it again. The newest alert of a
+    schedule's kind is what says "already said": it is kept while its schedule exists."""
+    lab.cron(alert_after=timedelta(seconds=30))
+    hook = Hook()
+    alerter = Alerter(lab.store, lab.clock, "scheduler-0", Sender(HOOK, send=hook))
+    lab.start(duties=[alerter, Retention(lab.store, lab.clock, keep_ms=MIN, every_ms=1_000)])
+    lab.run_for(65_000, work=False)  # minute 1 waits 35 s: past its alert_after
+    for _ in range(5):  # the sender's thread delivers it (the workers still down)
+        time.sleep(0.05)
+        lab.run_for(1_000, work=False)
+    assert [a.subject for a in alerting.recent(lab.store, 10)] == [str(minute(1))]
+    lab.run_for(5 * MIN, work=False)  # the same outage, the alert past the keep
+    assert [a.subject for a in alerting.recent(lab.store, 10)] == [str(minute(1))]
+    assert len(hook.bodies) == 1
+    lab.run_for(MIN)  # workers back: the backlog runs
+    lab.run_for(2 * MIN, work=False)  # down again: a new outage, a new alert
+    (newest, *_) = alerting.recent(lab.store, 10)  # (the first, past the keep, may go now)
+    assert int(newest.subject) > minute(6)
 
 
 def test_runs_on_time_never_alert(lab: OpsLab) -> None:

@@ -103,9 +103,15 @@ DELETE FROM samples WHERE ctid = ANY(ARRAY(
 ));
 
 -- name: prune_alerts
+-- Never the newest alert of a schedule's kind while the schedule exists: it is what says a
+-- condition that still holds was alerted already.
 DELETE FROM alerts WHERE id IN (
-  SELECT id FROM alerts WHERE raised_ms < %(before)s AND delivery != 'pending'
-  ORDER BY id LIMIT %(limit)s
+  SELECT a.id FROM alerts a WHERE a.raised_ms < %(before)s AND a.delivery != 'pending'
+    AND NOT (
+      EXISTS (SELECT 1 FROM schedules s WHERE s.name = a.schedule)
+      AND a.id = (SELECT max(b.id) FROM alerts b WHERE b.schedule = a.schedule AND b.kind = a.kind)
+    )
+  ORDER BY a.id LIMIT %(limit)s
 );
 
 -- name: heartbeat
