@@ -19,7 +19,7 @@ from cronlab.exceptions import (
     NotFoundError,
 )
 from cronlab.handlers import Context, TaskTimeout
-from cronlab.ports import SyncReport
+from cronlab.ports import RunCounts, SyncReport
 from cronlab.tasks import DeferResult, Task, TaskArgumentError, TaskRef
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ __all__ = [
     "NotFoundError",
     "Overlap",
     "Result",
+    "RunCounts",
     "Scenario",
     "SyncReport",
     "Task",

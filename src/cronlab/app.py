@@ -38,7 +38,7 @@ from cronlab import urls
 from cronlab.core.policy import Catchup, Overlap, Schedule
 from cronlab.exceptions import ConfigError
 from cronlab.handlers import Context, Handler, Options, Registry
-from cronlab.ports import Clock, ScheduleStore, SyncReport
+from cronlab.ports import Clock, RunCounts, ScheduleStore, SyncReport
 from cronlab.runtime.clock import SystemClock
 from cronlab.tasks import Task
 
@@ -308,11 +308,11 @@ class App:
 
     def run_until_idle(
         self, *, concurrency: int = 100, timeout: timedelta | None = None
-    ) -> dict[str, int]:
+    ) -> RunCounts:
         """Run what is due, and what that defers due by then, until nothing due is left
-        pending or queued (tests, scripts); the runs' outcome counts (``ok``, ``noop``,
-        ``error``, ``failed``, ``stale``). Syncs the schedules first. ``timeout``: give up
-        after so long (TimeoutError)."""
+        pending or queued (tests, scripts); the runs' outcome counts, a ``RunCounts``
+        (``counts["ok"]``, ``noop``, ``error``, ``failed``, ``stale``). Syncs the schedules
+        first. ``timeout``: give up after so long (TimeoutError)."""
         from cronlab.runtime import embedded
 
         return embedded.run_until_idle(self, concurrency=concurrency, timeout=timeout)

@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from cronlab import tasks
 from cronlab.exceptions import ConfigError, NotFoundError
 from cronlab.ports import Message, NewTask, Retry, Tx
 from cronlab.runtime.clock import to_datetime, to_ms
@@ -90,7 +91,8 @@ class Context:
     ) -> bool:
         """Defer a follow-up of ``task`` (a ``Task``, or a handler's name) with ``arguments``,
         due after ``delay`` or ``at``, in this run's transaction: it commits with this run, or
-        not at all. False if it already existed (an async task's is queued: True).
+        not at all. False if it already existed (an async task's is queued: True). The
+        arguments must be JSON, as ``Task.defer``'s (``TaskArgumentError``, nothing added).
 
         Its key derives from this task's key, so a duplicate execution adds nothing twice.
         """
@@ -99,11 +101,15 @@ class Context:
         name = task if isinstance(task, str) else task.name
         key = f"{self.idempotency_key}/then/{name}/{self._follow_ups}"
         if isinstance(task, str):
+            if arguments is not None and not isinstance(arguments, Mapping):
+                raise tasks.TaskArgumentError(
+                    f"{task}: arguments must be a mapping, not {type(arguments).__name__}"
+                )
             new = NewTask(
                 idempotency_key=key,
                 handler=task,
                 trigger_ms=trigger,
-                payload=json.dumps(arguments or {}),
+                payload=tasks.encode(task, arguments or {}),
             )
         else:
             new = task.new(arguments or {}, trigger, key)

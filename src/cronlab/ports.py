@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol, TypedDict
 
 from cronlab.core.lease import LeaseState
 from cronlab.core.policy import Schedule
@@ -475,6 +475,19 @@ class SyncReport:
     added: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
+
+
+class RunCounts(TypedDict):
+    """How the runs of ``App.run_until_idle`` ended: ``ok`` (effect applied), ``noop`` (an
+    idempotent duplicate), ``error`` (failed, to be retried), ``failed`` (failed for good),
+    ``stale`` (a delivery no longer current, settled without running). A plain dict at run
+    time, so ``counts["ok"]`` and comparing with a dict work; typed for ``mypy``."""
+
+    ok: int
+    noop: int
+    error: int
+    failed: int
+    stale: int
 
 
 class ScheduleStore(Protocol):

@@ -7,6 +7,7 @@ import asyncio
 import concurrent.futures
 import threading
 import time
+import typing
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -134,6 +135,55 @@ def test_defer_many_stops_at_a_bad_item_before_its_batch_is_written(app: cronlab
     assert app.store().counts()["PENDING"] == 10_000  # the first whole batch, not the second
 
 
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        ({"user": float("nan")}, "must be JSON"),
+        ({"user": {1, 2}}, "must be JSON"),
+        ({"user": "x" * 70_000}, "at most 65,536"),
+        (["user", "ada"], "must be a mapping"),
+    ],
+)
+def test_a_follow_up_deferred_by_name_is_checked_as_task_defer_checks_it(
+    app: cronlab.App, arguments: Any, words: str
+) -> None:
+    @app.task(name="notify")
+    def notify(ctx: cronlab.Context, **kw: Any) -> None: ...
+
+    raised: list[BaseException] = []
+
+    @app.task(retries=0)
+    def welcome(ctx: cronlab.Context) -> None:
+        try:
+            ctx.defer("notify", arguments)
+        except Exception as exc:
+            raised.append(exc)
+            raise
+
+    ref = welcome.defer()
+    assert app.run_until_idle()["failed"] == 1
+    (exc,) = raised
+    assert isinstance(exc, cronlab.TaskArgumentError), repr(exc)
+    assert words in str(exc) and "\n" not in str(exc)
+    assert app.store().counts()["PENDING"] == 0  # no follow-up stored
+    assert "TaskArgumentError" in (app.store().last_error(ref.id) or "")
+    if isinstance(arguments, dict):  # the same error as deferring it from code
+        with pytest.raises(cronlab.TaskArgumentError, match=words):
+            notify.defer(**arguments)
+
+
+def test_run_until_idle_returns_typed_counts_that_read_as_a_dict(app: cronlab.App) -> None:
+    @app.task
+    def ping(ctx: cronlab.Context) -> None: ...
+
+    ping.defer()
+    counts: cronlab.RunCounts = app.run_until_idle()
+    assert "RunCounts" in cronlab.__all__ and counts["ok"] == 1
+    assert counts == {"ok": 1, "noop": 0, "error": 0, "failed": 0, "stale": 0}
+    hints = typing.get_type_hints(cronlab.App.run_until_idle)
+    assert hints["return"] is cronlab.RunCounts
+
+
 def test_run_until_idle_runs_what_is_due_and_what_it_defers(table: cronlab.App) -> None:
     app = table
 
@@ -196,7 +246,7 @@ def test_a_sync_task_timeout_off_the_main_thread_is_judged_when_it_returns(
         clock.advance(2_000)
 
     ref = slow.defer()
-    out: list[dict[str, int]] = []
+    out: list[cronlab.RunCounts] = []
     worker = threading.Thread(target=lambda: out.append(app.run_until_idle()))
     worker.start()
     worker.join(30)

@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from cronlab.election.store import StoreElector
-from cronlab.ports import SyncReport
+from cronlab.ports import RunCounts, SyncReport
 from cronlab.queues.store import StoreQueue
 from cronlab.runtime import cluster, duties
 from cronlab.runtime.duties import Operations
@@ -111,7 +111,7 @@ def run(
             engine.stop()
 
 
-def run_until_idle(app: App, *, concurrency: int, timeout: timedelta | None) -> dict[str, int]:
+def run_until_idle(app: App, *, concurrency: int, timeout: timedelta | None) -> RunCounts:
     """``App.run_until_idle``: the scheduler scans every turn; stop once nothing due is
     pending and nothing is queued (a retry waiting out its backoff is queued)."""
     engine = start(app, concurrency=concurrency)
@@ -121,12 +121,19 @@ def run_until_idle(app: App, *, concurrency: int, timeout: timedelta | None) -> 
             engine.scheduler.wake()
             wait = engine.step()
             if wait and _idle(engine.store, app.clock.now_ms()):
-                return dict(engine.worker.totals)
+                return _counts(engine.worker.totals)
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"run_until_idle: still busy after {timeout}")
             app.clock.sleep(wait / 1000)
     finally:
         engine.stop()
+
+
+def _counts(t: dict[str, int]) -> RunCounts:
+    """The worker's totals, as the value ``run_until_idle`` promises."""
+    return RunCounts(
+        ok=t["ok"], noop=t["noop"], error=t["error"], failed=t["failed"], stale=t["stale"]
+    )
 
 
 def _idle(store: SqlStore, now_ms: int) -> bool:
