@@ -45,7 +45,7 @@ def check_election(text: str) -> str:
 
         etcd.parse_url(text)
         return text
-    raise ConfigError(f"--election {text!r}: expected {ELECTIONS}")
+    raise ConfigError(f"--election {redact(text)!r}: expected {ELECTIONS}")
 
 
 def check_queue(text: str | None) -> str | None:

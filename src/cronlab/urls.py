@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from cronlab.exceptions import ConfigError
 
@@ -21,6 +22,31 @@ def redact(url: str) -> str:
     """``url`` fit for a message or a log: a password in the user part and the values of
     ``password``, ``sslpassword``, ``token``, ``secret``... parameters become ``***``."""
     return _SECRET_PARAM.sub(r"\1***", _USERINFO.sub(r"\1:***@", url))
+
+
+def scrub(message: str, url: str) -> str:
+    """``message`` (a driver's error about ``url``) with ``url`` redacted and each secret in
+    it, as given or %-decoded, replaced by ``***`` wherever the driver echoed it."""
+    text = message.replace(url, redact(url))
+    found = _USERINFO.match(url)
+    secrets = [m.group(0).partition("=")[2] for m in _SECRET_PARAM.finditer(url)]
+    if found:
+        secrets.append(url[len(found.group(1)) + 1 : found.end() - 1])
+    for secret in sorted(secrets + [unquote(s) for s in secrets], key=len, reverse=True):
+        text = text.replace(secret, "***") if secret else text
+    return text
+
+
+def split(text: str, what: str) -> tuple[SplitResult, int | None]:
+    """``text`` split as urllib splits it, and its port; ConfigError naming the (redacted)
+    URL when urllib cannot read its host or port (a ``[`` not closed, a port past 65535)."""
+    try:
+        parts = urlsplit(text)
+        return parts, parts.port
+    except ValueError as exc:
+        why = scrub(str(exc), text)
+        why = why[:1].lower() + why[1:]
+        raise ConfigError(f"malformed {what} URL {redact(text)!r}: {why}") from None
 
 
 @dataclass(frozen=True, kw_only=True)

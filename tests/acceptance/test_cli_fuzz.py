@@ -118,7 +118,10 @@ def urls(tmp: Path) -> st.SearchStrategy[str]:
                 "sqlite:",
                 "postgresql://u:secret@127.0.0.1:1/db",  # nothing listens on port 1
                 "redis://:secret@127.0.0.1:1/0",
+                "redis://:secret@127.0.0.1:99999/0",  # a port out of range: a traceback
+                "postgresql://u:secret@[::1/db",  # libpq's error echoed the password
                 "etcd://127.0.0.1:1",
+                "etcd://u:secret@127.0.0.1:99999",
                 "etcd://",
                 "ftp://example.invalid/x",
                 "http://[::1",

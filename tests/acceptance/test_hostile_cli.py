@@ -45,6 +45,11 @@ DEEP = '{"a":' * 5_000 + "1" + "}" * 5_000
         (["worker", "--queue", "redis://:secret@127.0.0.1:1/0"], "unreachable"),
         (["cluster", "--queue", "redis://127.0.0.1:1"], "unreachable"),
         (["chaos", "pause-leader", "--for", "nan"], "not a finite number"),
+        (["worker", "--queue", "redis://:x@127.0.0.1:99999/0"], "port"),  # ValueError traceback
+        (["cluster", "--queue", "redis://127.0.0.1:http/0"], "port"),
+        (["cluster", "--queue", "redis://[::1/0"], "malformed Redis URL"),
+        (["cluster", "--election", "etcd://127.0.0.1:99999"], "port"),
+        (["cluster", "--election", "etcd://[::1"], "malformed etcd URL"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(
@@ -56,6 +61,31 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], done.stderr[-500:]
     assert "Traceback" not in done.stderr and done.stdout == ""
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["cluster", "--election", "redis://:hunter2@127.0.0.1:6379"],  # not an election URL
+        ["cluster", "--election", "etcd://u:hunter2@h:99999"],  # a port out of range
+        ["cluster", "--election", "etcd://u:hunter2@[::1"],
+        ["worker", "--queue", "redis://:hunter2@127.0.0.1:99999/0"],
+        ["worker", "--queue", "redis://:hunter2@[::1/0"],
+        ["status", "--store", "postgresql://u:hunter2@[::1/x"],  # psycopg echoed the URI
+        ["status", "--store", "postgresql://u:hunter2%zz@127.0.0.1/x"],  # and a bad %-token
+        ["status", "--store", "postgresql://u@[::1/x?password=hunter2"],
+    ],
+)
+def test_a_password_in_a_malformed_url_is_never_printed(args: list[str], tmp_path: Path) -> None:
+    """Issue 13: errors about an election, queue or store URL echoed its password."""
+    db = tmp_path / "s.db"
+    store = [] if "--store" in args else ["--store", f"sqlite:///{db}"]
+    done = cronlab(*args, *store)
+    assert done.returncode == 2, done.stderr[-500:]
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr[-500:]
+    assert done.stderr.startswith("cronlab: error: ") and done.stdout == ""
+    assert "hunter2" not in done.stderr + done.stdout, done.stderr
     assert not db.exists()
 
 

@@ -93,6 +93,19 @@ def test_a_url_is_shown_without_its_secrets(url: str, shown: str) -> None:
     assert "pw" not in redact(url)
 
 
+@pytest.mark.parametrize(
+    ("message", "url"),
+    [
+        ('in URI: "postgresql://u:hunter2@[::1/x"', "postgresql://u:hunter2@[::1/x"),
+        ('invalid percent-encoded token: "hunter2%zz"', "postgresql://u:hunter2%zz@h/x"),
+        ("auth failed for hunter2!", "postgresql://u@h/x?sslmode=require&password=hunter2%21"),
+    ],
+)
+def test_a_driver_message_is_scrubbed_of_the_url_and_its_secrets(message: str, url: str) -> None:
+    """Issue 13: libpq echoes the URI it cannot parse, or the token it choked on."""
+    assert "hunter2" not in urls.scrub(message, url) and "***" in urls.scrub(message, url)
+
+
 def test_a_malformed_url_error_shows_no_password() -> None:
     with pytest.raises(ConfigError) as info:
         urls.parse("mysql://u:pw@h/db")

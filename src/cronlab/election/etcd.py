@@ -20,8 +20,8 @@ import base64
 import math
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
+from cronlab import urls
 from cronlab.exceptions import BackendUnavailable, ConfigError
 
 try:
@@ -54,15 +54,12 @@ class EtcdUrl(Url):
 
 def parse_url(text: str) -> EtcdUrl:
     """Parse ``--election etcd://…``; ConfigError names a malformed URL."""
-    parts = urlsplit(text)
-    try:
-        port = parts.port or 2379
-    except ValueError:
-        raise ConfigError(f"malformed etcd URL {text!r}: bad port") from None
+    parts, port = urls.split(text, "etcd")
     if parts.scheme != "etcd" or not parts.hostname:
-        raise ConfigError(f"malformed etcd URL {text!r}: expected etcd://host:2379[/prefix]")
+        shown = urls.redact(text)
+        raise ConfigError(f"malformed etcd URL {shown!r}: expected etcd://host:2379[/prefix]")
     prefix = parts.path.rstrip("/") or DEFAULT_PREFIX
-    return EtcdUrl(host=parts.hostname, port=port, prefix=prefix, text=text)
+    return EtcdUrl(host=parts.hostname, port=port or 2379, prefix=prefix, text=text)
 
 
 @dataclass(frozen=True, kw_only=True)

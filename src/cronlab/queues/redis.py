@@ -32,8 +32,9 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlunsplit
 
+from cronlab import urls
 from cronlab.exceptions import BackendUnavailable, ConfigError
 
 try:
@@ -164,7 +165,7 @@ class RedisUrl(Url):
 
 def parse_url(text: str) -> RedisUrl:
     """Parse ``--queue redis://…``; ConfigError names a malformed URL."""
-    parts = urlsplit(text)
+    parts, _ = urls.split(text, "Redis")
     if parts.scheme not in ("redis", "rediss") or not parts.hostname:
         raise ConfigError(f"malformed Redis URL {redact(text)!r}: expected redis://host:6379")
     query = dict(parse_qsl(parts.query))

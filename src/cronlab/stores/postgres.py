@@ -20,6 +20,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Literal, TypedDict, TypeVar, Unpack, cast
 from urllib.parse import urlsplit, urlunsplit
 
+from cronlab import urls
 from cronlab.exceptions import BackendUnavailable, ConfigError
 from cronlab.ports import Channel, Waiter
 from cronlab.stores import Fencing, sql
@@ -113,6 +114,7 @@ class PostgresDialect:
                     raise
                 if time.monotonic() + delay > deadline:
                     reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                    reason = urls.scrub(reason, self.url)
                     raise BackendUnavailable(f"postgresql {redact(self.url)}: {reason}") from exc
                 time.sleep(delay)
                 delay = min(2.0, delay * 2)
@@ -245,10 +247,16 @@ def _open_pool(
 
 
 def _probe(url: str, timeout_s: float) -> None:
+    """libpq's own reason, with whatever of the URL it echoes redacted: a URL it cannot
+    parse (ProgrammingError) is the user's mistake, a server that does not answer is not."""
     try:
         psycopg.connect(url, connect_timeout=max(1, int(timeout_s))).close()
     except psycopg.Error as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        text = str(exc).strip()
+        reason = urls.scrub(text.splitlines()[0], url) if text else type(exc).__name__
+        if isinstance(exc, psycopg.ProgrammingError):
+            why = reason.partition(" in URI: ")[0]  # the URL again, already shown
+            raise ConfigError(f"malformed PostgreSQL URL {redact(url)!r}: {why}") from None
         raise BackendUnavailable(f"postgresql {redact(url)} unreachable: {reason}") from exc
 
 
