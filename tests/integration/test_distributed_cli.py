@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -162,41 +164,106 @@ def test_status_and_chaos_find_the_etcd_leader(tmp_path: Path) -> None:
         assert second["pid"] in schedulers - {first["pid"]}
 
 
-def test_a_password_in_the_store_url_reaches_no_argv_and_no_banner(tmp_path: Path) -> None:
+@contextmanager
+def redis_with_password(password: str) -> Iterator[str]:
+    """A throwaway ``redis-server`` that requires ``password``; its URL, password included."""
+    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+    if not Path(binary).exists():
+        pytest.skip("redis-server is not installed")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = [binary, "--bind", "127.0.0.1", "--port", str(port), "--requirepass", password]
+    server = subprocess.Popen(
+        [*argv, "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL
+    )
+    url = f"redis://:{password}@127.0.0.1:{port}/0"
+    try:
+        wait_for(lambda: _pings(url), 10, "the throwaway redis-server")
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def _pings(url: str) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_timeout=1).ping())
+    except redis.RedisError:
+        return False
+
+
+def children_of(pid: int) -> dict[int, str]:
+    """The processes whose parent is ``pid``: their argv as ``ps`` shows every local user."""
+    table = subprocess.run(
+        ["ps", "-eww", "-o", "pid=,ppid=,args="], capture_output=True, text=True, check=True
+    ).stdout
+    rows = [line.split(None, 2) for line in table.splitlines()]
+    return {int(r[0]): r[2] for r in rows if len(r) == 3 and r[1] == str(pid)}
+
+
+def both_roles(pid: int) -> dict[int, str]:
+    """``pid``'s children once a scheduler and a worker are among them, else nothing."""
+    found = children_of(pid)
+    shown = " | ".join(found.values())
+    return found if "cronlab scheduler" in shown and "cronlab worker" in shown else {}
+
+
+def environment_of(pid: int) -> dict[str, str]:
+    entries = Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")
+    return dict(e.split("=", 1) for e in entries if "=" in e)
+
+
+def test_passwords_in_the_store_queue_and_election_urls_reach_no_argv_and_no_log(
+    tmp_path: Path,
+) -> None:
     """Issue 13: every scheduler and worker got the store URL in its argv (``ps`` showed the
-    password to every local user) and the banner printed it. Children now read it from their
-    environment; everything printed is redacted."""
+    password to every local user) and the banner printed it. A cluster given a password in
+    each of its three URLs, the documented way (``CRONLAB_STORE``, ``CRONLAB_QUEUE``,
+    ``CRONLAB_ELECTION``): its children get all three in their environment, no argv holds any
+    of them, and nothing the cluster or its children print does. (etcd here runs without auth,
+    and cronlab sends it no credentials: the election URL's password is only carried.)"""
     from contract.dist_servers import pg_database
 
-    with pg_database() as url:
-        secret = "hunter2-" + uuid.uuid4().hex[:8]
-        with_password = url.replace("postgresql://postgres@", f"postgresql://postgres:{secret}@")
-        assert secret in with_password
+    etcd = parse_url(ETCD)
+    need(lambda: ping(etcd), START_ETCD)
+    nonce = uuid.uuid4().hex[:8]
+    secrets = {name: f"hunter2-{name}-{nonce}" for name in ("store", "queue", "election")}
+    with pg_database() as url, redis_with_password(secrets["queue"]) as queue:
+        env = {
+            "CRONLAB_STORE": url.replace("//postgres@", f"//postgres:{secrets['store']}@"),
+            "CRONLAB_QUEUE": f"{queue}?prefix=t{nonce}",
+            "CRONLAB_ELECTION": f"etcd://root:{secrets['election']}@{etcd.host}:{etcd.port}"
+            f"/cronlab-t{nonce}",
+        }
+        assert all(s in v for s, v in zip(secrets.values(), env.values(), strict=True))
         log = tmp_path / "cluster.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "cronlab", "cluster", "--replicas", "1", "--workers", "1"],
-                env={**os.environ, "CRONLAB_STORE": with_password},
+                env={**os.environ, **env},
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
             try:
-                deadline = time.monotonic() + 30
-                args = ""
-                while time.monotonic() < deadline:
-                    args = subprocess.run(
-                        ["ps", "-eww", "-o", "args"], capture_output=True, text=True, check=True
-                    ).stdout
-                    if "cronlab worker" in args and "cronlab scheduler" in args:
-                        break
-                    time.sleep(0.2)
-                assert "cronlab worker" in args and "cronlab scheduler" in args
-                assert secret not in args
+                found = wait_for(lambda: both_roles(proc.pid), 30, "a scheduler and a worker")
+                time.sleep(3)  # let them elect, dispatch and log a little
+                assert proc.poll() is None, log.read_text()[-2000:]
+                everyone = subprocess.run(
+                    ["ps", "-eww", "-o", "args="], capture_output=True, text=True, check=True
+                ).stdout
+                for pid in found:
+                    assert {k: environment_of(pid).get(k) for k in env} == env
             finally:
                 stop_cluster(proc)
         text = log.read_text()
-        assert "cronlab cluster:" in text and "postgres:***@" in text
-        assert secret not in text
+        assert "cronlab cluster:" in text and "postgres:***@" in text, text[-2000:]
+        assert "etcd://root:***@" in text, text[-2000:]
+        for name, secret in secrets.items():
+            assert secret not in everyone, f"the {name} password in ps"
+            assert secret not in text, f"the {name} password printed: {text[-2000:]}"
 
 
 def test_a_cluster_whose_children_cannot_start_stops_and_says_why(tmp_path: Path) -> None:

@@ -76,7 +76,12 @@ def wakeups_on() -> bool:
 @knob("--replicas", click.IntRange(min=1, max=32), 3)
 @knob("--workers", click.IntRange(min=1, max=256), 5, "Worker processes (on this machine).")
 @click.option(
-    "--election", default="lease", show_default=True, callback=check_election, help=ELECTION_HELP
+    "--election",
+    envvar="CRONLAB_ELECTION",
+    default="lease",
+    show_default=True,
+    callback=check_election,
+    help=ELECTION_HELP + " (or CRONLAB_ELECTION: keeps a password out of ps).",
 )
 @QUEUE
 @APP
