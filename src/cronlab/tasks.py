@@ -186,7 +186,7 @@ class Task(Generic[P, R]):
         second defer under it is a no-op that returns the first (the same arguments), or a
         ``ConflictError`` (other arguments); nothing is written for a bad argument."""
         if key is not None:
-            _check_key(key)
+            check_key(key)
         new = self.new(arguments, due_ms(self.app.clock.now_ms(), delay, at), key)
         store = self.app.defer_store()
         added = store.add_tasks([new]) > 0
@@ -250,7 +250,7 @@ class Task(Generic[P, R]):
                 raise TaskArgumentError(f"{name}: item {i} is not a mapping of arguments")
             check(arguments)
             if key is not None:
-                _check_key(key)
+                check_key(key)
             yield NewTask(
                 idempotency_key=key if key is not None else f"{prefix}{i}",
                 handler=name,
@@ -259,9 +259,14 @@ class Task(Generic[P, R]):
             )
 
 
-def _check_key(key: object) -> None:
-    if not isinstance(key, str) or not 0 < len(key) <= 500:
-        raise ConfigError(f"an idempotency key is a string of 1-500 characters, got {key!r}")
+def check_key(key: object) -> None:
+    """ConfigError unless ``key`` is an idempotency key: 1-500 characters, no NUL (which
+    PostgreSQL's text refuses)."""
+    if not isinstance(key, str) or not 0 < len(key) <= 500 or "\x00" in key:
+        shown = key if not isinstance(key, str) or len(key) <= 60 else key[:60] + "…"
+        raise ConfigError(
+            f"an idempotency key is a string of 1-500 characters without NUL, got {shown!r}"
+        )
 
 
 def _batches(rows: Iterator[NewTask], size: int) -> Iterator[list[NewTask]]:

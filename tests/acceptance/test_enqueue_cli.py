@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -74,3 +76,122 @@ def test_mistakes_are_one_line_and_write_nothing(
     for word in words:
         assert word in out.stderr
     assert not (tmp_path / "cron.db").exists()
+
+
+# --many: a run per line of a JSON Lines file, on an app of the user's own (issue 14).
+
+JOBS = """
+import cronlab
+
+app = cronlab.App("sqlite:///cron.db", name="jobs")
+bare = cronlab.App(name="bare")  # no URL: CRONLAB_STORE, read when imported
+
+
+@app.task(name="bill")
+def bill(ctx: cronlab.Context, customer: int, plan: str = "basic") -> None: ...
+
+
+@bare.task(name="bill")
+def bare_bill(ctx: cronlab.Context, customer: int) -> None: ...
+"""
+GOOD = 10_001  # lines before a bad one: more than a batch (10,000) of defer_many
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("CRONLAB_STORE", raising=False)  # the subprocesses inherit os.environ
+    (tmp_path / "jobs.py").write_text(JOBS)
+    return tmp_path
+
+
+def jsonl(path: Path, lines: list[object]) -> str:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return str(path)
+
+
+def tasks_in(db: Path) -> list[tuple[str, str]]:
+    if not db.exists():
+        return []
+    store = SqliteStore(db, create=False)
+    try:
+        return [tuple(r) for r in store.query("SELECT idempotency_key, payload FROM tasks")]
+    finally:
+        store.close()
+
+
+def test_many_lines_may_carry_their_keys_and_a_second_run_adds_none(workdir: Path) -> None:
+    lines = [[{"customer": c}, f"bill:{c}"] for c in range(3)] + [{"customer": 9}]
+    path = jsonl(workdir / "bills.jsonl", lines)
+    many = ("enqueue", "bill", "--many", path, "--app", "jobs:app")  # --store: the app's own
+    first = cronlab(*many, "--json", cwd=workdir)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout) == {"task": "bill", "added": 4, "existing": 0}
+    keyed = jsonl(workdir / "keyed.jsonl", lines[:3])
+    again = cronlab(*many[:3], keyed, *many[4:], cwd=workdir)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == "deferred 0 run(s) of bill (3 already there)"
+    rows = dict(tasks_in(workdir / "cron.db"))
+    assert len(rows) == 4 and rows["bill:2"] == '{"customer":2}'
+
+
+def test_the_store_defaults_to_the_apps_own_then_to_cronlab_store(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = jsonl(workdir / "one.jsonl", [{"customer": 1}])
+    none = cronlab("enqueue", "bill", "--many", path, "--app", "jobs:bare", cwd=workdir)
+    assert none.returncode == 2 and none.stderr.count("\n") == 1, none.stderr
+    assert "no store: give --store" in none.stderr
+    single = cronlab("enqueue", "fail", "--in", "1h", cwd=workdir)
+    assert single.returncode == 2 and "no store: give --store" in single.stderr
+    monkeypatch.setenv("CRONLAB_STORE", f"sqlite:///{workdir / 'env.db'}")
+    out = cronlab("enqueue", "bill", "--many", path, "--app", "jobs:bare", cwd=workdir)
+    assert out.returncode == 0, out.stderr
+    out = cronlab("enqueue", "fail", "--in", "1h", "--key", "k", cwd=workdir)
+    assert out.returncode == 0, out.stderr
+    assert sorted(k for k, _ in tasks_in(workdir / "env.db"))[-1] == "k"
+    assert len(tasks_in(workdir / "env.db")) == 2
+    out = cronlab("enqueue", "bill", "--many", path, "--app", "jobs:app", cwd=workdir)
+    assert out.returncode == 0 and len(tasks_in(workdir / "cron.db")) == 1  # the app's URL first
+
+
+@pytest.mark.parametrize(
+    ("bad", "words"),
+    [
+        ({"customer": 1, "plan": "é" * 20_000}, "at most 65,536"),  # 40 kB, 120 kB escaped
+        ({"customer": 1, "colour": "red"}, "unexpected argument 'colour'"),
+        ([{"customer": 1}, ""], "idempotency key"),
+        ([{"customer": 1}, 7], '[arguments, "key"]'),
+        ([{"customer": 1}, "k", "extra"], '[arguments, "key"]'),
+        ("NaN", "not JSON"),
+    ],
+)
+def test_a_bad_line_past_the_first_batch_is_one_line_and_nothing_is_written(
+    workdir: Path, bad: object, words: str
+) -> None:
+    lines: list[object] = [{"customer": c} for c in range(GOOD)]
+    path = workdir / "bills.jsonl"
+    jsonl(path, lines)
+    with path.open("a") as f:
+        f.write(("NaN" if bad == "NaN" else json.dumps(bad, ensure_ascii=False)) + "\n")
+    out = cronlab("enqueue", "bill", "--many", str(path), "--app", "jobs:app", cwd=workdir)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert f"--many line {GOOD + 1}: " in out.stderr and words in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
+    assert tasks_in(workdir / "cron.db") == []
+
+
+def test_from_stdin_a_bad_line_says_how_many_went_in_before_it(workdir: Path) -> None:
+    lines = [{"customer": c} for c in range(GOOD)] + [{"customer": 1, "plan": "é" * 20_000}]
+    out = subprocess.run(
+        [sys.executable, "-m", "cronlab", "enqueue", "bill", "--many", "-", "--app", "jobs:app"],
+        input="".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=workdir,
+    )
+    *bar, error = out.stderr.splitlines()  # the progress bar's last state, then the error
+    assert out.returncode == 2 and error.startswith("cronlab: error: --many line"), out.stderr
+    assert not any("error" in line for line in bar), out.stderr
+    assert f"line {GOOD + 1}" in error and "(10,000 written before it" in error
+    assert len(tasks_in(workdir / "cron.db")) == 10_000  # whole batches: the first

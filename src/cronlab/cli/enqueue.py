@@ -2,13 +2,19 @@
 
 The timer is a PENDING task row: it outlives every process, and whichever scheduler leads when
 it falls due dispatches it. ``--key`` makes a retried ``enqueue`` add nothing twice.
+
+``--many FILE.jsonl`` is ``Task.defer_many`` over a file: each line is the task's arguments
+(a JSON object) or ``[arguments, "key"]`` (an array: the object and the run's idempotency
+key). Every line of a file is checked before anything is written.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import click
@@ -22,7 +28,7 @@ from cronlab.core.policy import from_ms
 from cronlab.exceptions import ConfigError
 from cronlab.ports import NewTask
 from cronlab.runtime.clock import SystemClock
-from cronlab.tasks import Task
+from cronlab.tasks import DeferResult, Item, Task, check_key
 
 CLOCK = SystemClock()
 
@@ -33,14 +39,23 @@ CLOCK = SystemClock()
 @click.option("--in", "delay", metavar="DELAY", help="Due after this delay: 3d, 2h, 15m, 90s.")
 @click.option("--at", metavar="ISO8601", help="Due at this instant (with a UTC offset).")
 @click.option("--key", default=None, help="Idempotency key (default: a fresh one).")
-@click.option("--store", "store_url", required=True, metavar="URL", help="sqlite:///PATH")
+@click.option(
+    "--store",
+    "store_url",
+    default=None,
+    metavar="URL",
+    help="sqlite:///PATH or postgresql://… (default: the --app's own store, or CRONLAB_STORE).",
+)
 @click.option("--app", "app_spec", default=None, metavar="MODULE:APP", help="Its handlers too.")
 @click.option(
     "--many",
     type=click.Path(dir_okay=False, allow_dash=True),
     default=None,
-    help="A run per line of this JSON Lines file (- for stdin): each line the task's "
-    "arguments. Needs --app; due at once unless --in/--at.",
+    help="A run per line of this JSON Lines file (- for stdin). A line is the task's "
+    'arguments, {"customer": 7}, or an array of them and an idempotency key, '
+    '[{"customer": 7}, "bill:7"] (a key already there: counted, not added again). '
+    "Every line of a file is checked before anything is written. Needs --app; due at "
+    "once unless --in/--at.",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def enqueue_cmd(
@@ -49,7 +64,7 @@ def enqueue_cmd(
     delay: str | None,
     at: str | None,
     key: str | None,
-    store_url: str,
+    store_url: str | None,
     app_spec: str | None,
     many: str | None,
     as_json: bool,
@@ -67,7 +82,8 @@ def enqueue_cmd(
         payload=json.dumps(schedule_cli.parse_payload(payload)),
     )
     schedule_cli.check_handler(handler, app_spec)
-    store = schedule_cli.open_store(store_url)
+    app = apps.load(app_spec) if app_spec else None
+    store = schedule_cli.open_store(_store_url(store_url, app))
     added = store.add_tasks([task]) > 0
     if not added:  # a retried enqueue: what is stored stands, and is what we show
         stored = store.task_by_key(task.idempotency_key)
@@ -85,12 +101,20 @@ def enqueue_cmd(
         click.echo(f"{verb} {data['key']} → {handler} due {data['due']}")
 
 
+def _store_url(given: str | None, app: apps.App | None) -> str:
+    """``--store``, else the app's own store URL, else ``CRONLAB_STORE`` (as ``cronlab run``)."""
+    url = given or (app.store_url if app is not None else None) or os.environ.get("CRONLAB_STORE")
+    if not url:
+        raise ConfigError("no store: give --store URL (or CRONLAB_STORE, or a URL in the app)")
+    return url
+
+
 def _enqueue_many(
     name: str,
     path: str,
     delay: str | None,
     at: str | None,
-    store_url: str,
+    store_url: str | None,
     app_spec: str | None,
     as_json: bool,
     key: str | None,
@@ -100,7 +124,8 @@ def _enqueue_many(
     whole batches (an error then says how many went in before it)."""
     if app_spec is None or key is not None:
         raise ConfigError(
-            "--many needs --app MODULE:APP (the task's arguments are checked) and no --key"
+            "--many needs --app MODULE:APP (the task's arguments are checked) and no --key "
+            '(a line may carry its own: [arguments, "key"])'
         )
     app = apps.load(app_spec)
     task = app.tasks.get(name)
@@ -113,10 +138,24 @@ def _enqueue_many(
         else delays.due_ms(now_ms=CLOCK.now_ms(), delay=delay, at=at)
     )
     instant = None if when is None else from_ms(when)
+    url = _store_url(store_url, app)
     if path != "-":
-        for _ in _arguments(path, task):  # the check: nothing is written before the last line
+        for _ in _items(path, task):  # the check: nothing is written before the last line
             pass
-    app.use_store(store_url)
+    if url != app.store_url:
+        app.use_store(url)
+    app.defer_store()  # opened before the bar: a store that fails says so on one line
+    result = _defer(task, path, instant, as_json)
+    if as_json:
+        click.echo(json.dumps({"task": name, "added": result.added, "existing": result.existing}))
+    else:
+        click.echo(
+            f"deferred {result.added:,} run(s) of {name} ({result.existing:,} already there)"
+        )
+
+
+def _defer(task: Task[Any, Any], path: str, instant: datetime | None, as_json: bool) -> DeferResult:
+    """``task.defer_many`` over the file's lines, a progress bar on stderr."""
     written = 0
     with Progress(
         TextColumn("{task.description}"),
@@ -126,7 +165,7 @@ def _enqueue_many(
         console=Console(stderr=True),
         disable=as_json,
     ) as bar:
-        job = bar.add_task(f"defer {name}", total=None)
+        job = bar.add_task(f"defer {task.name}", total=None)
 
         def advance(n: int) -> None:
             nonlocal written
@@ -134,19 +173,44 @@ def _enqueue_many(
             bar.advance(job, n)
 
         try:
-            result = task.defer_many(_arguments(path, task), at=instant, progress=advance)
+            return task.defer_many(_items(path, task), at=instant, progress=advance)
         except ConfigError as exc:
             raise ConfigError(f"{exc} ({written:,} written before it, in whole batches)") from None
-    if as_json:
-        click.echo(json.dumps({"task": name, "added": result.added, "existing": result.existing}))
-    else:
-        click.echo(
-            f"deferred {result.added:,} run(s) of {name} ({result.existing:,} already there)"
-        )
 
 
-def _arguments(path: str, task: Task[Any, Any]) -> Iterator[dict[str, Any]]:
-    """Each line's arguments, checked against the task; ConfigError naming the line."""
+def _items(path: str, task: Task[Any, Any]) -> Iterator[Item]:
+    """Each line's item, checked as ``defer_many`` checks it; ConfigError naming the line."""
+    for n, line in _lines(path):
+        try:
+            arguments, key = _parse(line)
+            task.new(arguments, 0, key or "check")  # the signature, JSON and its size
+            if key is not None:
+                check_key(key)
+        except ConfigError as exc:
+            raise ConfigError(f"--many line {n}: {exc}") from None
+        yield arguments if key is None else (arguments, key)
+
+
+def _parse(line: str) -> tuple[dict[str, Any], str | None]:
+    """A line: the arguments (a JSON object), or ``[arguments, "key"]``."""
+    try:
+        value = json.loads(line, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        raise ConfigError("not JSON (or nests too deep)") from None
+    match value:
+        case dict():
+            return value, None
+        case [dict() as arguments, str() as key]:
+            return arguments, key
+    raise ConfigError('expected a JSON object of arguments, or [arguments, "key"]')
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _lines(path: str) -> Iterator[tuple[int, str]]:
+    """The file's non-blank lines, numbered from 1; ConfigError for one too long or not UTF-8."""
     limit = schedule_cli.MAX_PAYLOAD + 1
     try:
         with click.open_file(path, encoding="utf-8") as lines:
@@ -155,13 +219,7 @@ def _arguments(path: str, task: Task[Any, Any]) -> Iterator[dict[str, Any]]:
                     raise ConfigError(
                         f"--many line {n}: longer than {schedule_cli.MAX_PAYLOAD:,} bytes"
                     )
-                if not line.strip():
-                    continue
-                try:
-                    arguments = schedule_cli.parse_payload(line)
-                    task.signature.check(arguments)
-                except ConfigError as exc:
-                    raise ConfigError(f"--many line {n}: {exc}") from None
-                yield arguments
+                if line.strip():
+                    yield n, line
     except UnicodeDecodeError as exc:
         raise ConfigError(f"--many: {path} is not UTF-8 text ({exc.reason})") from None
