@@ -154,3 +154,22 @@ def test_a_stale_leader_raises_nothing(lab: OpsLab) -> None:
     with pytest.raises(FencedError):
         alerting.raise_alert(lab.store, alert, epoch=9, holder="old")
     assert alerting.recent(lab.store, 10) == []
+
+
+def test_no_late_alert_goes_back_before_an_occurrence_already_alerted(lab: OpsLab) -> None:
+    """Found by ``cronlab verify`` (kinds duties, skew, schedules; seed 1631): a leader whose
+    clock ran behind took over after the retention had deleted the runs and the alert of an
+    older occurrence, and alerted that occurrence a second time. Alerts move forward: once an
+    occurrence was alerted late, none before it is."""
+    lab.cron(alert_after=timedelta(seconds=30))
+    alerter = Alerter(lab.store, lab.clock, "scheduler-1", None, say=lambda _: None)
+    lab.start(duties=[alerter])
+    lab.run_for(1_000, work=False)  # the lease
+    assert lab.scheduler is not None and lab.scheduler.lease is not None
+    now = lab.clock.now_ms()  # (raised by a leader whose clock was minutes ahead)
+    newer = alerting.Alert(
+        id=0, schedule="tick", kind="late", subject=str(minute(3)), raised_ms=now
+    )
+    assert alerting.raise_alert(lab.store, newer, lab.scheduler.lease.epoch, "scheduler-0")
+    lab.run_for(70_000, work=False)  # minute 1 is 40 s late by this leader's clock
+    assert [a.subject for a in alerting.recent(lab.store, 10)] == [str(minute(3))]

@@ -67,12 +67,15 @@ def started_since(store: SqlStore, name: str, fire_ms: int, now_ms: int) -> bool
 
 
 def still_late(store: SqlStore, name: str, fire_ms: int, now_ms: int) -> bool:
-    """True when the schedule's newest late alert is about ``fire_ms`` or earlier and no run
-    has started since: the same outage, already said."""
+    """True when ``fire_ms`` is already said: the schedule's newest late alert is about a
+    later occurrence (alerts move forward: a leader whose clock is behind, after the runs of
+    an older one were pruned, must not say it again), or about an earlier one with no run
+    started since (the same outage)."""
     rows = store.named("alert_newest", {"name": name, "kind": "late"})
-    if not rows or int(rows[0][0]) > fire_ms:
+    if not rows:
         return False
-    return not started_since(store, name, int(rows[0][0]), now_ms)
+    alerted = int(rows[0][0])
+    return alerted >= fire_ms or not started_since(store, name, alerted, now_ms)
 
 
 def failure_streak(store: SqlStore, name: str, n: int) -> Sequence[Any] | None:
