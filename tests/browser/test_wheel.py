@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,15 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert done.returncode == 0, done.stderr
     python.with_name("wheel.txt").write_text(str(wheel))
     return python
+
+
+def test_the_wheel_ships_py_typed_so_mypy_checks_a_users_calls(fresh: Path) -> None:
+    wheel = Path(fresh.with_name("wheel.txt").read_text())
+    with zipfile.ZipFile(wheel) as built:
+        names = set(built.namelist())
+    assert "cronlab/py.typed" in names, sorted(n for n in names if n.count("/") == 1)
+    site = run(str(fresh), "-c", "import cronlab; print(cronlab.__file__)")
+    assert Path(site.stdout.strip()).with_name("py.typed").is_file(), site.stderr
 
 
 def test_import_cronlab_loads_no_backend_and_no_web_stack(fresh: Path) -> None:

@@ -93,6 +93,20 @@ def test_a_key_makes_a_second_defer_a_no_op_and_other_arguments_a_conflict(
     assert app.store().counts()["PENDING"] == 1
 
 
+def test_a_key_postgresql_cannot_store_is_refused_before_anything_is_written(
+    app: cronlab.App,
+) -> None:
+    @app.task
+    def bill(ctx: cronlab.Context, customer: int) -> None: ...
+
+    for key in ("", "k" * 501, "bill\x009"):  # PostgreSQL's text holds no NUL
+        with pytest.raises(ConfigError, match="idempotency key"):
+            bill.defer(customer=1, key=key)
+        with pytest.raises(ConfigError, match="idempotency key"):
+            bill.defer_many([({"customer": 1}, key)])
+    assert app.store().counts()["PENDING"] == 0
+
+
 def test_a_parameter_named_like_defers_own_keywords_is_refused_at_registration(
     app: cronlab.App,
 ) -> None:
