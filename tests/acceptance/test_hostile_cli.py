@@ -221,3 +221,30 @@ def test_a_store_of_a_newer_cronlab_and_a_store_corrupted_half_way_are_one_line(
             lines = done.stderr.splitlines()
             assert len(lines) == 1 and words in lines[0], (command, done.stderr)
         assert db.read_bytes() == before
+
+
+WRITERS = (
+    ["invoices", "seed", "--count", "5", "--at", "+60"],
+    ["cluster", "--replicas", "1", "--workers", "1"],
+)
+
+
+@pytest.mark.parametrize("command", WRITERS, ids=["invoices seed", "cluster"])
+def test_a_writer_on_another_programs_sqlite_file_is_refused_untouched(
+    command: list[str], tmp_path: Path
+) -> None:
+    """Issue 13: ``invoices seed`` created ``schema_version`` in a file that was not a cronlab
+    store. The writers refuse it at once: one line, exit 2, the file as it was and nothing
+    next to it (the writer lock's ``PATH.writer`` was created before the store was checked)."""
+    db = tmp_path / "theirs.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO customers VALUES (1, 'Ada')")
+    conn.close()
+    before = db.read_bytes()
+    done = cronlab(*command, "--store", f"sqlite:///{db}", timeout=30)
+    assert done.returncode == 2 and done.stdout == "", done.stderr[-500:]
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "is not a cronlab store" in lines[0], done.stderr[-500:]
+    assert db.read_bytes() == before
+    assert sorted(tmp_path.iterdir()) == [db]

@@ -266,6 +266,57 @@ def test_passwords_in_the_store_queue_and_election_urls_reach_no_argv_and_no_log
             assert secret not in text, f"the {name} password printed: {text[-2000:]}"
 
 
+def catalogue(url: str) -> list[tuple[Any, ...]]:
+    """What a migration would change in a PostgreSQL database: its schemas, relations and
+    functions outside the system's, and the rows of its ``customers`` table."""
+    import psycopg
+
+    user = "NOT IN ('pg_catalog', 'information_schema', 'pg_toast')"
+    with psycopg.connect(url, autocommit=True) as c:
+        found = c.execute(f"SELECT nspname, '', '' FROM pg_namespace WHERE nspname {user}")
+        rows = found.fetchall()
+        rows += c.execute(
+            "SELECT n.nspname, c.relname, c.relkind::text FROM pg_class c "
+            f"JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname {user}"
+        ).fetchall()
+        rows += c.execute(
+            "SELECT n.nspname, p.proname, '' FROM pg_proc p "
+            f"JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname {user}"
+        ).fetchall()
+        rows += c.execute("SELECT 'row', id::text, name FROM customers").fetchall()
+    return sorted(rows)
+
+
+def test_a_writer_on_another_programs_postgresql_database_is_refused_untouched() -> None:
+    """Issue 13: refuse to migrate a non-empty database that is not a cronlab store. On
+    PostgreSQL, ``invoices seed`` and ``cluster`` on a database holding another program's
+    tables: one line, exit 2, at once, and the database as it was."""
+    import psycopg
+
+    from contract.dist_servers import pg_database
+
+    with pg_database() as url:
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute("CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL)")
+            c.execute("CREATE TABLE orders (id int PRIMARY KEY, customer int REFERENCES customers)")
+            c.execute("INSERT INTO customers VALUES (1, 'Ada'), (2, 'Grace')")
+        before = catalogue(url)
+        for command in (
+            ["invoices", "seed", "--count", "5", "--at", "+60"],
+            ["cluster", "--replicas", "1", "--workers", "1"],
+        ):
+            done = subprocess.run(
+                [sys.executable, "-m", "cronlab", *command, "--store", url],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            assert done.returncode == 2 and done.stdout == "", done.stderr[-500:]
+            lines = done.stderr.splitlines()
+            assert len(lines) == 1 and "is not a cronlab store" in lines[0], done.stderr[-500:]
+            assert catalogue(url) == before
+
+
 def test_a_cluster_whose_children_cannot_start_stops_and_says_why(tmp_path: Path) -> None:
     """Issue 13: children that fail at start-up printed one line and died, and the cluster
     never exited. It stops, exit 2, naming the child; the child's line is above. (The issue's

@@ -244,8 +244,16 @@ class _WriterLock:
     """
 
     def __init__(self, db: Path, wait_s: float) -> None:
-        self._fd = os.open(f"{db}.writer", os.O_RDWR | os.O_CREAT, 0o600)
         self.db, self.wait_s = db, wait_s
+        self._opened: int | None = None  # at the first write: a refused store gets no file
+        self._opening = threading.Lock()
+
+    @property
+    def _fd(self) -> int:
+        with self._opening:
+            if self._opened is None:
+                self._opened = os.open(f"{self.db}.writer", os.O_RDWR | os.O_CREAT, 0o600)
+            return self._opened
 
     def __enter__(self) -> None:
         """Take the lock, waiting at most ``wait_s``: a writer paused or stuck inside its
@@ -296,7 +304,9 @@ class _WriterLock:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
-        os.close(self._fd)
+        if self._opened is not None:
+            os.close(self._opened)
+            self._opened = None
 
 
 class _Watched:
