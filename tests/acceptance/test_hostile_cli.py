@@ -248,3 +248,12 @@ def test_a_writer_on_another_programs_sqlite_file_is_refused_untouched(
     assert len(lines) == 1 and "is not a cronlab store" in lines[0], done.stderr[-500:]
     assert db.read_bytes() == before
     assert sorted(tmp_path.iterdir()) == [db]
+
+
+@pytest.mark.parametrize(
+    ("command", "variable"), [("lab", "CRONLAB_LAB_TOKEN"), ("console", "CRONLAB_CONSOLE_TOKEN")]
+)
+def test_help_names_the_variable_that_keeps_a_token_out_of_ps(command: str, variable: str) -> None:
+    """Issue 13: ``--token`` shows in ``ps``; the help says how to pass it instead."""
+    done = cronlab(command, "--help")
+    assert done.returncode == 0 and variable in " ".join(done.stdout.split()), done.stdout

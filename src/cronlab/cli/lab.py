@@ -21,7 +21,8 @@ from cronlab.web.app import LabConfig, create_app
 @click.option(
     "--token",
     envvar="CRONLAB_LAB_TOKEN",
-    help="Required off loopback: unlocks live mode and chaos (header X-Cronlab-Token).",
+    help="Required off loopback: unlocks live mode and chaos (header X-Cronlab-Token); or "
+    "CRONLAB_LAB_TOKEN (keeps it out of ps).",
 )
 @click.option("--no-open", is_flag=True, help="Do not open a browser.")
 def lab_cmd(host: str, port: int, token: str | None, no_open: bool) -> None:
