@@ -2,6 +2,7 @@
 import { DEFAULTS, FAULT_KINDS, NEXT_B, $, noFaults, state } from "./state.js";
 import { recompute } from "./model.js";
 import { pruneFaults, syncFaults } from "./faults.js";
+import { renderLiveGaps } from "./live.js";
 
 /* Knobs shown as a select, a number or a range: [query name, element id]. */
 const FIELDS = [
@@ -68,6 +69,7 @@ export function syncForm() {
   $("#c-ab-key").value = kv[0];
   $("#c-ab-value").value = kv.slice(1).join("=");
   syncFaults();
+  renderLiveGaps();
   /* The live form's fencing switch follows the scenario's when that changes (a tour step). */
   if (s.fencing !== lastFencing) { $("#c-live-fencing").checked = s.fencing === "on"; lastFencing = s.fencing; }
 }

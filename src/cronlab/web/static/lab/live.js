@@ -1,5 +1,5 @@
 /* Live mode: a real cluster started by the lab, its snapshots next to the model's prediction. */
-import { $, state } from "./state.js";
+import { DEFAULTS, $, fmt, state } from "./state.js";
 import { clock } from "./timeline.js";
 import { setColumn } from "./runs.js";
 import { renderVerdict } from "./verdict.js";
@@ -21,6 +21,44 @@ function livePost(path, body) {
 function refused(res) {
   $("#live-status").textContent = (res.status === 422 ? "the real engine refuses: " : "") + res.body.error;
   $("#live-status").className = "status bad";
+}
+
+/* What the engine's live run keeps as its own (web/live.py passes none of these to the cluster). */
+const ENGINE_OWN = [
+  ["visibility", "visibility", function (v) { return v + " s"; }, "30 s"],
+  ["pod-restart", "pod restart", secs, "a killed worker is back after 300 s"],
+  ["restart-after", "restart after", secs, "300 s"],
+  ["batch", "batch", function (v) { return fmt(Number(v)); }, "10,000"],
+  ["reconcile", "reconcile", function (v) { return v === "off" ? "off" : "every " + v + " s"; }, "its leader reconciles every 10 s"],
+];
+const LIVE_MOST = [["replicas", 7, " replicas"], ["workers", 16, " pods"], ["ttl", 120, " s TTL"]];
+
+function secs(v) { return v === "never" ? "never" : v + " s"; }
+
+/* What the page's scenario asks that a live run will not do, and why: said, never ignored. */
+export function liveGaps(s, faults) {
+  var out = [];
+  if (faults.lose.length) out.push("lost messages (lose " + faults.lose.join(", ") + "): a live run has no queue failover to lose them with");
+  if (s.effects === "external") out.push("external effects: the live invoices commit their effect with the ack (transactional)");
+  var own = ENGINE_OWN.filter(function (k) { return s[k[0]] !== DEFAULTS[k[0]]; }).map(function (k) {
+    return k[1] + " " + k[2](s[k[0]]) + " (live: " + k[3] + ")";
+  });
+  if (own.length) out.push(own.join(", ") + ": the engine runs with its own settings");
+  var most = LIVE_MOST.filter(function (k) { return Number(s[k[0]]) > k[1]; }).map(function (k) {
+    return s[k[0]] + k[2] + " (live: " + k[1] + ")";
+  });
+  if (most.length) out.push(most.join(", ") + ": the most a live run starts");
+  var timed = [].concat(
+    faults.crash.map(function (v) { return "crash " + v; }), faults.pause.map(function (v) { return "pause " + v; }),
+    faults["worker-crash"].map(function (v) { return "worker crash " + v; }));
+  if (timed.length) out.push(timed.join(", ") + ": not sent by themselves — send them with the buttons above while it runs");
+  return out;
+}
+
+export function renderLiveGaps() {
+  var gaps = liveGaps(state.scenario, state.faults), el = $("#live-gaps");
+  el.hidden = !gaps.length;
+  el.textContent = gaps.length ? "Not run live — " + gaps.join("; ") + "." : "";
 }
 
 export function liveBody() {
