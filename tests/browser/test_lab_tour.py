@@ -159,17 +159,49 @@ def test_the_zombie_step_opens_the_inspector_on_the_paused_leader(
     assert console == []
 
 
+def box(page: Page, selector: str) -> dict[str, float]:
+    b = page.locator(selector).first.bounding_box()
+    assert b is not None, selector
+    return b
+
+
+def overlap(a: dict[str, float], b: dict[str, float]) -> bool:
+    return (
+        a["x"] < b["x"] + b["width"]
+        and b["x"] < a["x"] + a["width"]
+        and a["y"] < b["y"] + b["height"]
+        and b["y"] < a["y"] + a["height"]
+    )
+
+
+# What the inspector and the tour card once covered in these screenshots (issue 15's audit).
+UNDER_THE_INSPECTOR = [
+    ".playback", "#c-scrub", "#ticker", ".chart-tools", "figure:has(#chart-backlog) > figcaption",
+    "figure:has(#chart-flow) > figcaption", "#col-sched", "#col-workers",
+]  # fmt: skip
+UNDER_THE_TOUR = [".controls", ".controls fieldset:nth-of-type(4)", '[data-action="crash-leader"]']
+
+
 @pytest.mark.parametrize(("k", "name"), [(5, "lab-zombie.png"), (7, "lab-worker-crash.png")])
 def test_screenshots_of_the_zombie_and_the_worker_crash_steps(
     page: Page, console: Console, k: int, name: str
 ) -> None:
-    """Saved in artifacts/; with LAB_SHOTS_TO_DOCS=1 also in docs/ (the ones docs/lab.md shows)."""
-    page.set_viewport_size({"width": 1366, "height": 1240})
+    """Saved in artifacts/; with LAB_SHOTS_TO_DOCS=1 also in docs/ (the ones docs/lab.md shows).
+    Neither the inspector nor the tour card covers what the step is about."""
+    page.set_viewport_size({"width": 1366, "height": 1440})
     stub_realsim(page)
     open_lab(page, fragment=f"tour={k}")
     expect_step(page, k)
     page.wait_for_function("() => window.cronlabLab.realsims > 0")
     page.evaluate("window.scrollTo(0, 0)")
+    expect(page.locator("#inspect")).to_be_visible()
+    inspector, tour = box(page, "#inspect"), box(page, "#tour")
+    for sel in UNDER_THE_INSPECTOR:
+        assert not overlap(inspector, box(page, sel)), f"the inspector covers {sel}"
+    for sel in UNDER_THE_TOUR:
+        assert not overlap(tour, box(page, sel)), f"the tour card covers {sel}"
+    look = box(page, "#pod-timeline" if k == 7 else "#lease-timeline")
+    assert look["y"] + look["height"] <= 1440, "the timeline the step points at is in the shot"
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / name))
     if os.environ.get("LAB_SHOTS_TO_DOCS") == "1":

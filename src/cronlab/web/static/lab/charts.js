@@ -38,16 +38,23 @@ function markers(u) {
   ctx.font = (11 * devicePixelRatio) + "px system-ui, sans-serif";
   ctx.textAlign = "left";
   ctx.textBaseline = "top";
+  var labels = [];
   r.log.forEach(function (e) {
     var m = MARKS[e.kind];
     if (!m) return;
     var x = Math.round(u.valToPos(e.t / 60, "x", true));
-    ctx.strokeStyle = ctx.fillStyle = m[0];
+    ctx.strokeStyle = m[0];
     ctx.setLineDash(m[1].map(function (v) { return v * devicePixelRatio; }));
     ctx.lineWidth = devicePixelRatio * 1.5;
     ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + h); ctx.stroke();
-    if (row < 6) ctx.fillText(m[2](e), x + 4 * devicePixelRatio, top + devicePixelRatio * (3 + 13 * row++));
+    if (row < 6) labels.push([m[0], m[2](e), x + 4 * devicePixelRatio, top + devicePixelRatio * (3 + 13 * row++)]);
   });
+  /* Labels after every line, on a white halo: a later mark's line never crosses a label. */
+  ctx.setLineDash([]);
+  ctx.lineWidth = 3 * devicePixelRatio;
+  ctx.lineJoin = "round";
+  ctx.strokeStyle = "rgba(255,255,255,.9)";
+  labels.forEach(function (l) { ctx.strokeText(l[1], l[2], l[3]); ctx.fillStyle = l[0]; ctx.fillText(l[1], l[2], l[3]); });
   ctx.restore();
 }
 

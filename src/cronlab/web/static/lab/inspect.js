@@ -42,16 +42,9 @@ export function renderInspect(t) {
   place(document.querySelector('[data-inspect="' + key + '"]'));
 }
 
-/* Over the queue column, between the replicas and the pods: the node inspected and every
-   other one stay visible and clickable. */
+/* The panel sits under the playback row (lab.css); the node inspected is outlined. */
 function place(el) {
-  var box = $("#inspect"), stage = $(".stage").getBoundingClientRect();
-  if (!el) return;
-  el.classList.add("inspected");
-  var q = $("#col-queue").getBoundingClientRect(), w = box.offsetWidth || 290;
-  var left = q.left + q.width / 2 - w / 2 - stage.left;
-  box.style.left = Math.max(6, Math.min(stage.width - w - 6, left)) + "px";
-  box.style.top = Math.max(6, el.getBoundingClientRect().top - stage.top - 4) + "px";
+  if (el) el.classList.add("inspected");
 }
 
 function span(sp) {
