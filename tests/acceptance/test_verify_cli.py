@@ -53,9 +53,11 @@ def test_each_combined_fault_seed_that_failed_at_bf1f8b8_passes_now(seed: int) -
 
 def test_the_checker_catches_a_store_without_its_fence(monkeypatch: pytest.MonkeyPatch) -> None:
     """The search can fail: with ``SqlStore._fence`` checking nothing, a leader stopped just
-    before it took the write lock dispatches at its old epoch after its successor did."""
+    before it took the write lock dispatches at its old epoch after its successor did. (Since
+    a new leader scans at once, a zombie seldom finds anything left to dispatch: with pause,
+    kill, skew and jump alone the first such seed is 472; with every kind it is 231.)"""
     monkeypatch.setattr(sql_store.SqlStore, "_fence", lambda self, c, epoch, now_ms: None)
-    kinds = ("pause", "kill", "skew", "jump")
+    kinds = sc.KINDS
     found = next((r for s in range(1, 401) if (r := verify.run_seed(s, kinds)).violations), None)
     assert found is not None, "400 seeds and no violation without the fence"
     assert "split_brain" in {v.kind for v in found.violations}  # a superseded epoch wrote

@@ -65,6 +65,28 @@ def serve_lab(*extra: str, python: str = sys.executable) -> Iterator[str]:
             proc.wait()
 
 
+@contextmanager
+def serve_console(store: Path, *extra: str) -> Iterator[str]:
+    """``cronlab console`` on a SQLite store, on a free loopback port; SIGINT stops it."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cronlab", "console", "--store", f"sqlite:///{store}",
+         "--port", str(port), "--no-open", *extra],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(url + "/openapi.json")
+        yield url
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.fixture(scope="session")
 def lab_url() -> Iterator[str]:
     """The lab every page test shares."""

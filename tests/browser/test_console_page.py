@@ -1,17 +1,11 @@
 """The operator's console (issue 16) served by the real CLI (`cronlab console` subprocess) and
 driven in Debian's Chromium: it lists the schedules with their next fires and runs, its
-controls change the store, a token guards it off loopback, a cross-site POST is refused."""
+controls change the store, a token guards it off loopback (a page on another origin:
+``test_cross_site.py``)."""
 
 from __future__ import annotations
 
-import http.server
-import signal
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -25,7 +19,7 @@ from cronlab.runtime.clock import FakeClock
 from cronlab.runtime.duties import Operations
 from cronlab.stores.sqlite import SqliteStore
 
-from .conftest import CHROMIUM, free_port, wait_http
+from .conftest import CHROMIUM, serve_console
 
 pytestmark = pytest.mark.browser
 Console = list[str]
@@ -54,27 +48,6 @@ def seed(path: Path) -> None:
             pass
     engine.stop()
     store.close()
-
-
-@contextmanager
-def serve_console(store: Path, *extra: str) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cronlab", "console", "--store", f"sqlite:///{store}",
-         "--port", str(port), "--no-open", *extra],
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(url + "/openapi.json")
-        yield url
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -192,65 +165,6 @@ def test_the_filter_and_the_pager_reach_every_schedule(page_on: Page) -> None:
     expect(page_on.locator("#page-of")).to_contain_text("1 matching")
     page_on.locator("#filter").fill("")
     expect(page_on.locator("tr[data-schedule]")).to_have_count(3)
-
-
-EVIL = """<!doctype html><html><body>
-<iframe name="sink"></iframe>
-<form id="f" method="post" enctype="text/plain" target="sink"
-      action="{console}/api/schedules/sync-stock/pause">
-  <input name='{{"note":"' value='owned"}}'>
-</form>
-<script>
-  document.getElementById("f").submit();
-  fetch("{console}/api/schedules/sync-stock/trigger", {{method: "POST", mode: "no-cors",
-    headers: {{"Content-Type": "text/plain"}}, body: "{{}}"}})
-    .then(function () {{ document.title = "sent"; }}, function () {{ document.title = "sent"; }});
-</script></body></html>"""
-
-
-@contextmanager
-def evil_site(console_url: str) -> Iterator[str]:
-    body = EVIL.format(console=console_url).encode()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def test_a_cross_site_post_is_refused_and_changes_nothing(
-    browser: Browser, console_url: str, shop: Path
-) -> None:
-    store = SqliteStore(shop, create=False)
-    before = store.query("SELECT count(*) FROM tasks")[0][0], store.get_schedule("sync-stock")
-    with evil_site(console_url) as evil:
-        context = browser.new_context()
-        page = context.new_page()
-        refused: list[int] = []
-        page.on("response", lambda r: refused.append(r.status) if "/api/" in r.url else None)
-        page.goto(evil)
-        page.wait_for_function("document.title === 'sent'", timeout=15_000)
-        deadline = time.monotonic() + 10
-        while len(refused) < 2 and time.monotonic() < deadline:
-            page.wait_for_timeout(200)
-        context.close()
-    assert refused and set(refused) == {403}, refused
-    after = store.query("SELECT count(*) FROM tasks")[0][0], store.get_schedule("sync-stock")
-    store.close()
-    assert after == before
 
 
 def test_off_loopback_rules_a_token_unlocks_the_api(browser: Browser, shop: Path) -> None:

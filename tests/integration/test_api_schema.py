@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +22,12 @@ import pytest
 import schemathesis
 from schemathesis import Case
 
-from cronlab.web import openapi
+from cronlab import stores
+from cronlab.core.policy import Schedule
+from cronlab.runtime.clock import SystemClock
+from cronlab.web import console_api, openapi
 from cronlab.web.app import LabConfig, create_app
+from cronlab.web.console import ConsoleConfig, create_console
 from cronlab.web.live import Live
 
 pytestmark = pytest.mark.integration
@@ -33,6 +39,11 @@ ACROSS_PARAMETERS = (  # what a 422 for a schema-valid /api/simulate query may s
     r"^tasks due must be 0\.\.1,000,000,000,000",  # the buckets' (or steady minutes') sum
     r"^bucket count must be 0\.\.1,000,000,000,000",  # the buckets given for one minute
     r"the lab charts at most 50,000 ",  # the run's length: tasks / capacity, faults
+)
+BACKFILL_RANGE = (
+    r"^backfill: --from must be before --to$",
+    r"^backfill: --to is in the future",
+    r"^backfill of .*: the range holds more than 1,000 ",
 )
 ENGINE = (sys.executable, str(Path(__file__).with_name("small_engine.py")))
 CONFIG = schemathesis.Config.from_dict(
@@ -113,6 +124,7 @@ def only_rules_across_parameters(
         "/api/simulate": ACROSS_PARAMETERS,
         "/api/realsim": ACROSS_PARAMETERS,
         "/api/live/start": (r"fencing must be on with election off",),  # fencing × election
+        "/api/schedules/{name}/backfill": BACKFILL_RANGE,  # the console's: from × to × now
     }.get(case.operation.path, ())
     if not any(re.search(rule, error) for rule in rules):
         raise AssertionError(f"schema-valid data refused: {error}")
@@ -176,4 +188,58 @@ def test_stop(case: Case) -> None:
 @schema.include(path=READS).parametrize()
 def test_once_stopped(case: Case) -> None:
     assert not LIVE.running
+    check(case)
+
+
+# The operator's console (``cronlab console``): its own document and server, on a real SQLite
+# store holding two schedules. A smaller budget: its six operations take no live run.
+CONSOLE_EXAMPLES = 25
+CONSOLE_STORE = Path(tempfile.mkdtemp(prefix="cronlab-schema-")) / "console.db"
+
+
+def console_store() -> stores.SqlStore:
+    """The console's store (made on first use, with a schedule to act on and one paused)."""
+    made = not CONSOLE_STORE.exists()
+    store = stores.open_store(f"sqlite:///{CONSOLE_STORE}", create=True)
+    if made:
+        now = SystemClock().now_ms()
+        for name in ("nightly", "hourly"):
+            store.put_schedule(
+                Schedule(name=name, cron="0 * * * *", handler="h"), now, replace=False
+            )
+        store.pause_schedule("hourly", now, note="maintenance")
+    return store
+
+
+console_schema = schemathesis.openapi.from_asgi(
+    "/openapi.json",
+    create_console(ConsoleConfig(store_url=f"sqlite:///{CONSOLE_STORE}"), open_store=console_store),
+    config=schemathesis.Config.from_dict(
+        {
+            "seed": SEED,
+            "base-url": "http://127.0.0.1",
+            "workers": 1,
+            "generation": {"max-examples": CONSOLE_EXAMPLES, "database": "none"},
+            "checks": {"positive_data_acceptance": {"expected-statuses": ACCEPTED}},
+        }
+    ),
+    headers={"host": "127.0.0.1"},
+)
+
+
+@pytest.fixture(scope="module")
+def console_folder() -> Iterator[None]:
+    yield
+    shutil.rmtree(CONSOLE_STORE.parent, ignore_errors=True)
+
+
+def test_the_console_document_lists_every_operation() -> None:
+    paths = set(console_api.document()["paths"])
+    assert paths == {"/api/console", "/api/runs"} | {
+        f"/api/schedules/{{name}}/{a}" for a in console_api.FIELDS
+    }
+
+
+@console_schema.parametrize()
+def test_the_console(case: Case, console_folder: None) -> None:
     check(case)

@@ -87,6 +87,11 @@ def test_actions_change_the_store_through_its_operator_methods(store: MemoryStor
                                            "to": "2026-01-01T00:00:00Z"}, 422, "body"),
         ("/api/schedules/alpha/backfill", {"from": "2020-01-01T00:00:00Z",
                                            "to": "2026-01-01T00:00:00Z"}, 422, "body"),
+        # what the document's pattern leaves out (it said "body", after parsing)
+        ("/api/schedules/alpha/backfill", {"from": "2026-01-01 00:00Z",
+                                           "to": "2026-01-02T00:00:00Z"}, 422, "from"),
+        ("/api/schedules/alpha/backfill", {"from": "2026-01-01T00:00:00Z",
+                                           "to": "2026-01-02"}, 422, "to"),
     ],
 )  # fmt: skip
 def test_bad_actions_are_refused_and_write_nothing(
@@ -110,6 +115,7 @@ def test_state_changes_are_json_only_bounded_and_not_cross_site(store: MemorySto
     assert big.status_code == 413
     other = c.post("/api/schedules/alpha/pause", json={}, headers={"origin": "http://evil.example"})
     assert other.status_code == 403 and other.json()["field"] == "origin"
+    assert "is not this console" in other.json()["error"]  # it said "this lab"
     site = c.post("/api/schedules/alpha/pause", json={}, headers={"sec-fetch-site": "cross-site"})
     assert site.status_code == 403
     assert not store.get_schedule("alpha").schedule.paused

@@ -9,6 +9,10 @@
 * **late** — took effect later than the scenario's faults can explain (``scenario.late_bound_ms``);
 * **stuck** — PENDING or DISPATCHED at the end with nothing left to move it;
 * **split_brain** — two processes dispatched under one fencing epoch.
+
+A backfilled occurrence that also ran on time is **duplicated** (unless the retention had
+deleted that run's row before the backfill looked: history past ``--keep`` is not known), and
+so is a condition alerted twice. A finished row the retention deleted is judged as it was.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 from cronlab.core import policy
 from cronlab.sim import scenario as sc
 from cronlab.sim.run import T0, Outcome
+from cronlab.stores import schedules
 
 KINDS = ("lost", "duplicated", "unexpected", "late", "stuck", "split_brain")
 SETTLED = ("DONE", "SKIPPED", "FAILED", "MISSED")
@@ -35,6 +40,7 @@ class Violation:
 def check(o: Outcome) -> list[Violation]:
     """Every violation the run shows, in a stable order."""
     found = [*_tasks(o), *_external(o), *_dropped(o), *_split_brain(o)]
+    found += [*_pruned_open(o), *_backfilled_twice(o), *_alerted_twice(o)]
     if o.deadlock:
         found.append(Violation(kind="stuck", key="*", detail=f"the world froze: {o.deadlock}"))
     return sorted(set(found), key=lambda v: (KINDS.index(v.kind), v.key))
@@ -46,7 +52,9 @@ def _tasks(o: Outcome) -> list[Violation]:
     first_true = {key: t for key, _, _, t in sorted(o.effects, key=lambda e: e[3], reverse=True)}
     bound = sc.late_bound_ms(o.scenario)
     out = []
-    for key, status, trigger_ms, error in o.tasks:
+    kept = {t[0] for t in o.tasks}
+    pruned = [(key, status, trigger, None) for key, status, trigger, _ in o.pruned]
+    for key, status, trigger_ms, error in [*o.tasks, *(p for p in pruned if p[0] not in kept)]:
         if not _expected(o, key, trigger_ms, o.dispatched.get(key)):
             if effects[key]:
                 out.append(Violation(kind="unexpected", key=key, detail="never due, yet ran"))
@@ -65,7 +73,7 @@ def _tasks(o: Outcome) -> list[Violation]:
         if n and (reached := _high_water(o, first_true[key])) < trigger_ms:
             ahead = trigger_ms - reached
             out.append(Violation(kind="unexpected", key=key, detail=f"ran {ahead} ms early"))
-    seen = {t[0] for t in o.tasks} | {d[0] for d in o.dropped}
+    seen = kept | {d[0] for d in o.dropped} | {p[0] for p in o.pruned}
     for job in o.scenario.jobs:
         if job.key not in seen:
             out.append(Violation(kind="lost", key=job.key, detail="its row is gone"))
@@ -93,6 +101,42 @@ def _dropped(o: Outcome) -> list[Violation]:
             detail = f"due at {trigger_ms - T0} ms, deleted at {at_ms - T0} ms, never run"
             out.append(Violation(kind="lost", key=key, detail=detail))
     return out
+
+
+def _pruned_open(o: Outcome) -> list[Violation]:
+    """The retention deletes finished rows only: one still DISPATCHED was work in flight."""
+    return [
+        Violation(kind="lost", key=key, detail=f"deleted by the retention while {status}")
+        for key, status, _, _ in o.pruned
+        if status not in SETTLED
+    ]
+
+
+def _backfilled_twice(o: Outcome) -> list[Violation]:
+    """A backfill runs only occurrences that never ran: one that ran on time, whose row was
+    still there when the backfill committed, must not run again under the backfill's key."""
+    ran = {e[0] for e in o.effects}
+    gone = {key: turn for key, _, _, turn in o.pruned}
+    out = []
+    for key in sorted(k for k in ran if k.startswith(schedules.BACKFILL_PREFIX)):
+        name, fire_ms = schedules.parse_backfill_key(key)
+        twin = policy.occurrence_key(name, fire_ms)
+        ranges = o.ledger.backfills
+        committed = min(t for n, a, b, t in ranges if n == name and a <= fire_ms < b)
+        if twin in ran and gone.get(twin, committed + 1) > committed:
+            detail = f"ran on time as {twin} and again by a backfill"
+            out.append(Violation(kind="duplicated", key=key, detail=detail))
+    return out
+
+
+def _alerted_twice(o: Outcome) -> list[Violation]:
+    """An alert's condition (schedule, kind, subject) is raised once, whoever leads."""
+    raised = Counter((schedule, kind, subject) for schedule, kind, subject, _ in o.alerts)
+    return [
+        Violation(kind="duplicated", key=f"alert {' '.join(c)}", detail=f"raised {n} times")
+        for c, n in raised.items()
+        if n > 1
+    ]
 
 
 def _split_brain(o: Outcome) -> list[Violation]:
@@ -135,10 +179,10 @@ def _expected(o: Outcome, key: str, trigger_ms: int, dispatched: int | None = No
     was dispatched is judged by the definitions committed before its dispatch (a change that
     committed later — it waited for the write lock, or came at a clock set back — cannot undo
     what was due when it was dispatched)."""
-    if not key.startswith("schedule:"):
+    if not key.startswith(schedules.OCCURRENCE_PREFIX):
         return True
-    _, fire_ms = policy.parse_occurrence_key(key)
-    defs = o.ledger.definitions
+    name, fire_ms = policy.parse_occurrence_key(key)
+    defs = o.ledger.definitions.get(name, [])
     changes = [(a, d) for a, turn, d in defs if dispatched is None or turn < dispatched]
     in_force = [d for since, d in changes if since < fire_ms]
     if not in_force or in_force[-1] is None:

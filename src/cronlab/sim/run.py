@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import shutil
 import sqlite3
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +27,21 @@ from cronlab.exceptions import BackendUnavailable
 from cronlab.handlers import Context, Registry
 from cronlab.ports import LeaseElector, NewTask, Retry
 from cronlab.queues.store import StoreQueue
-from cronlab.runtime import cluster
-from cronlab.runtime.scheduler import Scheduler, SchedulerConfig
-from cronlab.runtime.worker import Worker, WorkerConfig
+from cronlab.runtime import alerts, cluster
+from cronlab.runtime.retention import Retention
+from cronlab.runtime.scheduler import Duty, Scheduler, SchedulerConfig
+from cronlab.runtime.worker import WOKEN_IDLE_MS, Worker, WorkerConfig
 from cronlab.sim import scenario as sc
-from cronlab.sim.world import Deadlock, Killed, Proc, SimClock, SimLock, TrueClock, World
+from cronlab.sim.world import (
+    Deadlock,
+    Killed,
+    Proc,
+    SimClock,
+    SimLock,
+    SimWakeups,
+    TrueClock,
+    World,
+)
 from cronlab.stores.sqlite import QUERIES, Seams, SqliteStore
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z: whole seconds line up with the schedule
@@ -41,6 +53,12 @@ CREATE TABLE sim_effects (
 CREATE TABLE sim_dropped (key TEXT, trigger_ms INTEGER, at_ms INTEGER);
 CREATE TRIGGER sim_drop AFTER DELETE ON tasks WHEN old.status = 'PENDING'
 BEGIN INSERT INTO sim_dropped VALUES (old.idempotency_key, old.trigger_ms, sim_now()); END;
+CREATE TABLE sim_pruned (key TEXT, status TEXT, trigger_ms INTEGER, turn INTEGER);
+CREATE TRIGGER sim_prune AFTER DELETE ON tasks WHEN old.status != 'PENDING' BEGIN
+INSERT INTO sim_pruned VALUES (old.idempotency_key, old.status, old.trigger_ms, sim_turn()); END;
+CREATE TABLE sim_alerts (schedule TEXT, kind TEXT, subject TEXT, at_ms INTEGER);
+CREATE TRIGGER sim_alert AFTER INSERT ON alerts
+BEGIN INSERT INTO sim_alerts VALUES (new.schedule, new.kind, new.subject, sim_now()); END;
 CREATE TABLE sim_dispatched (key TEXT, turn INTEGER);
 CREATE TRIGGER sim_dispatch AFTER UPDATE OF status ON tasks
 WHEN old.status = 'PENDING' AND new.status = 'DISPATCHED'
@@ -65,9 +83,11 @@ class Invocation:
 class Ledger:
     invocations: list[Invocation] = field(default_factory=list)
     dispatches: list[tuple[str, int, int, int]] = field(default_factory=list)  # proc, epoch, n, at
-    # (since ms by the authority's clock, the turn it committed at, the definition in force from
-    # then on; None once removed), in the order they committed
-    definitions: list[tuple[int, int, Schedule | None]] = field(default_factory=list)
+    # Per schedule: (since ms by the authority's clock, the turn it committed at, the definition
+    # in force from then on; None while paused or once removed), in the order they committed
+    definitions: dict[str, list[tuple[int, int, Schedule | None]]] = field(default_factory=dict)
+    # (schedule, from ms, to ms, the turn it committed at) of every backfill
+    backfills: list[tuple[str, int, int, int]] = field(default_factory=list)
     # (true ms, the authority clock's offset from then on): where a jump moved it
     offsets: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
     removed_ms: int | None = None
@@ -82,6 +102,8 @@ class Outcome:
     tasks: list[tuple[str, str, int, str | None]]  # key, status, trigger_ms, last_error
     effects: list[tuple[str, int, int, int]]  # key, inv, at_ms (authority), true_ms
     dropped: list[tuple[str, int, int]]  # key, trigger_ms, dropped at
+    pruned: list[tuple[str, str, int, int]]  # key, status, trigger_ms, turn: finished, deleted
+    alerts: list[tuple[str, str, str, int]]  # schedule, kind, subject, raised at
     dispatched: dict[str, int]  # key: the turn of its first dispatch
     trace: list[tuple[int, str]]
     end_ms: int
@@ -109,6 +131,10 @@ class _Run:
         self.restarts = 0
         self.operators = 0  # operator commands under way
         self.turns = 0  # commits the checker orders (sim_turn)
+        self.defined: dict[str, Schedule] = {}  # the definition each schedule has now
+        self.paused: set[str] = set()
+        self.removed: set[str] = set()
+        self.wakeups = None if s.wakeups is None else SimWakeups(self.world, s.wakeups, s.seed)
         self.stopping = False
         self.world.on_point.append(self._watch_transactions)
         self.world.quiet.add(QUERIES["queue_any_visible"])
@@ -134,7 +160,8 @@ class _Run:
         return self._outcome(deadlock)
 
     def _plan_operator(self) -> None:
-        self.world.at(T0 + sc.WORK_END_MS + 500, self._remove_schedule)
+        for name in self.s.schedule_names():
+            self.world.at(T0 + sc.WORK_END_MS + 500, partial(self._remove_schedule, name))
 
     def scheduler_config(self, index: int) -> SchedulerConfig:
         return SchedulerConfig(replica=index, ttl_ms=sc.TTL_MS, scan_ms=sc.SCAN_MS, batch=50)
@@ -163,9 +190,19 @@ class _Run:
         store.add_tasks(
             NewTask(j.key, _handler(j), T0 + j.due_ms, json.dumps(_payload(j))) for j in self.s.jobs
         )
-        tick = self._definition(self.s.every_s)
-        store.put_schedule(tick, T0, replace=True)
-        self.ledger.definitions.append((T0, 0, tick))
+        rules = [
+            sc.Rule(
+                name=SCHEDULE,
+                every_s=self.s.every_s,
+                catchup=self.s.catchup,
+                overlap=self.s.overlap,
+            ),
+            *self.s.rules,
+        ]
+        for rule in rules:
+            self.defined[rule.name] = self._definition(rule.every_s, rule)
+            store.put_schedule(self.defined[rule.name], T0, replace=True)
+            self._note(rule.name, T0, 0)
         if any(f.kind == "switch" for f in self.s.faults):
             self._earlier_etcd_era(store)
         store.close()
@@ -179,14 +216,34 @@ class _Run:
         era.close()
         del store
 
-    def _definition(self, every_s: int) -> Schedule:
+    def _definition(self, every_s: int, rule: sc.Rule | None = None) -> Schedule:
+        """A schedule's definition (the tick's by default) firing every ``every_s`` seconds."""
+        rule = rule or sc.Rule(
+            name=SCHEDULE, every_s=every_s, catchup=self.s.catchup, overlap=self.s.overlap
+        )
+        duties = self.s.duties
+        extra: dict[str, Any] = {}
+        if duties is not None:
+            extra = {
+                "catchup_window_ms": duties.window_ms,
+                "alert_after_ms": duties.alert_after_ms,
+                "alert_on_failures": duties.failures,
+            }
         return Schedule(
-            name=SCHEDULE,
+            name=rule.name,
             cron=f"* * * * * */{every_s}",
             handler="effect",
-            catchup=self.s.catchup,  # type: ignore[arg-type]
-            overlap=self.s.overlap,  # type: ignore[arg-type]
+            catchup=rule.catchup,  # type: ignore[arg-type]
+            overlap=rule.overlap,  # type: ignore[arg-type]
+            **extra,
         )
+
+    def _note(self, name: str, since_ms: int, turn: int) -> None:
+        """The ledger's record that schedule ``name`` changed at ``since_ms``, committed at
+        ``turn``: its definition, or None while paused or once removed."""
+        gone = name in self.paused or name in self.removed
+        entry = (since_ms, turn, None if gone else self.defined[name])
+        self.ledger.definitions.setdefault(name, []).append(entry)
 
     def _turn(self) -> int:
         """The next number in the true order of commits (several fall on one millisecond)."""
@@ -213,7 +270,12 @@ class _Run:
     def _open(self, proc: Proc) -> SqliteStore:
         server = TrueClock(self.world) if self.s.server_clock else None
         wait_ms = sc.TTL_MS // 2  # as a scheduler's (cronlab scheduler: TTL / 2)
-        seams = Seams(lock=SimLock(self.world, wait_ms), before=self.world.point, clock=server)
+        seams = Seams(
+            lock=SimLock(self.world, wait_ms),
+            before=self.world.point,
+            clock=server,
+            wakeups=self.wakeups,
+        )
         store = SqliteStore(self.path, seams=seams)
         store.dialect.conn._conn.create_function("sim_now", 0, self._authority)
         store.dialect.conn._conn.create_function("sim_turn", 0, self._turn)
@@ -236,17 +298,35 @@ class _Run:
                 recording = _Recording(store, self.ledger, proc, self.world)
                 queue = StoreQueue(store, clock)
                 elector = self.elector(store, clock)
+                waiter = store.waiter("due")
                 sched = Scheduler(
-                    cfg, store=recording, queue=queue, elector=elector, clock=clock, owner=owner
+                    cfg,
+                    store=recording,
+                    queue=queue,
+                    elector=elector,
+                    clock=clock,
+                    owner=owner,
+                    duties=self._duties(store, clock, owner),
+                    waiter=waiter,
                 )
                 sched.outage.say = self.world.log
                 sched.stop_self = lambda seconds: self.world.sleep(int(seconds * 1000))
-                while True:
-                    clock.sleep(sched.step() / 1000)
+                if waiter is None:  # (as before wake-ups: the earlier kinds' seeds replay)
+                    while True:
+                        clock.sleep(sched.step() / 1000)
+                sched.run(lambda: False)  # the loop as cronlab scheduler runs it
             finally:
                 self._died(proc, self._scheduler_body(index), store)
 
         return body
+
+    def _duties(self, store: SqliteStore, clock: SimClock, owner: str) -> list[Duty]:
+        """The leader's retention and alerter, with the scenario's short keep (``duties``)."""
+        d = self.s.duties
+        if d is None:
+            return []
+        retention = Retention(store, clock, keep_ms=d.keep_ms, every_ms=d.every_ms)
+        return [retention, alerts.Alerter(store, clock, owner, None, say=self.world.log)]
 
     def _worker_body(self, index: int) -> Callable[[Proc], None]:
         def body(proc: Proc) -> None:
@@ -255,17 +335,24 @@ class _Run:
             try:
                 store = self._open(proc)
                 cfg = self.worker_config(index)
+                queue = StoreQueue(store, clock)
+                waiter = queue.waiter()
+                if waiter is not None:  # woken: it polls as a fallback only
+                    cfg = dataclasses.replace(cfg, idle_ms=WOKEN_IDLE_MS)
                 worker = Worker(
                     cfg,
                     store=store,
-                    queue=StoreQueue(store, clock),
+                    queue=queue,
                     registry=self._registry(),
                     clock=clock,
                     name=f"worker-{index}@{100 + self.restarts}",
+                    waiter=waiter,
                 )
                 worker.outage.say = self.world.log
-                while True:
-                    clock.sleep(worker.step() / 1000)
+                if waiter is None:
+                    while True:
+                        clock.sleep(worker.step() / 1000)
+                worker.run(lambda: False)
             finally:
                 self._died(proc, self._worker_body(index), store)
 
@@ -274,6 +361,8 @@ class _Run:
     def _died(self, proc: Proc, body: Callable[[Proc], None], store: SqliteStore | None) -> None:
         """The supervisor (``cronlab cluster``) starts a dead process again after a while,
         however it died (on its way up too)."""
+        if self.wakeups is not None:
+            self.wakeups.forget(proc)
         if store is not None:
             with contextlib.suppress(sqlite3.Error):
                 store.close()
@@ -354,6 +443,8 @@ class _Run:
             self.world.at(at, lambda: self._outage(f))
         elif f.kind == "redeploy":
             self.world.at(at, lambda: self._redeploy(f.amount))
+        elif f.kind == "operator":
+            self.world.at(at, lambda: self._operate(f))
 
     def _live(self, name: str) -> Proc | None:
         live = [p for p in self.world.procs if p.name == name and not p.dead]
@@ -416,21 +507,60 @@ class _Run:
     def _put(self, store: SqliteStore, every_s: int) -> None:
         tick, now = self._definition(every_s), self._authority()  # as the operator's CLI does
         store.put_schedule(tick, now, replace=True)  # (which may wait for the write lock)
-        self.ledger.definitions.append((now, self._turn(), tick))
+        self.defined[SCHEDULE] = tick
+        self._note(SCHEDULE, now, self._turn())
 
-    def _remove_schedule(self) -> None:
-        """The operator removes the schedule once no deploy is under way (so the run ends)."""
+    def _operate(self, f: sc.Fault) -> None:
+        """An operator's command from the CLI or the console (the ``operator`` kind)."""
+        op, name = f.target.split()
+        if op == "pause":
+            self._operator(f"pause {name}", partial(self._pause_schedule, name))
+            if f.ms:
+                self.operators += 1  # (the resume to come: the schedule stays until it is done)
+                resume = partial(
+                    self._operator, f"resume {name}", partial(self._resume_schedule, name)
+                )
+                self.world.at(self.world.now_ms + f.ms, partial(resume, True))
+        elif op == "trigger":
+            self._operator(f"trigger {name}", partial(self._trigger, name))
+        else:
+            self._operator(f"backfill {name}", partial(self._backfill, name, f.ms))
+
+    def _pause_schedule(self, name: str, store: SqliteStore) -> None:
+        now = self._authority()
+        store.pause_schedule(name, now, "the simulated operator")
+        self.paused.add(name)
+        self._note(name, now, self._turn())
+
+    def _resume_schedule(self, name: str, store: SqliteStore) -> None:
+        now = self._authority()
+        store.resume_schedule(name, now)
+        self.paused.discard(name)
+        self._note(name, now, self._turn())
+
+    def _trigger(self, name: str, store: SqliteStore) -> None:
+        store.trigger_schedule(name, self._authority())
+
+    def _backfill(self, name: str, ms: int, store: SqliteStore) -> None:
+        now = self._authority()
+        store.backfill_schedule(name, now - ms, now, now)
+        self.ledger.backfills.append((name, now - ms, now, self._turn()))
+
+    def _remove_schedule(self, name: str) -> None:
+        """The operator removes a schedule once no command is under way (so the run ends)."""
         if self.operators:
-            self.world.at(self.world.now_ms + 1_000, self._remove_schedule)
+            self.world.at(self.world.now_ms + 1_000, partial(self._remove_schedule, name))
             return
 
         def remove(store: SqliteStore) -> None:
             now = self._authority()
-            store.remove_schedule(SCHEDULE, now)
-            self.ledger.removed_ms = now
-            self.ledger.definitions.append((now, self._turn(), None))
+            store.remove_schedule(name, now)
+            self.removed.add(name)
+            self._note(name, now, self._turn())
+            if self.removed >= set(self.s.schedule_names()):
+                self.ledger.removed_ms = now
 
-        self._operator("remove", remove)
+        self._operator(f"remove {name}", remove)
 
     def _operator(self, what: str, act: Callable[[SqliteStore], None], again: bool = False) -> None:
         """An operator's command: a short-lived process of its own, run again a second after
@@ -481,6 +611,10 @@ class _Run:
             ).fetchall()
             effects = conn.execute("SELECT key, inv, at_ms, true_ms FROM sim_effects").fetchall()
             dropped = conn.execute("SELECT key, trigger_ms, at_ms FROM sim_dropped").fetchall()
+            pruned = conn.execute("SELECT key, status, trigger_ms, turn FROM sim_pruned").fetchall()
+            alerts_raised = conn.execute(
+                "SELECT schedule, kind, subject, at_ms FROM sim_alerts"
+            ).fetchall()
             dispatched = dict(
                 conn.execute("SELECT key, min(turn) FROM sim_dispatched GROUP BY key")
             )
@@ -490,6 +624,8 @@ class _Run:
             tasks=tasks,
             effects=effects,
             dropped=dropped,
+            pruned=pruned,
+            alerts=alerts_raised,
             dispatched=dispatched,
             trace=self.world.trace,
             end_ms=self.world.now_ms,

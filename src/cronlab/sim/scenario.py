@@ -23,7 +23,16 @@ KINDS = (
     "redeploy",  # a schedule's definition changes while the cluster runs
     "identity",  # replicas started with the same name (pods all PID 1, no --replica)
     "switch",  # the store ran with another election kind before (etcd → lease)
+    "operator",  # pause and resume, trigger now, backfill a past range (CLI, console)
+    "duties",  # the leader's retention (a keep of seconds) and alerter run as it leads
+    "wakeup",  # wake-up notices on: delivered, lost, late or twice
+    "schedules",  # more schedules, some of one rule, falling due in the same second
 )
+# The kinds drawn from a seed's first stream. Each later kind draws from a stream of its own
+# (``random.Random(f"{seed}:{kind}")``): adding one left every earlier seed's run as it was, so
+# the seeds of earlier bugs still replay them.
+CLASSIC = KINDS[:12]
+OPERATIONS = ("pause", "trigger", "backfill")
 TTL_MS, SCAN_MS, VISIBILITY_MS, RESTART_MS = 3_000, 1_000, 5_000, 5_000
 WORK_END_MS = 20_000  # tasks fall due and faults strike before this
 HORIZON_MS = 120_000  # the run ends here at the latest (later if the late bound is later)
@@ -59,6 +68,39 @@ class Job:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Rule:
+    """One more schedule (the ``schedules`` kind): fires every ``every_s`` seconds."""
+
+    name: str
+    every_s: int
+    catchup: str
+    overlap: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Duties:
+    """The leader's retention and alerter (the ``duties`` kind): history older than
+    ``keep_ms`` is pruned, checked every ``every_ms``; catch-up covers ``window_ms``; a
+    schedule alerts when a run is ``alert_after_ms`` late or ``failures`` fail in a row."""
+
+    keep_ms: int
+    every_ms: int
+    window_ms: int
+    alert_after_ms: int
+    failures: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Wakeups:
+    """Wake-up notices (the ``wakeup`` kind): each is lost with probability ``lose``, else
+    delivered after ``delay_ms`` (0 to it, drawn per notice), twice with ``twice``."""
+
+    lose: float
+    delay_ms: int
+    twice: float
+
+
+@dataclass(frozen=True, kw_only=True)
 class Scenario:
     seed: int
     kinds: tuple[str, ...]
@@ -70,6 +112,12 @@ class Scenario:
     catchup: str
     overlap: str
     faults: tuple[Fault, ...]
+    rules: tuple[Rule, ...] = ()
+    duties: Duties | None = None
+    wakeups: Wakeups | None = None
+
+    def schedule_names(self) -> tuple[str, ...]:
+        return ("tick", *(r.name for r in self.rules))
 
     def without(self, drop: set[int]) -> Scenario:
         """The same run with the faults at these indexes left out."""
@@ -91,7 +139,10 @@ def late_bound_ms(s: Scenario) -> int:
             "jump": abs(f.amount) + TTL_MS,
             "skew": abs(f.amount) + TTL_MS,
             "lose": 60_000,
+            "operator": f.ms,  # a backfill's occurrences were due that long before it
         }.get(f.kind, 0)
+    if s.wakeups is not None:  # a lost notice: the fallback poll (a second) at each hop
+        bound += 2_000 + s.wakeups.delay_ms
     return bound
 
 
@@ -113,11 +164,11 @@ def draw(seed: int, kinds: tuple[str, ...] = KINDS) -> Scenario:
     jobs = tuple(dataclasses.replace(j, is_async=forms.random() < 0.5) for j in jobs)
     faults: list[Fault] = []
     for kind in kinds:
-        if kind in ("slow", "error") or rng.random() < 0.5:
+        if kind in ("slow", "error") or kind not in CLASSIC or rng.random() < 0.5:
             continue  # slow and erring handlers are drawn with the jobs
         for _ in range(rng.randint(1, 2)):
             faults.append(_fault(rng, kind, replicas, workers))
-    return Scenario(
+    s = Scenario(
         seed=seed,
         kinds=kinds,
         replicas=replicas,
@@ -127,8 +178,58 @@ def draw(seed: int, kinds: tuple[str, ...] = KINDS) -> Scenario:
         every_s=rng.choice((2, 3, 5)),
         catchup=rng.choice(("all", "latest", "none")),
         overlap=rng.choice(("skip", "allow")),
-        faults=tuple(sorted(faults, key=lambda f: f.at_ms)),
+        faults=(),
     )
+    # Each later kind is in about half the seeds, as each classic one is.
+    streams = {k: random.Random(f"{seed}:{k}") for k in KINDS[len(CLASSIC) :] if k in kinds}
+    later = {k: rng for k, rng in streams.items() if rng.random() < 0.5}
+    if "schedules" in later:
+        s = dataclasses.replace(s, rules=_rules(later["schedules"], s))
+    if "duties" in later:
+        s = dataclasses.replace(s, duties=_duties(later["duties"]))
+    if "wakeup" in later:
+        w = later["wakeup"]
+        lose, delay = w.choice((0.0, 0.0, 0.3, 1.0)), w.choice((0, 0, 200, 1_500))
+        s = dataclasses.replace(s, wakeups=Wakeups(lose=lose, delay_ms=delay, twice=w.random()))
+    if "operator" in later:
+        faults += _operations(later["operator"], s.schedule_names())
+    return dataclasses.replace(s, faults=tuple(sorted(faults, key=lambda f: f.at_ms)))
+
+
+def _rules(rng: random.Random, s: Scenario) -> tuple[Rule, ...]:
+    """One to four more schedules; about half share the tick's rule (one plan serves both)."""
+    rules = []
+    for i in range(rng.randint(1, 4)):
+        if rng.random() < 0.5:
+            rules.append(
+                Rule(name=f"s{i + 1}", every_s=s.every_s, catchup=s.catchup, overlap="allow")
+            )
+        else:
+            every = rng.choice((1, 2, 3, 5))
+            catchup, overlap = rng.choice(("all", "latest", "none")), rng.choice(("skip", "allow"))
+            rules.append(Rule(name=f"s{i + 1}", every_s=every, catchup=catchup, overlap=overlap))
+    return tuple(rules)
+
+
+def _duties(rng: random.Random) -> Duties:
+    return Duties(
+        keep_ms=rng.choice((2_000, 5_000, 10_000)),
+        every_ms=rng.choice((500, 2_000)),
+        window_ms=rng.choice((3_000, 10_000, 60_000)),
+        alert_after_ms=rng.choice((1_000, 3_000)),
+        failures=rng.choice((1, 2)),
+    )
+
+
+def _operations(rng: random.Random, names: tuple[str, ...]) -> list[Fault]:
+    """One to three operator commands: a pause (resumed after ``ms``, or never), a trigger,
+    a backfill of the ``ms`` before it."""
+    out = []
+    for _ in range(rng.randint(1, 3)):
+        op, at, name = rng.choice(OPERATIONS), rng.randint(500, WORK_END_MS), rng.choice(names)
+        ms = {"pause": rng.choice((0, 1_500, 4_000)), "backfill": rng.choice((3_000, 10_000))}
+        out.append(Fault(kind="operator", at_ms=at, target=f"{op} {name}", ms=ms.get(op, 0)))
+    return out
 
 
 def _job(rng: random.Random, i: int, errors: bool, slow: bool) -> Job:

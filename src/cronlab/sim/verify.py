@@ -75,7 +75,8 @@ def shrink(seed: int, kinds: tuple[str, ...], kind: str) -> tuple[sc.Scenario, O
 
 def trace(o: Outcome, keys: set[str]) -> Iterator[str]:
     """The run's events that concern the violation: faults, leadership, and its tasks."""
-    words = ("kill", "pause", "stopped", "outage", "jump", "lost", "twice", "operator", "exited")
+    words: tuple[str, ...] = ("kill", "pause", "stopped", "outage", "jump", "lost", "twice")
+    words += ("operator", "exited", "alert")
     shown = 0
     for at, line in o.trace:
         if any(k in line for k in keys) or any(w in line for w in words) or "epoch" in line:
@@ -91,9 +92,13 @@ def _run_one(args: tuple[int, tuple[str, ...]]) -> SeedResult:
 
 
 def _job_kinds(s: sc.Scenario) -> set[str]:
+    """The kinds a scenario has that are not faults at an instant: in its jobs or its setup."""
     kinds = set()
     if any(j.fail_first for j in s.jobs):
         kinds.add("error")
     if any(j.work_ms for j in s.jobs):
         kinds.add("slow")
+    for kind, present in (("schedules", s.rules), ("duties", s.duties), ("wakeup", s.wakeups)):
+        if present:
+            kinds.add(kind)
     return kinds

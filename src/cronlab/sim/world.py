@@ -320,3 +320,64 @@ class SimLock:
 
     def __exit__(self, *exc: object) -> None:
         self.world.unlock()
+
+
+class SimWaiter:
+    """``ports.Waiter`` in simulated time: ``wait`` sleeps until a notice or the timeout."""
+
+    def __init__(self, world: World, proc: Proc, channel: str) -> None:
+        self.world, self.proc, self.channel = world, proc, channel
+        self.news = self.waiting = self.closed = False
+
+    def poke(self) -> None:
+        """A notice arrives: the next ``wait`` returns at once, or this one ends now."""
+        if self.closed or self.proc.dead:
+            return
+        self.news = True
+        if self.waiting:
+            self.proc.wake_ms = min(self.proc.wake_ms, self.world.now_ms)
+
+    def wait(self, timeout_s: float) -> bool:
+        if not self.news:
+            self.waiting = True
+            try:
+                self.world.sleep(int(timeout_s * 1000))
+            finally:
+                self.waiting = False
+        got, self.news = self.news, False
+        return got
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class SimWakeups:
+    """``sqlite.Wakeups`` between simulated processes: each notice to each waiter is lost,
+    late or doubled as the scenario's ``Wakeups`` draws it (a stream of the seed's own)."""
+
+    def __init__(self, world: World, faults: Any, seed: int) -> None:
+        self.world, self.faults = world, faults
+        self.rng = random.Random(f"{seed}:notices")
+        self.waiters: list[SimWaiter] = []
+
+    def waiter(self, channel: str) -> SimWaiter:
+        w = SimWaiter(self.world, self.world._me(), channel)
+        self.waiters.append(w)
+        return w
+
+    def forget(self, proc: Proc) -> None:
+        """A dead process's subscriptions go with it."""
+        self.waiters = [w for w in self.waiters if w.proc is not proc]
+
+    def notify(self, channel: str) -> None:
+        for w in [w for w in self.waiters if w.channel == channel and not w.closed]:
+            if self.rng.random() < self.faults.lose:
+                self.world.log(f"a {channel} notice to {w.proc.name} is lost")
+                continue
+            times = 2 if self.rng.random() < self.faults.twice else 1
+            delay = self.rng.randint(0, self.faults.delay_ms)
+            for _ in range(times):
+                if delay:
+                    self.world.at(self.world.now_ms + delay, w.poke)
+                else:
+                    w.poke()

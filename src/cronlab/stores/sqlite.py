@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from cronlab.exceptions import BackendUnavailable, ConfigError
 from cronlab.ports import Channel, Clock, Waiter
@@ -62,12 +62,24 @@ class Seams(NamedTuple):
 
     ``lock``: the writer lock; ``before``: called with each statement before it runs (the
     simulator may switch processes there, or kill this one); ``clock``: whose time judges the
-    lease, as a database server's does (None: the caller's).
+    lease, as a database server's does (None: the caller's); ``wakeups``: the wake-up
+    channels between processes (None: Unix sockets for a real file, none in the simulator).
     """
 
     lock: AbstractContextManager[None] | None = None
     before: Callable[[str], None] | None = None
     clock: Clock | None = None
+    wakeups: Wakeups | None = None
+
+
+class Wakeups(Protocol):
+    """Wake-up channels between a store's processes (``wakeups/unix.py``'s, or simulated)."""
+
+    def notify(self, channel: Channel) -> None:
+        """Tell the waiters on ``channel`` (called after the commit that made the news)."""
+        ...
+
+    def waiter(self, channel: Channel) -> Waiter | None: ...
 
 
 REAL = Seams()
@@ -100,7 +112,9 @@ class SqliteDialect:
         self._wal = self.memory
         self._inode = None if self.memory else os.stat(self.path).st_ino
         # Wake-ups between this file's processes (none for :memory: or the simulator's).
-        self._wakeups = None if self.memory or seams is not REAL else unix.directory(self.path)
+        self._wakeups = seams.wakeups
+        if self._wakeups is None and not self.memory and seams is REAL:
+            self._wakeups = unix.UnixWakeups(unix.directory(self.path))
         self._news: set[Channel] = set()
 
     def missing(self) -> bool:
@@ -131,20 +145,15 @@ class SqliteDialect:
                 raise
             news, self._news = self._news, set()
         if self._wakeups is not None:
-            for channel in news:  # after the commit and the lock: the news is visible
-                unix.notify(self._wakeups, channel)
+            for channel in sorted(news):  # after the commit and the lock: the news is visible
+                self._wakeups.notify(channel)
         return result
 
     def notify(self, c: sql.Conn, channel: Channel) -> None:
         self._news.add(channel)
 
     def waiter(self, channel: Channel) -> Waiter | None:
-        if self._wakeups is None:
-            return None
-        try:
-            return unix.UnixWaiter(self._wakeups, channel)
-        except OSError:
-            return None  # no private directory to be woken in: the fallback polls do
+        return None if self._wakeups is None else self._wakeups.waiter(channel)
 
     def read(self, fn: Callable[[sql.Conn], T]) -> T:
         if self.memory:  # one connection shared by threads: never read another's open write

@@ -59,6 +59,22 @@ def _send(s: socket.socket, path: Path) -> int:
     return 1
 
 
+class UnixWakeups:
+    """``sqlite.Wakeups`` between the processes of one database file, through ``where``."""
+
+    def __init__(self, where: Path) -> None:
+        self.where = where
+
+    def notify(self, channel: Channel) -> None:
+        notify(self.where, channel)
+
+    def waiter(self, channel: Channel) -> UnixWaiter | None:
+        try:
+            return UnixWaiter(self.where, channel)
+        except OSError:
+            return None  # no private directory to be woken in: the fallback polls do
+
+
 class UnixWaiter:
     """``ports.Waiter`` on a datagram socket of its own in ``where``."""
 

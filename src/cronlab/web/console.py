@@ -108,7 +108,7 @@ class _Console:
         rules; store errors as 404 / 409 / 422 JSON."""
 
         async def wrapped(request: Request) -> Response:
-            if write and (refused := cross_site(request)) is not None:
+            if write and (refused := cross_site(request, "this console")) is not None:
                 return problem(403, refused, "origin")
             if not token_ok(self.cfg.token, self.cfg.loopback, request):
                 why = "the console's API needs its token: open the page as /#token=… "

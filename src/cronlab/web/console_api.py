@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +16,20 @@ MAX_TEXT = 500
 QUERY = {"schedule", "task", "failed", "since_ms", "limit"}
 NAME_CHARS = 100
 MAX_PAGE = 500  # schedules one page may list
+MAX_PAGE_NUMBER = 100_000
+SINCE_MS = 10**15
+# A backfill's from and to: an ISO 8601 instant with its UTC offset, a real calendar date
+# (29 February only in leap years), years 1000-9999 — what the OpenAPI document states, so
+# that every string it allows is one ``delays.parse_at`` takes.
+_YEAR = "[1-9][0-9]{3}"
+_LEAP = "([1-9][0-9](0[48]|[2468][048]|[13579][26])|([2468][048]|[13579][26])00)"
+_DATE = (
+    f"({_YEAR}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|{_YEAR}-(0[13-9]|1[0-2])-(29|30)"
+    f"|{_YEAR}-(0[13578]|1[02])-31|{_LEAP}-02-29)"
+)
+_TIME = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?"
+_OFFSET = "(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+INSTANT = f"^{_DATE}T{_TIME}{_OFFSET}$"
 
 
 class FieldError(ConfigError):
@@ -34,6 +49,9 @@ def check_fields(action: str, body: Mapping[str, Any]) -> None:
             raise FieldError(key, f"{key} must be a string of at most {MAX_TEXT} characters")
     if action == "backfill" and not {"from", "to"} <= body.keys():
         raise FieldError("from", "backfill needs from and to (ISO 8601 with an offset)")
+    for key in FIELDS[action] & {"from", "to"}:
+        if not re.fullmatch(INSTANT, body[key]):
+            raise FieldError(key, f"{key} must be like 2026-11-01T09:00:00Z or …+01:00")
 
 
 def text(body: Mapping[str, Any], key: str) -> str | None:
@@ -50,7 +68,7 @@ def page(params: Mapping[str, str]) -> Page:
             raise FieldError(key, f"{key} is longer than {NAME_CHARS} characters")
     return Page(
         q=params.get("q", ""),
-        page=_int(params, "page", 0, 100_000) or 0,
+        page=_int(params, "page", 0, MAX_PAGE_NUMBER) or 0,
         size=_int(params, "size", 1, MAX_PAGE) or PAGE_SIZE,
     )
 
@@ -66,7 +84,7 @@ def run_query(params: Mapping[str, str]) -> RunQuery:
         schedule=params.get("schedule") or None,
         task=params.get("task") or None,
         failed=_flag(params.get("failed", "false")),
-        since_ms=_int(params, "since_ms", -(10**15), 10**15),
+        since_ms=_int(params, "since_ms", -SINCE_MS, SINCE_MS),
         limit=_int(params, "limit", 1, MAX_RUNS) or 100,
     )
 
@@ -95,9 +113,12 @@ def run_json(r: RunRecord) -> dict[str, Any]:
 
 
 def document() -> dict[str, Any]:
-    """The OpenAPI 3.1 document of the console's API."""
-    name = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+    """The OpenAPI 3.1 document of the console's API: every input bounded as the server
+    bounds it, every status it answers listed (an unknown query parameter is a 422 too)."""
+    name = {"name": "name", "in": "path", "required": True,
+            "schema": {"type": "string", "examples": ["nightly"]}}  # fmt: skip
     problem = {"description": "refused or bad input: {error, field}"}
+    refused = {"403": problem, "422": problem}  # the token rule; a bad parameter
 
     def action(summary: str, fields: dict[str, Any], required: list[str]) -> dict[str, Any]:
         body = {"type": "object", "properties": fields, "additionalProperties": False}
@@ -107,13 +128,16 @@ def document() -> dict[str, Any]:
             "post": {
                 "summary": summary,
                 "parameters": [name],
-                "requestBody": {"content": {"application/json": {"schema": body}}},
-                "responses": {"200": {"description": "done"}, **dict.fromkeys(
-                    ("403", "404", "413", "415", "422"), problem)},
+                "requestBody": {"required": True,
+                                "content": {"application/json": {"schema": body}}},
+                "responses": {"200": {"description": "done"}, **refused, **dict.fromkeys(
+                    ("404", "413", "415"), problem)},
             }
         }  # fmt: skip
 
     text_field = {"type": "string", "maxLength": MAX_TEXT}
+    instant = {"type": "string", "pattern": INSTANT, "examples": ["2026-11-01T09:00:00Z"]}
+    bounded = {"type": "string", "maxLength": NAME_CHARS}
     return {
         "openapi": "3.1.0",
         "info": {"title": "cronlab console", "version": "1"},
@@ -122,29 +146,31 @@ def document() -> dict[str, Any]:
                 "summary": "A page of schedules (next 10 fires, last 10 runs, counts), leader, "
                 "processes with heartbeats, queue depth, lateness by minute, recent alerts",
                 "parameters": [
-                    {"name": "q", "in": "query", "schema": {"type": "string", "maxLength": 100}},
-                    {"name": "page", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+                    {"name": "q", "in": "query", "schema": bounded},
+                    {"name": "page", "in": "query", "schema": {
+                        "type": "integer", "minimum": 0, "maximum": MAX_PAGE_NUMBER}},
                     {"name": "size", "in": "query",
                      "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}},
                 ],
-                "responses": {"200": {"description": "the snapshot"}, "403": problem}}},
+                "responses": {"200": {"description": "the snapshot"}, **refused}}},
             "/api/runs": {"get": {
                 "summary": "The run history, newest occurrence first (as cronlab runs --json)",
                 "parameters": [
-                    {"name": "schedule", "in": "query", "schema": {"type": "string"}},
-                    {"name": "task", "in": "query", "schema": {"type": "string"}},
+                    {"name": "schedule", "in": "query", "schema": bounded},
+                    {"name": "task", "in": "query", "schema": bounded},
                     {"name": "failed", "in": "query", "schema": {"type": "boolean"}},
-                    {"name": "since_ms", "in": "query", "schema": {"type": "integer"}},
+                    {"name": "since_ms", "in": "query", "schema": {
+                        "type": "integer", "minimum": -SINCE_MS, "maximum": SINCE_MS}},
                     {"name": "limit", "in": "query",
                      "schema": {"type": "integer", "minimum": 1, "maximum": MAX_RUNS}},
                 ],
-                "responses": {"200": {"description": "{runs: [...]}"}, "403": problem,
-                              "422": problem}}},
+                "responses": {"200": {"description": "{runs: [...]}"}, **refused}}},
             "/api/schedules/{name}/pause": action("Pause, with a note", {"note": text_field}, []),
             "/api/schedules/{name}/resume": action("Resume", {}, []),
             "/api/schedules/{name}/trigger": action("Run once now", {}, []),
             "/api/schedules/{name}/backfill": action(
-                "Run the occurrences in [from, to) that never ran (at most 1,000)",
-                {"from": text_field, "to": text_field}, ["from", "to"]),
+                "Run the occurrences in [from, to) that never ran (at most 1,000; 422 for a "
+                "range backwards, reaching past now or holding more)",
+                {"from": instant, "to": instant}, ["from", "to"]),
         },
     }  # fmt: skip

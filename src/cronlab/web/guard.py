@@ -77,17 +77,18 @@ PAGE_HEADERS = {
 }
 
 
-def cross_site(request: Request) -> str | None:
-    """Why a state-changing request is refused as coming from another site, or None. A browser
-    says where a request comes from (``Sec-Fetch-Site``, ``Origin``); a client that says
-    nothing (curl, a script) is not a browser page and passes on to the token rule."""
+def cross_site(request: Request, server: str = "this lab") -> str | None:
+    """Why a state-changing request is refused as coming from another site, or None (the
+    message names the ``server``). A browser says where a request comes from
+    (``Sec-Fetch-Site``, ``Origin``); a client that says nothing (curl, a script) is not a
+    browser page and passes on to the token rule."""
     site = request.headers.get("sec-fetch-site")
     if site is not None and site not in ("same-origin", "none"):
         return f"cross-site request refused (Sec-Fetch-Site: {site[:40]})"
     origin = request.headers.get("origin")
     own = f"{request.url.scheme}://{request.headers.get('host', '')}"
     if origin is not None and origin != own:
-        return f"cross-site request refused (Origin {origin[:80]!r} is not this lab)"
+        return f"cross-site request refused (Origin {origin[:80]!r} is not {server})"
     return None
 
 
