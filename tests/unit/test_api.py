@@ -262,6 +262,11 @@ def test_live_prediction_counts_the_crashes_sent() -> None:
     assert prediction(off, zombie)["totals"]["duplicates"] == 1000  # its whole batch
     assert prediction(LiveConfig(count=1000), zombie)["totals"]["fenced_writes"] == 1000
     assert prediction(cfg, Faults(worker_crashes=["0@3"]))["totals"]["redelivered"] > 0
+    # the cluster restarts a killed worker after 300 s, as the model is told (its own default
+    # is 30 s): 5 pods × 20/s drain 30,000 in 300 s; pod 0, killed at 3 s, is back at 303 s
+    slow = LiveConfig(count=30_000, workers=5, drain_s=300)
+    drain = prediction(slow, Faults(worker_crashes=["0@3"]))["totals"]["drain_time_s"]
+    assert drain > prediction(slow, Faults())["totals"]["drain_time_s"] + 40
 
 
 def test_metrics_render_the_engine_report() -> None:

@@ -36,6 +36,7 @@ CRONLAB: tuple[str, ...] = (sys.executable, "-m", "cronlab")
 POLL_S = 1.5  # each poll runs three short CLI processes; the engine needs the cores
 CHAOS = ("crash-leader", "pause-leader", "kill-worker")
 COMMAND_TIMEOUT_S = 30.0
+RESTART_AFTER_S = 300  # cronlab cluster's --restart-after (the live run keeps its default)
 STOP_GRACE_S = 8.0
 
 
@@ -151,6 +152,8 @@ def prediction(cfg: LiveConfig, faults: Faults) -> dict[str, Any]:
         pauses=faults.pauses,
         worker_crashes=faults.worker_crashes,
         fencing=cfg.fencing,
+        restart_after=RESTART_AFTER_S,
+        pod_restart=RESTART_AFTER_S,  # the cluster restarts a killed worker as a replica
     )
     result = simulate(scenario)
     return {
