@@ -44,7 +44,9 @@ def runs(store: SqlStore, query: RunQuery, now_ms: int) -> list[RunRecord]:
 
 
 def record(r: Sequence[Any]) -> RunRecord:
-    """A ``runs`` row as a value."""
+    """A ``runs`` row as a value; a task with no run record (``r[10]``, the record's id, is
+    NULL) gets its outcome from its status and its error from its reason."""
+    ran = r[10] is not None
     return RunRecord(
         task_id=int(r[0]),
         key=r[1],
@@ -56,8 +58,8 @@ def record(r: Sequence[Any]) -> RunRecord:
         end_ms=_int(r[7]),
         attempt=int(r[8]),
         worker=r[9],
-        outcome=r[10],
-        error=r[11],
+        outcome=r[11] if ran else _unrun(r[13], r[14]),
+        error=r[12] if ran else r[14],
     )
 
 
@@ -100,7 +102,7 @@ def _recent(r: Sequence[Any], error_chars: int) -> Recent:
 
 
 def _unrun(status: str, reason: str | None) -> str:
-    """The outcome of a task without a run record (as the ``runs`` query words it)."""
+    """The outcome of a task without a run record (skipped, missed, due or queued)."""
     if status == "SKIPPED":
         return "missed" if (reason or "").startswith("catchup=") else "skipped"
     return {"MISSED": "missed", "PENDING": "due"}.get(status, "queued")

@@ -3,17 +3,11 @@
 
 -- name: runs
 -- The run history, newest occurrence first: a row per run (execution record) of a task, and a
--- row for a task without one (skipped, missed, due or queued). Future PENDING tasks are not
--- runs. :task and :schedule (NULL: any) are a task's and a schedule's name.
+-- row for a task without one (e.id NULL: history.record words its outcome from the task's
+-- status). Future PENDING tasks are not runs. :task (NULL: any) is a task's name.
 SELECT t.id, t.idempotency_key, t.handler, t.schedule, t.trigger_ms, t.dispatched_ms,
   e.start_ms, e.end_ms, coalesce(e.attempt, t.attempts), e.worker,
-  CASE WHEN e.id IS NOT NULL THEN e.outcome
-    WHEN t.status = 'SKIPPED' AND t.last_error LIKE 'catchup=%' THEN 'missed'
-    WHEN t.status = 'SKIPPED' THEN 'skipped'
-    WHEN t.status = 'MISSED' THEN 'missed'
-    WHEN t.status = 'PENDING' THEN 'due'
-    ELSE 'queued' END,
-  CASE WHEN e.id IS NULL THEN t.last_error ELSE e.error END
+  e.id, e.outcome, e.error, t.status, t.last_error
 FROM tasks t LEFT JOIN executions e ON e.task_id = t.id
 WHERE t.trigger_ms >= :since AND (t.status != 'PENDING' OR t.trigger_ms <= :now)
   AND (:task IS NULL OR t.handler = :task)
@@ -22,16 +16,11 @@ ORDER BY t.trigger_ms DESC, t.id DESC, e.attempt DESC, e.id DESC
 LIMIT :limit;
 
 -- name: runs_of_schedule
--- As `runs`, for one schedule (its index: schedule, trigger_ms).
+-- As `runs`, for one schedule: a query of its own, since the partial index (schedule,
+-- trigger_ms) serves only a WHERE that names the schedule.
 SELECT t.id, t.idempotency_key, t.handler, t.schedule, t.trigger_ms, t.dispatched_ms,
   e.start_ms, e.end_ms, coalesce(e.attempt, t.attempts), e.worker,
-  CASE WHEN e.id IS NOT NULL THEN e.outcome
-    WHEN t.status = 'SKIPPED' AND t.last_error LIKE 'catchup=%' THEN 'missed'
-    WHEN t.status = 'SKIPPED' THEN 'skipped'
-    WHEN t.status = 'MISSED' THEN 'missed'
-    WHEN t.status = 'PENDING' THEN 'due'
-    ELSE 'queued' END,
-  CASE WHEN e.id IS NULL THEN t.last_error ELSE e.error END
+  e.id, e.outcome, e.error, t.status, t.last_error
 FROM tasks t LEFT JOIN executions e ON e.task_id = t.id
 WHERE t.schedule = :schedule AND t.trigger_ms >= :since
   AND (t.status != 'PENDING' OR t.trigger_ms <= :now)
