@@ -30,7 +30,7 @@ check: $(STAMP)
 	$(BIN)/mypy
 
 test: deps
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 tests
 
 # Nightly size: the deterministic simulator over every fault kind (docs/engine.md, Guarantees).
 verify: $(STAMP)
