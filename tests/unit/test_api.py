@@ -13,7 +13,8 @@ from cronlab.core import params
 from cronlab.core.model import simulate
 from cronlab.exceptions import ConfigError
 from cronlab.web import openapi
-from cronlab.web.app import LabConfig, create_app, is_loopback
+from cronlab.web.app import LabConfig, create_app
+from cronlab.web.guard import is_loopback
 from cronlab.web.live import Live, LiveConfig
 
 LOOPBACK = "http://127.0.0.1"

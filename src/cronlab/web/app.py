@@ -35,20 +35,10 @@ from starlette.staticfiles import StaticFiles
 
 from cronlab.core import params
 from cronlab.core.model import simulate
-from cronlab.exceptions import ConfigError, ConflictError, NotFoundError
+from cronlab.exceptions import ConfigError
 from cronlab.sim import lab as labsim
-from cronlab.web import metrics, openapi, query
-from cronlab.web.guard import (
-    PAGE_HEADERS,
-    Handler,
-    cross_site,
-    host_guard,
-    is_loopback,
-    json_request,
-    problem,
-    read_body,
-    token_ok,
-)
+from cronlab.web import guard, metrics, openapi, query
+from cronlab.web.guard import PAGE_HEADERS, Handler, problem, read_body
 from cronlab.web.live import CHAOS, Live, LiveConfig
 
 STATIC = Path(__file__).parent / "static"
@@ -58,21 +48,11 @@ REALSIM_CACHE = 64  # answers of /api/realsim kept
 
 
 @dataclass(frozen=True, kw_only=True)
-class LabConfig:
+class LabConfig(guard.ServerConfig):
     """Where the lab listens and the token that unlocks live endpoints off loopback."""
 
-    host: str = "127.0.0.1"
-    port: int = 8000
-    token: str | None = None
-
-    def __post_init__(self) -> None:
-        if not self.loopback and not self.token:
-            raise ConfigError(f"--host {self.host} is not loopback: give --token to expose the lab")
-
-    @property
-    def loopback(self) -> bool:
-        """True when only this machine can connect."""
-        return is_loopback(self.host)
+    NAME = "lab"
+    LOCKED = "live endpoints need the lab's token"
 
 
 def create_app(config: LabConfig | None = None, live: Live | None = None) -> Starlette:
@@ -85,7 +65,7 @@ def create_app(config: LabConfig | None = None, live: Live | None = None) -> Sta
         yield
         await asyncio.to_thread(lab.live.close)
 
-    app = Starlette(routes=lab.routes(), middleware=host_guard(cfg.host), lifespan=lifespan)
+    app = Starlette(routes=lab.routes(), middleware=guard.host_guard(cfg.host), lifespan=lifespan)
     app.state.lab = lab
     return app
 
@@ -196,30 +176,8 @@ class _Lab:
             await asyncio.sleep(0.25)
 
     def guarded(self, handler: Handler) -> Handler:
-        """Wrap a live handler: the token rule, and engine errors as 404/409/422 JSON."""
-
-        async def wrapped(request: Request) -> Response:
-            if (refused := cross_site(request)) is not None:
-                return problem(403, refused, "origin")
-            if not self.allowed(request):
-                why = "live endpoints need the lab's token: open the page as /#token=… "
-                return problem(403, why + "or send X-Cronlab-Token", "token")
-            if (bad := json_request(request)) is not None:
-                return problem(bad[0], bad[1], "body")
-            try:
-                return await handler(request)
-            except ConflictError as exc:
-                return problem(409, str(exc), "live")
-            except NotFoundError as exc:
-                return problem(404, str(exc), "live")
-            except ConfigError as exc:
-                return problem(422, str(exc), getattr(exc, "field", "live"))
-
-        return wrapped
-
-    def allowed(self, request: Request) -> bool:
-        """Loopback with no token configured, or the right token on the request."""
-        return token_ok(self.cfg.token, self.cfg.loopback, request)
+        """A live handler behind the rules (``guard.guarded``; its errors are the run's)."""
+        return guard.guarded(self.cfg, handler, write=True, field="live", fallback="live")
 
 
 def run_model(parsed: query.Request) -> dict[str, Any]:

@@ -11,7 +11,7 @@ bodies bounded. It reads only the store and writes only through the store's oper
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,45 +23,25 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from cronlab.core import delays
-from cronlab.exceptions import ConfigError, ConflictError, NotFoundError
 from cronlab.runtime.clock import SystemClock
 from cronlab.stores.sql import SqlStore
-from cronlab.web import board, console_api
-from cronlab.web.guard import (
-    PAGE_HEADERS,
-    cross_site,
-    host_guard,
-    is_loopback,
-    json_request,
-    problem,
-    read_body,
-    token_ok,
-)
+from cronlab.web import board, console_api, guard
+from cronlab.web.guard import PAGE_HEADERS, read_body
 
 STATIC = Path(__file__).parent / "static"
 CLOCK = SystemClock()
 ACTIONS = ("pause", "resume", "trigger", "backfill")
-Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 @dataclass(frozen=True, kw_only=True)
-class ConsoleConfig:
+class ConsoleConfig(guard.ServerConfig):
     """Where the console listens, the token off loopback, and the store it shows."""
 
+    NAME = "console"
+    LOCKED = "the console's API needs its token"
+
     store_url: str
-    host: str = "127.0.0.1"
     port: int = 8100
-    token: str | None = None
-
-    def __post_init__(self) -> None:
-        if not self.loopback and not self.token:
-            raise ConfigError(
-                f"--host {self.host} is not loopback: give --token to expose the console"
-            )
-
-    @property
-    def loopback(self) -> bool:
-        return is_loopback(self.host)
 
 
 def create_console(
@@ -73,7 +53,7 @@ def create_console(
     opener = open_store or (lambda: stores.open_store(cfg.store_url, create=False))
     shared = not cfg.store_url.startswith("sqlite:")
     console = _Console(cfg, board.reader(opener, shared))
-    return Starlette(routes=console.routes(), middleware=host_guard(cfg.host))
+    return Starlette(routes=console.routes(), middleware=guard.host_guard(cfg.host))
 
 
 class _Console:
@@ -103,28 +83,9 @@ class _Console:
     async def openapi(self, _: Request) -> Response:
         return JSONResponse(console_api.document())
 
-    def guarded(self, endpoint: Endpoint, *, write: bool = False) -> Endpoint:
-        """The token rule for every API request; for writes also the cross-site and JSON
-        rules; store errors as 404 / 409 / 422 JSON."""
-
-        async def wrapped(request: Request) -> Response:
-            if write and (refused := cross_site(request, "this console")) is not None:
-                return problem(403, refused, "origin")
-            if not token_ok(self.cfg.token, self.cfg.loopback, request):
-                why = "the console's API needs its token: open the page as /#token=… "
-                return problem(403, why + "or send X-Cronlab-Token", "token")
-            if write and (bad := json_request(request)) is not None:
-                return problem(bad[0], bad[1], "body")
-            try:
-                return await endpoint(request)
-            except NotFoundError as exc:
-                return problem(404, str(exc), "name")
-            except ConflictError as exc:
-                return problem(409, str(exc), "name")
-            except ConfigError as exc:
-                return problem(422, str(exc), getattr(exc, "field", "body"))
-
-        return wrapped
+    def guarded(self, endpoint: guard.Handler, *, write: bool = False) -> guard.Handler:
+        """An API endpoint behind the rules (``guard.guarded``; its errors are a schedule's)."""
+        return guard.guarded(self.cfg, endpoint, write=write, field="name", fallback="body")
 
     async def snapshot(self, request: Request) -> Response:
         page = console_api.page(dict(request.query_params))

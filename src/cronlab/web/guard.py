@@ -15,13 +15,15 @@ import hmac
 import ipaddress
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from cronlab.exceptions import ConfigError, ConflictError, NotFoundError
 from cronlab.web import query
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
@@ -45,6 +47,30 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerConfig:
+    """Where a server listens and the token that unlocks it off loopback (the lab's and the
+    console's configurations add their own fields and name themselves)."""
+
+    NAME: ClassVar[str] = "server"  # in messages: "this lab", "to expose the console"
+    LOCKED: ClassVar[str] = "this server's API needs its token"  # why a request is refused
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    token: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.loopback and not self.token:
+            raise ConfigError(
+                f"--host {self.host} is not loopback: give --token to expose the {self.NAME}"
+            )
+
+    @property
+    def loopback(self) -> bool:
+        """True when only this machine can connect."""
+        return is_loopback(self.host)
 
 
 def host_guard(host: str) -> list[Middleware]:
@@ -90,6 +116,33 @@ def cross_site(request: Request, server: str = "this lab") -> str | None:
     if origin is not None and origin != own:
         return f"cross-site request refused (Origin {origin[:80]!r} is not {server})"
     return None
+
+
+def guarded(
+    cfg: ServerConfig, handler: Handler, *, write: bool, field: str, fallback: str
+) -> Handler:
+    """``handler`` behind the rules: the token rule for every request; for a ``write`` also
+    the cross-site rule (first) and the JSON rule; the engine's errors as 404 / 409 JSON about
+    ``field``, and 422 about the error's own field (``fallback`` when it names none)."""
+
+    async def wrapped(request: Request) -> Response:
+        if write and (refused := cross_site(request, f"this {cfg.NAME}")) is not None:
+            return problem(403, refused, "origin")
+        if not token_ok(cfg.token, cfg.loopback, request):
+            why = f"{cfg.LOCKED}: open the page as /#token=… or send X-Cronlab-Token"
+            return problem(403, why, "token")
+        if write and (bad := json_request(request)) is not None:
+            return problem(bad[0], bad[1], "body")
+        try:
+            return await handler(request)
+        except NotFoundError as exc:
+            return problem(404, str(exc), field)
+        except ConflictError as exc:
+            return problem(409, str(exc), field)
+        except ConfigError as exc:
+            return problem(422, str(exc), getattr(exc, "field", fallback))
+
+    return wrapped
 
 
 def json_request(request: Request) -> tuple[int, str] | None:
