@@ -331,7 +331,7 @@ def in_process(tmp: Path) -> Iterator[dict[str, Any]]:
             mock.patch.object(cluster.Cluster, "run", children_parse),
             mock.patch.object(cluster, "tune_gc", lambda: None),
             mock.patch("uvicorn.run", lambda *a, **k: None),
-            mock.patch("cronlab.cli.lab._has_display", lambda: False),
+            mock.patch("cronlab.cli.serving._has_display", lambda: False),
             mock.patch("cronlab.sim.verify.run_many", lambda *a, **k: []),
         ):
             yield {}
