@@ -114,19 +114,7 @@ def raise_alert(store: SqlStore, alert: Alert, epoch: int, holder: str) -> int |
 
 def to_send(store: SqlStore, now_ms: int, limit: int) -> list[Alert]:
     """Pending deliveries that are due, oldest first."""
-    rows = store.named("alerts_to_send", {"now": now_ms, "limit": limit})
-    return [
-        Alert(
-            id=int(r[0]),
-            schedule=r[1],
-            kind=r[2],
-            subject=r[3],
-            raised_ms=int(r[4]),
-            detail=json.loads(r[5]),
-            attempts=int(r[6]),
-        )
-        for r in rows
-    ]
+    return [as_alert(r) for r in store.named("alerts_to_send", {"now": now_ms, "limit": limit})]
 
 
 def sent(
@@ -139,17 +127,19 @@ def sent(
 
 def recent(store: SqlStore, limit: int) -> list[Alert]:
     """The newest alerts, newest first (the console)."""
-    return [
-        Alert(
-            id=int(r[0]),
-            schedule=r[1],
-            kind=r[2],
-            subject=r[3],
-            raised_ms=int(r[4]),
-            detail=json.loads(r[5]),
-            delivery=r[6],
-            attempts=int(r[7]),
-            delivered_ms=None if r[8] is None else int(r[8]),
-        )
-        for r in store.named("alerts_recent", {"limit": limit})
-    ]
+    return [as_alert(r) for r in store.named("alerts_recent", {"limit": limit})]
+
+
+def as_alert(r: Sequence[Any]) -> Alert:
+    """An ``alerts_recent`` or ``alerts_to_send`` row as a value."""
+    return Alert(
+        id=int(r[0]),
+        schedule=r[1],
+        kind=r[2],
+        subject=r[3],
+        raised_ms=int(r[4]),
+        detail=json.loads(r[5]),
+        delivery=r[6],
+        attempts=int(r[7]),
+        delivered_ms=None if r[8] is None else int(r[8]),
+    )

@@ -144,8 +144,9 @@ ON CONFLICT (schedule, kind, subject) DO NOTHING
 RETURNING id;
 
 -- name: alerts_to_send
-SELECT id, schedule, kind, subject, raised_ms, detail, attempts FROM alerts
-WHERE delivery = 'pending' AND next_try_ms <= %(now)s ORDER BY id LIMIT %(limit)s;
+-- (the columns of alerts_recent: alerting.as_alert reads both)
+SELECT id, schedule, kind, subject, raised_ms, detail, delivery, attempts, delivered_ms
+FROM alerts WHERE delivery = 'pending' AND next_try_ms <= %(now)s ORDER BY id LIMIT %(limit)s;
 
 -- name: alert_sent
 UPDATE alerts SET delivery = %(delivery)s, attempts = attempts + 1, next_try_ms = %(next)s,
