@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from cronlab import distributed
-from cronlab.cli.options import CLOCK, OBSERVE_ELECTION, STORE, Finite, open_store
+from cronlab.cli.knobs import Finite
+from cronlab.cli.options import CLOCK, OBSERVE_ELECTION, STORE, open_store
 from cronlab.runtime import chaos
 
 

@@ -6,7 +6,8 @@ import json
 
 import click
 
-from cronlab.cli.options import CLOCK, JSON, STORE, Finite, open_store
+from cronlab.cli.knobs import Finite
+from cronlab.cli.options import CLOCK, JSON, STORE, open_store
 from cronlab.runtime.check import KINDS, check
 
 

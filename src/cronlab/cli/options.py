@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import signal
 import socket
 from collections.abc import Callable
@@ -13,6 +12,7 @@ import click
 from cronlab import distributed
 from cronlab.app import App
 from cronlab.app import load as load_app
+from cronlab.cli.knobs import Finite, knob
 from cronlab.exceptions import ConfigError
 from cronlab.runtime.clock import SystemClock
 from cronlab.runtime.duties import Operations
@@ -50,24 +50,6 @@ APP = click.option(
 JSON = click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 
 
-def knob(
-    flag: str, kind: click.ParamType[Any], default: object, help: str | None = None
-) -> Callable[[F], F]:
-    """An option shown with its default: the engine's numeric and choice knobs."""
-    return click.option(flag, type=kind, default=default, show_default=True, help=help)
-
-
-class Finite(click.FloatRange):
-    """A float within [min, max] that is a number: click's range lets ``nan`` through (every
-    comparison with it is false) and ``inf`` when there is no max."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
-        return number
-
-
 DAY_S = 86_400.0
 SECONDS = Finite(min=0.1, max=DAY_S)
 TIMERS = knob(
@@ -79,20 +61,20 @@ TIMERS = knob(
 LEASE_TTL = knob("--lease-ttl", SECONDS, 10.0, "Seconds.")
 SCAN_INTERVAL = knob("--scan-interval", Finite(min=0.01, max=DAY_S), 1.0, "Seconds between scans.")
 VISIBILITY = knob("--visibility", SECONDS, 30.0, "Queue visibility timeout, seconds.")
-RESTART_AFTER = click.option(
+RESTART_AFTER = knob(
     "--restart-after",
-    default="300",
-    show_default=True,
+    click.STRING,
+    "300",
+    "A crashed process restarts after S seconds.",
     metavar="S|never",
-    help="A crashed process restarts after S seconds.",
 )
 BATCH_HELP = "Most messages a worker claims per transaction (sizes adapt to the handlers' speed)."
-KEEP = click.option(
+KEEP = knob(
     "--keep",
-    default="30d",
-    show_default=True,
+    click.STRING,
+    "30d",
+    "Run history older than this is pruned by the leader (at least 1h).",
     metavar="DELAY",
-    help="Run history older than this is pruned by the leader (at least 1h).",
 )
 ALERT_WEBHOOK = click.option(
     "--alert-webhook",

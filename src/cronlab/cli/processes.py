@@ -16,6 +16,7 @@ import click
 
 from cronlab import distributed
 from cronlab.app import schedule_store
+from cronlab.cli.knobs import Finite, knob
 from cronlab.cli.options import (
     ALERT_WEBHOOK,
     APP,
@@ -33,11 +34,9 @@ from cronlab.cli.options import (
     STORE,
     TIMERS,
     VISIBILITY,
-    Finite,
     Stop,
     app_for,
     check_election,
-    knob,
     open_store,
     operations,
 )

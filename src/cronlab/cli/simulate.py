@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from cronlab.cli.knobs import knob, repeatable
 from cronlab.core import params, workload
 from cronlab.core.model import Result, Scenario, Totals, simulate
 from cronlab.core.series import per_minute
@@ -16,124 +17,71 @@ from cronlab.core.series import per_minute
 TICKER_HEAD, TICKER_TAIL = 12, 6
 
 
+INTS = click.IntRange(min=1)
+
+
 @click.command("simulate")
-@click.option(
-    "--preset",
-    type=click.Choice(workload.PRESETS),
-    default="midnight",
-    show_default=True,
-    help="Workload shape.",
-)
-@click.option(
+@knob("--preset", click.Choice(workload.PRESETS), "midnight", "Workload shape.")
+@knob(
     "--tasks",
-    type=click.IntRange(min=0),
-    default=workload.DEFAULT_TASKS,
-    show_default=True,
-    help="Tasks (midnight, spread) or tasks per minute (steady).",
+    click.IntRange(min=0),
+    workload.DEFAULT_TASKS,
+    "Tasks (midnight, spread) or tasks per minute (steady).",
 )
-@click.option(
-    "--minutes",
-    type=click.IntRange(min=1),
-    default=workload.DEFAULT_MINUTES,
-    show_default=True,
-    help="Minutes for steady and spread.",
-)
-@click.option(
-    "--bucket",
-    "buckets",
-    multiple=True,
-    metavar="MINUTE=COUNT",
-    help="Due tasks at a minute; overrides the preset. Repeatable.",
-)
-@click.option("--replicas", type=click.IntRange(min=1), default=3, show_default=True)
-@click.option(
-    "--workers", type=click.IntRange(min=1), default=5, show_default=True, help="Worker pods."
-)
-@click.option(
-    "--rate",
-    type=click.IntRange(min=1),
-    default=200,
-    show_default=True,
-    help="Tasks per second per pod.",
-)
-@click.option("--election", type=click.Choice(["lease", "off"]), default="lease", show_default=True)
-@click.option(
-    "--lease-ttl", type=click.IntRange(min=1), default=10, show_default=True, help="Seconds."
-)
+@knob("--minutes", INTS, workload.DEFAULT_MINUTES, "Minutes for steady and spread.")
+@repeatable("--bucket", "buckets", "MINUTE=COUNT", "Due tasks at a minute; overrides the preset.")
+@knob("--replicas", INTS, 3)
+@knob("--workers", INTS, 5, "Worker pods.")
+@knob("--rate", INTS, 200, "Tasks per second per pod.")
+@knob("--election", click.Choice(["lease", "off"]), "lease")
+@knob("--lease-ttl", INTS, 10, "Seconds.")
 @click.option(
     "--durable/--in-memory",
     default=True,
     show_default=True,
     help="PENDING rows in a store, or timers in the dispatching process.",
 )
-@click.option(
-    "--crash",
-    "crashes",
-    multiple=True,
-    metavar="leader@T|replica:I@T",
-    help="Crash at second T. Repeatable.",
-)
-@click.option(
+@repeatable("--crash", "crashes", "leader@T|replica:I@T", "Crash at second T.")
+@knob(
     "--restart-after",
-    default="300",
-    show_default=True,
+    click.STRING,
+    "300",
+    "A crashed replica restarts after S seconds.",
     metavar="S|never",
-    help="A crashed replica restarts after S seconds.",
 )
-@click.option(
+@repeatable(
     "--pause",
     "pauses",
-    multiple=True,
-    metavar="leader@T:D|replica:I@T:D",
-    help="Stop for D s at second T (a GC pause, SIGSTOP) and resume. Repeatable.",
+    "leader@T:D|replica:I@T:D",
+    "Stop for D s at second T (a GC pause, SIGSTOP) and resume.",
 )
-@click.option(
+@knob(
     "--fencing",
-    type=click.Choice(["on", "off"]),
-    default="on",
-    show_default=True,
-    help="Off: a paused leader that lost its lease still writes the batch it held.",
+    click.Choice(["on", "off"]),
+    "on",
+    "Off: a paused leader that lost its lease still writes the batch it held.",
 )
-@click.option(
-    "--batch", type=click.IntRange(min=1), default=10_000, show_default=True, help="Dispatch batch."
+@knob("--batch", INTS, 10_000, "Dispatch batch.")
+@repeatable(
+    "--worker-crash", "worker_crashes", "POD@T", "Worker pod POD dies at second T, before its ack."
 )
-@click.option(
-    "--worker-crash",
-    "worker_crashes",
-    multiple=True,
-    metavar="POD@T",
-    help="Worker pod POD dies at second T, before its ack. Repeatable.",
+@knob("--visibility", INTS, 30, "Seconds.")
+@knob(
+    "--pod-restart", click.STRING, "30", "A crashed pod is back after S seconds.", metavar="S|never"
 )
-@click.option(
-    "--visibility", type=click.IntRange(min=1), default=30, show_default=True, help="Seconds."
-)
-@click.option(
-    "--pod-restart",
-    default="30",
-    show_default=True,
-    metavar="S|never",
-    help="A crashed pod is back after S seconds.",
-)
-@click.option(
+@knob(
     "--effects",
-    type=click.Choice(["transactional", "external"]),
-    default="transactional",
-    show_default=True,
-    help="Transactional: the effect commits with the ack; external: sent before it.",
+    click.Choice(["transactional", "external"]),
+    "transactional",
+    "Transactional: the effect commits with the ack; external: sent before it.",
 )
-@click.option(
-    "--lose",
-    "losses",
-    multiple=True,
-    metavar="N@T",
-    help="N queued messages lost at second T (a queue failover). Repeatable.",
-)
-@click.option(
+@repeatable("--lose", "losses", "N@T", "N queued messages lost at second T (a queue failover).")
+@knob(
     "--reconcile",
-    default="60",
-    show_default=True,
+    click.STRING,
+    "60",
+    "The leader re-enqueues lost messages every S seconds.",
     metavar="S|off",
-    help="The leader re-enqueues lost messages every S seconds.",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.option(

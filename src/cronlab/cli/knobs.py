@@ -1,0 +1,42 @@
+"""How the commands declare their options (no imports beyond click: ``cronlab simulate``
+uses these without loading the engine)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def knob(
+    flag: str,
+    kind: click.ParamType[Any],
+    default: object,
+    help: str | None = None,
+    *,
+    metavar: str | None = None,
+) -> Callable[[F], F]:
+    """An option shown with its default: the numeric, choice and delay knobs."""
+    return click.option(
+        flag, type=kind, default=default, show_default=True, help=help, metavar=metavar
+    )
+
+
+def repeatable(flag: str, dest: str, metavar: str, help: str) -> Callable[[F], F]:
+    """An option given any number of times, collected as a tuple in ``dest``."""
+    return click.option(flag, dest, multiple=True, metavar=metavar, help=f"{help} Repeatable.")
+
+
+class Finite(click.FloatRange):
+    """A float within [min, max] that is a number: click's range lets ``nan`` through (every
+    comparison with it is false) and ``inf`` when there is no max."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
