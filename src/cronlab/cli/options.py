@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 import socket
 from collections.abc import Callable
@@ -92,6 +93,27 @@ METRICS_PORT = click.option(
 METRICS_HOST = knob("--metrics-host", click.STRING, "127.0.0.1", "Address the metrics port binds.")
 
 
+def with_operations(command: Callable[..., None]) -> Callable[..., None]:
+    """``--keep``, ``--alert-webhook``, ``--metrics-port`` and ``--metrics-host`` on
+    ``command``, which takes them as one checked ``ops`` (a bad one: a one-line error before
+    the command does anything)."""
+
+    @functools.wraps(command)
+    def run(
+        *args: Any,
+        keep: str,
+        alert_webhook: str | None,
+        metrics_port: int | None,
+        metrics_host: str,
+        **kwargs: Any,
+    ) -> None:
+        command(*args, ops=operations(keep, alert_webhook, metrics_port, metrics_host), **kwargs)
+
+    for option in (METRICS_HOST, METRICS_PORT, ALERT_WEBHOOK, KEEP):
+        run = option(run)
+    return run
+
+
 def operations(
     keep: str, alert_webhook: str | None, metrics_port: int | None, metrics_host: str
 ) -> Operations:
@@ -127,14 +149,23 @@ def check_election(ctx: click.Context, param: click.Parameter, value: str) -> st
     return distributed.check_election(value)
 
 
+def election_option(help: str) -> Callable[[F], F]:
+    """``--election`` (or CRONLAB_ELECTION), checked; ``help`` says what it is to the command."""
+    return click.option(
+        "--election",
+        envvar="CRONLAB_ELECTION",
+        default="lease",
+        show_default=True,
+        callback=check_election,
+        help=help,
+    )
+
+
+# cluster/scheduler: how the replicas elect a leader.
+ELECTION = election_option(ELECTION_HELP + " (or CRONLAB_ELECTION: keeps a password out of ps).")
 # status/chaos: where the leader lives (the store's lease row, or etcd's leader key).
-OBSERVE_ELECTION = click.option(
-    "--election",
-    envvar="CRONLAB_ELECTION",
-    default="lease",
-    show_default=True,
-    callback=check_election,
-    help="The cluster's --election: etcd://host:2379[/prefix] to ask etcd for the leader.",
+OBSERVE_ELECTION = election_option(
+    "The cluster's --election: etcd://host:2379[/prefix] to ask etcd for the leader."
 )
 
 

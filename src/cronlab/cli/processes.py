@@ -18,13 +18,11 @@ from cronlab import distributed
 from cronlab.app import schedule_store
 from cronlab.cli.knobs import Finite, knob
 from cronlab.cli.options import (
-    ALERT_WEBHOOK,
     APP,
     BATCH_HELP,
     CLOCK,
     DAY_S,
-    ELECTION_HELP,
-    KEEP,
+    ELECTION,
     LEASE_TTL,
     METRICS_HOST,
     METRICS_PORT,
@@ -36,13 +34,14 @@ from cronlab.cli.options import (
     VISIBILITY,
     Stop,
     app_for,
-    check_election,
     open_store,
     operations,
+    with_operations,
 )
 from cronlab.exceptions import ConfigError
 from cronlab.ports import Retry, SyncReport, Waiter
 from cronlab.runtime import cluster, duties, embedded
+from cronlab.runtime.duties import Operations
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig, Timers
 from cronlab.runtime.worker import IDLE_MS, WOKEN_IDLE_MS, Worker, WorkerConfig
 from cronlab.stores import LOCK_WAIT_S
@@ -74,14 +73,7 @@ def wakeups_on() -> bool:
 @STORE
 @knob("--replicas", click.IntRange(min=1, max=32), 3)
 @knob("--workers", click.IntRange(min=1, max=256), 5, "Worker processes (on this machine).")
-@click.option(
-    "--election",
-    envvar="CRONLAB_ELECTION",
-    default="lease",
-    show_default=True,
-    callback=check_election,
-    help=ELECTION_HELP + " (or CRONLAB_ELECTION: keeps a password out of ps).",
-)
+@ELECTION
 @QUEUE
 @APP
 @TIMERS
@@ -102,10 +94,7 @@ def wakeups_on() -> bool:
 @knob("--worker-batch", click.IntRange(min=1), 10_000, BATCH_HELP)
 @CONCURRENCY
 @FENCING
-@KEEP
-@ALERT_WEBHOOK
-@METRICS_PORT
-@METRICS_HOST
+@with_operations
 def cluster_cmd(
     store_url: str,
     replicas: int,
@@ -124,13 +113,9 @@ def cluster_cmd(
     worker_batch: int,
     concurrency: int,
     fencing: str,
-    keep: str,
-    alert_webhook: str | None,
-    metrics_port: int | None,
-    metrics_host: str,
+    ops: Operations,
 ) -> None:
     """Run R scheduler and W worker processes in the foreground until SIGINT/SIGTERM."""
-    ops = operations(keep, alert_webhook, metrics_port, metrics_host)
     cfg = cluster.ClusterConfig(
         store_url=store_url,
         replicas=replicas,
@@ -146,10 +131,7 @@ def cluster_cmd(
         worker_batch=worker_batch,
         concurrency=concurrency,
         fencing=fencing == "on",
-        keep=keep,
-        alert_webhook=alert_webhook,
-        metrics_port=ops.metrics_port,
-        metrics_host=ops.metrics_host,
+        ops=ops,
     )
     if queue_url:
         os.environ["CRONLAB_QUEUE"] = queue_url  # the children read --queue from it
@@ -185,13 +167,7 @@ def _restart_after(text: str) -> float | None:
 @click.command("scheduler")
 @STORE
 @click.option("--replica", type=click.IntRange(0, MAX_INDEX), default=0, show_default=True)
-@click.option(
-    "--election",
-    envvar="CRONLAB_ELECTION",
-    default="lease",
-    callback=check_election,
-    help=ELECTION_HELP + " (or CRONLAB_ELECTION: keeps a password out of ps).",
-)
+@ELECTION
 @QUEUE
 @APP
 @TIMERS
@@ -199,10 +175,7 @@ def _restart_after(text: str) -> float | None:
 @SCAN_INTERVAL
 @knob("--batch", click.IntRange(min=1), 10_000, "Tasks claimed per transaction.")
 @FENCING
-@KEEP
-@ALERT_WEBHOOK
-@METRICS_PORT
-@METRICS_HOST
+@with_operations
 def scheduler_cmd(
     store_url: str,
     replica: int,
@@ -214,13 +187,9 @@ def scheduler_cmd(
     scan_interval: float,
     batch: int,
     fencing: str,
-    keep: str,
-    alert_webhook: str | None,
-    metrics_port: int | None,
-    metrics_host: str,
+    ops: Operations,
 ) -> None:
     """One scheduler replica (the cluster starts these)."""
-    ops = operations(keep, alert_webhook, metrics_port, metrics_host)
     app = app_for(app_spec)  # a bad --app: one line, nothing written
     distributed.reach(election, queue_url)  # an unreachable backend: the same
     wait_s = min(LOCK_WAIT_S, lease_ttl / 2)  # a paused writer is given up before a takeover
@@ -358,22 +327,15 @@ def echo_sync(report: SyncReport, *, quiet: bool = False) -> None:
 @APP
 @CONCURRENCY
 @SCAN_INTERVAL
-@KEEP
-@ALERT_WEBHOOK
-@METRICS_PORT
-@METRICS_HOST
+@with_operations
 def run_cmd(
     store_url: str | None,
     app_spec: str | None,
     concurrency: int,
     scan_interval: float,
-    keep: str,
-    alert_webhook: str | None,
-    metrics_port: int | None,
-    metrics_host: str,
+    ops: Operations,
 ) -> None:
     """Scheduler and worker in this one process (App.run), until SIGINT/SIGTERM."""
-    ops = operations(keep, alert_webhook, metrics_port, metrics_host)
     if not app_spec:
         raise ConfigError("cronlab run needs --app MODULE:APP (or CRONLAB_APP)")
     app = app_for(app_spec)

@@ -19,11 +19,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cronlab.exceptions import ConfigError
 from cronlab.ports import Clock, Event, ProcessInfo, Store
 from cronlab.runtime import chaos
+from cronlab.runtime.duties import Operations
 from cronlab.urls import redact
 
 PR_SET_PDEATHSIG = 1
@@ -63,10 +64,8 @@ class ClusterConfig:
     worker_batch: int = 10_000
     concurrency: int = 100  # async tasks a worker runs at once
     fencing: bool = True  # False: the zombie anti-pattern on every scheduler and worker
-    keep: str = "30d"  # the run history's retention
-    alert_webhook: str | None = None
-    metrics_port: int | None = None  # one port serving every child's metrics
-    metrics_host: str = "127.0.0.1"
+    # the history's retention, the alerts' webhook, one port serving every child's metrics
+    ops: Operations = field(default_factory=Operations)
 
 
 NONCE_ENV = "CRONLAB_NONCE"
@@ -134,7 +133,7 @@ def command(cfg: ClusterConfig, role: str, index: int) -> list[str]:
             str(cfg.scan_batch),
             *([] if cfg.fencing else ["--fencing", "off"]),
             "--keep",
-            cfg.keep,
+            f"{cfg.ops.keep_ms}ms",
         ]
     rate = [] if cfg.worker_rate is None else ["--rate", str(cfg.worker_rate)]
     batch = ["--batch", str(cfg.worker_batch), "--concurrency", str(cfg.concurrency)]
@@ -154,8 +153,8 @@ def die_with_parent() -> None:
 def secret_env(cfg: ClusterConfig) -> dict[str, str]:
     """The URLs a child needs, passed in its environment (readable by its user alone)."""
     env = {"CRONLAB_STORE": cfg.store_url, "CRONLAB_ELECTION": cfg.election}
-    if cfg.alert_webhook:
-        env["CRONLAB_ALERT_WEBHOOK"] = cfg.alert_webhook
+    if cfg.ops.alert_webhook:
+        env["CRONLAB_ALERT_WEBHOOK"] = cfg.ops.alert_webhook
     return env
 
 
@@ -202,15 +201,15 @@ class Cluster:
     def _serve_metrics(self) -> None:
         """With ``metrics_port``: one server for every child, which write their instruments to
         a fresh directory (Prometheus's multiprocess mode)."""
-        if self.cfg.metrics_port is None:
+        if self.cfg.ops.metrics_port is None:
             return
         from cronlab import stores
         from cronlab.metrics import prometheus
 
         self.metrics_dir = tempfile.mkdtemp(prefix="cronlab-metrics-")
         self.metrics_env = prometheus.for_cluster(
-            self.cfg.metrics_port,
-            self.cfg.metrics_host,
+            self.cfg.ops.metrics_port,
+            self.cfg.ops.metrics_host,
             self.metrics_dir,
             lambda: stores.open_store(self.cfg.store_url, create=False),
             self.clock.now_ms,
