@@ -19,10 +19,13 @@ def knob(
     help: str | None = None,
     *,
     metavar: str | None = None,
+    dest: str | None = None,
 ) -> Callable[[F], F]:
-    """An option shown with its default: the numeric, choice and delay knobs."""
+    """An option shown with its default: the numeric, choice and delay knobs (``dest``: the
+    parameter's name, when it is not the flag's)."""
+    names = [flag] if dest is None else [flag, dest]
     return click.option(
-        flag, type=kind, default=default, show_default=True, help=help, metavar=metavar
+        *names, type=kind, default=default, show_default=True, help=help, metavar=metavar
     )
 
 

@@ -59,9 +59,18 @@ TIMERS = knob(
     "durable",
     "in-memory: the anti-pattern, takeover gaps are missed.",
 )
-LEASE_TTL = knob("--lease-ttl", SECONDS, 10.0, "Seconds.")
-SCAN_INTERVAL = knob("--scan-interval", Finite(min=0.01, max=DAY_S), 1.0, "Seconds between scans.")
-VISIBILITY = knob("--visibility", SECONDS, 30.0, "Queue visibility timeout, seconds.")
+# (named with their unit, as the engine's configurations name them)
+LEASE_TTL = knob("--lease-ttl", SECONDS, 10.0, "Seconds.", dest="lease_ttl_s")
+SCAN_INTERVAL = knob(
+    "--scan-interval",
+    Finite(min=0.01, max=DAY_S),
+    1.0,
+    "Seconds between scans.",
+    dest="scan_interval_s",
+)
+VISIBILITY = knob(
+    "--visibility", SECONDS, 30.0, "Queue visibility timeout, seconds.", dest="visibility_s"
+)
 RESTART_AFTER = knob(
     "--restart-after",
     click.STRING,

@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import cast
+from typing import Any, cast
 
 import click
 
@@ -96,42 +96,17 @@ def wakeups_on() -> bool:
 @FENCING
 @with_operations
 def cluster_cmd(
-    store_url: str,
-    replicas: int,
-    workers: int,
-    election: str,
     queue_url: str | None,
     app_spec: str | None,
-    timers: str,
-    lease_ttl: float,
-    worker_rate: float | None,
     no_idempotency: bool,
     restart_after: str,
-    scan_interval: float,
-    visibility: float,
-    scan_batch: int,
-    worker_batch: int,
-    concurrency: int,
     fencing: str,
-    ops: Operations,
+    **options: Any,
 ) -> None:
     """Run R scheduler and W worker processes in the foreground until SIGINT/SIGTERM."""
+    # every other option is one of ClusterConfig's fields, by name
     cfg = cluster.ClusterConfig(
-        store_url=store_url,
-        replicas=replicas,
-        workers=workers,
-        election=election,
-        timers=timers,
-        lease_ttl_s=lease_ttl,
-        worker_rate=worker_rate,
-        restart_after_s=_restart_after(restart_after),
-        scan_interval_s=scan_interval,
-        visibility_s=visibility,
-        scan_batch=scan_batch,
-        worker_batch=worker_batch,
-        concurrency=concurrency,
-        fencing=fencing == "on",
-        ops=ops,
+        restart_after_s=_restart_after(restart_after), fencing=fencing == "on", **options
     )
     if queue_url:
         os.environ["CRONLAB_QUEUE"] = queue_url  # the children read --queue from it
@@ -139,14 +114,14 @@ def cluster_cmd(
     _check_idempotency(app, not no_idempotency)
     if app_spec:
         os.environ["CRONLAB_APP"] = app_spec  # the children read --app from it
-    distributed.reach(election, queue_url)  # before the store: a cluster that cannot start
-    store = open_store(store_url, create=True)
+    distributed.reach(cfg.election, queue_url)  # before the store: a cluster that cannot start
+    store = open_store(cfg.store_url, create=True)
     app.start(store)
     echo_sync(app.sync(schedule_store(store)))
     _idempotency(app, store, not no_idempotency)
     click.echo(
-        f"cronlab cluster: {replicas} schedulers ({redact(election)}, {timers} timers), "
-        f"{workers} workers on {redact(store_url)} — Ctrl-C stops",
+        f"cronlab cluster: {cfg.replicas} schedulers ({redact(cfg.election)}, {cfg.timers} "
+        f"timers), {cfg.workers} workers on {redact(cfg.store_url)} — Ctrl-C stops",
         err=True,
     )
     cluster.Cluster(cfg, store, CLOCK).run()
@@ -183,8 +158,8 @@ def scheduler_cmd(
     queue_url: str | None,
     app_spec: str | None,
     timers: str,
-    lease_ttl: float,
-    scan_interval: float,
+    lease_ttl_s: float,
+    scan_interval_s: float,
     batch: int,
     fencing: str,
     ops: Operations,
@@ -192,7 +167,7 @@ def scheduler_cmd(
     """One scheduler replica (the cluster starts these)."""
     app = app_for(app_spec)  # a bad --app: one line, nothing written
     distributed.reach(election, queue_url)  # an unreachable backend: the same
-    wait_s = min(LOCK_WAIT_S, lease_ttl / 2)  # a paused writer is given up before a takeover
+    wait_s = min(LOCK_WAIT_S, lease_ttl_s / 2)  # a paused writer is given up before a takeover
     sql_store = open_store(store_url, create=True, election=election, lock_wait_s=wait_s)
     echo_sync(app.sync(schedule_store(sql_store)), quiet=True)
     elector, mode = distributed.open_elector(election, sql_store, CLOCK)
@@ -201,8 +176,8 @@ def scheduler_cmd(
         replica=replica,
         election=mode,
         timers=cast(Timers, timers),
-        ttl_ms=int(lease_ttl * 1000),
-        scan_ms=int(scan_interval * 1000),
+        ttl_ms=int(lease_ttl_s * 1000),
+        scan_ms=int(scan_interval_s * 1000),
         batch=batch,
         fencing=fencing == "on",
         chaos=os.environ.get(CHAOS_ENV) == "1",
@@ -246,7 +221,7 @@ def worker_cmd(
     index: int,
     rate: float | None,
     batch: int,
-    visibility: float,
+    visibility_s: float,
     max_attempts: int,
     retry_base: float,
     queue_url: str | None,
@@ -267,7 +242,7 @@ def worker_cmd(
     cfg = WorkerConfig(
         index=index,
         batch=batch,
-        visibility_ms=int(visibility * 1000),
+        visibility_ms=int(visibility_s * 1000),
         rate=rate,
         retry=retry,
         concurrency=concurrency,
@@ -332,7 +307,7 @@ def run_cmd(
     store_url: str | None,
     app_spec: str | None,
     concurrency: int,
-    scan_interval: float,
+    scan_interval_s: float,
     ops: Operations,
 ) -> None:
     """Scheduler and worker in this one process (App.run), until SIGINT/SIGTERM."""
@@ -345,7 +320,7 @@ def run_cmd(
     shown = redact(app.store_url) if app.store_url else "its store"
     click.echo(f"cronlab run: {app_spec} on {shown} — Ctrl-C stops", err=True)
     embedded.run(
-        app, concurrency=concurrency, scan_interval=timedelta(seconds=scan_interval), ops=ops
+        app, concurrency=concurrency, scan_interval=timedelta(seconds=scan_interval_s), ops=ops
     )
 
 
