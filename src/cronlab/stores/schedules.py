@@ -39,33 +39,26 @@ COLUMNS = (
 
 def occurrence(schedule: Schedule, fire_ms: int) -> NewTask:
     """The PENDING task of ``schedule``'s occurrence at ``fire_ms``."""
-    return NewTask(
-        idempotency_key=policy.occurrence_key(schedule.name, fire_ms),
-        handler=schedule.handler,
-        trigger_ms=fire_ms,
-        payload=json.dumps(schedule.payload, sort_keys=True),
-        schedule=schedule.name,
-    )
+    return _task(schedule, policy.occurrence_key(schedule.name, fire_ms), fire_ms)
 
 
 def triggered(schedule: Schedule, now_ms: int) -> NewTask:
     """A one-off run of ``schedule`` due now (``schedule trigger``): never planned or skipped."""
-    return NewTask(
-        idempotency_key=f"{TRIGGER_PREFIX}{schedule.name}:{now_ms}",
-        handler=schedule.handler,
-        trigger_ms=now_ms,
-        payload=json.dumps(schedule.payload, sort_keys=True),
-        schedule=schedule.name,
-    )
+    return _task(schedule, f"{TRIGGER_PREFIX}{schedule.name}:{now_ms}", now_ms)
 
 
 def backfilled(schedule: Schedule, fire_ms: int) -> NewTask:
     """The task that runs ``schedule``'s occurrence at ``fire_ms`` late, by an operator's
     backfill: due at its occurrence time (``ctx.scheduled_for`` is that time)."""
+    return _task(schedule, f"{BACKFILL_PREFIX}{schedule.name}:{fire_ms}", fire_ms)
+
+
+def _task(schedule: Schedule, key: str, due_ms: int) -> NewTask:
+    """A task of ``schedule`` (its handler, its payload) keyed ``key``, due at ``due_ms``."""
     return NewTask(
-        idempotency_key=f"{BACKFILL_PREFIX}{schedule.name}:{fire_ms}",
+        idempotency_key=key,
         handler=schedule.handler,
-        trigger_ms=fire_ms,
+        trigger_ms=due_ms,
         payload=json.dumps(schedule.payload, sort_keys=True),
         schedule=schedule.name,
     )
