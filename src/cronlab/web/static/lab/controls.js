@@ -75,6 +75,17 @@ export function syncForm() {
 }
 var lastFencing = null;
 
+/* The A/B panel's keys: one option per key NEXT_B knows what to change to. */
+export function buildCompareKeys() {
+  var select = $("#c-ab-key");
+  if (select.options.length) return;
+  Object.keys(NEXT_B).forEach(function (k) {
+    var o = document.createElement("option");
+    o.value = o.textContent = k;
+    select.appendChild(o);
+  });
+}
+
 /* A shared link may hold a value the select does not list (restart-after=120): list it. */
 function setValue(el, v) {
   if (el.tagName === "SELECT" && ![].some.call(el.options, function (o) { return o.value === v; })) {

@@ -1,6 +1,6 @@
 /* Wiring and boot: buttons by data-action, form events, keyboard, resize; then the first run. */
 import { DEFAULTS, $, noFaults, state } from "./state.js";
-import { readURL, readToken, syncForm, changed } from "./controls.js";
+import { buildCompareKeys, readURL, readToken, syncForm, changed } from "./controls.js";
 import { recompute } from "./model.js";
 import { resizeCharts, moveCursors, zoom } from "./charts.js";
 import { tick, setPlaying, seek } from "./playback.js";
@@ -84,6 +84,7 @@ function wire() {
   window.addEventListener("resize", function () { particles.fit(); resizeCharts(); moveCursors(); });
 }
 
+buildCompareKeys();
 readURL();
 syncForm();
 buildRunsTable();

@@ -12,14 +12,15 @@ export const DEFAULTS = {
 export const FAULT_KINDS = ["crash", "pause", "worker-crash", "lose"];
 export function noFaults() { return { crash: [], pause: [], "worker-crash": [], lose: [] }; }
 
-/* What B changes to when a key is picked in the A/B panel: the interesting other side. */
+/* The keys the A/B panel offers, in its order (controls.buildCompareKeys lists them), and
+   what B changes to when one is picked: the interesting other side. */
 export const NEXT_B = {
   election: function (s) { return s.election === "off" ? "lease" : "off"; },
-  timers: function (s) { return s.timers === "durable" ? "in-memory" : "durable"; },
   replicas: function (s) { return String(Number(s.replicas) + 2); },
   workers: function (s) { return String(Number(s.workers) * 2); },
   rate: function (s) { return String(Number(s.rate) * 2); },
   "lease-ttl": function () { return "30"; },
+  timers: function (s) { return s.timers === "durable" ? "in-memory" : "durable"; },
   "restart-after": function () { return "never"; },
   crash: function () { return "leader@0"; },
   fencing: function (s) { return s.fencing === "on" ? "off" : "on"; },
