@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from cronlab.core import delays
+from cronlab.core.chunks import chunks
 from cronlab.core.policy import from_ms, to_ms
 from cronlab.exceptions import ConfigError, ConflictError
 from cronlab.ports import NewTask
@@ -235,7 +236,7 @@ class Task(Generic[P, R]):
         due = due_ms(self.app.clock.now_ms(), delay, at)
         store = self.app.defer_store()
         added = total = 0
-        for batch in _batches(self._rows(items, due), DEFER_BATCH):
+        for batch in chunks(self._rows(items, due), DEFER_BATCH):
             added += store.add_tasks(batch)
             total += len(batch)
             if progress is not None:
@@ -267,14 +268,3 @@ def check_key(key: object) -> None:
         raise ConfigError(
             f"an idempotency key is a string of 1-500 characters without NUL, got {shown!r}"
         )
-
-
-def _batches(rows: Iterator[NewTask], size: int) -> Iterator[list[NewTask]]:
-    batch: list[NewTask] = []
-    for row in rows:
-        batch.append(row)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from functools import cache
 from importlib import resources
@@ -143,18 +143,6 @@ TaskRow = tuple[str, str, str, int, "str | None"]
 def task_row(t: NewTask) -> TaskRow:
     """A task as a positional row (the bulk inserts)."""
     return (t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.schedule)
-
-
-def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
-    """``items`` in lists of ``size`` at most, never all in memory at once."""
-    batch: list[T] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def fetch(cursor: Any) -> list[Any]:

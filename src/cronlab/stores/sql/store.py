@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from cronlab.core import lease as rules
+from cronlab.core.chunks import chunks
 from cronlab.exceptions import ConfigError, FencedError, NotFoundError
 from cronlab.ports import (
     STATUSES,
@@ -30,7 +31,7 @@ from cronlab.ports import (
 from cronlab.stores import Fencing, schedules
 from cronlab.stores.rows import Delivery, Envelope, Settlement, task
 from cronlab.stores.sql import batch, history, migrate, operations, planning
-from cronlab.stores.sql.dialect import Conn, Dialect, chunks, fetch, task_row
+from cronlab.stores.sql.dialect import Conn, Dialect, fetch, task_row
 from cronlab.stores.sql.schedule_methods import ScheduleMethods
 
 T = TypeVar("T")
