@@ -11,13 +11,13 @@ from __future__ import annotations
 import itertools
 import json
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import click
 
 from cronlab import app as apps
 from cronlab.core import cron, delays
-from cronlab.core.policy import Catchup, Overlap, Schedule, from_ms, to_ms
+from cronlab.core.policy import Schedule, from_ms, to_ms
 from cronlab.exceptions import ConfigError
 from cronlab.ports import ScheduleInfo, ScheduleStore
 from cronlab.runtime.clock import SystemClock
@@ -120,7 +120,7 @@ def known_handlers(app_spec: str | None) -> list[str]:
 
 @schedule_group.command("add")
 @NAME
-@click.argument("expr", metavar="CRON")
+@click.argument("cron", metavar="CRON")
 @click.option("--handler", required=True, help="Registered handler name.")
 @click.option("--tz", default="UTC", show_default=True, help="IANA time zone.")
 @click.option("--payload", default="{}", metavar="JSON", help="A JSON object for the handler.")
@@ -144,38 +144,25 @@ def known_handlers(app_spec: str | None) -> list[str]:
 @STORE
 @APP
 def add_cmd(
-    name: str,
-    expr: str,
-    handler: str,
-    tz: str,
     payload: str,
-    catchup: str,
     catchup_window: str,
-    overlap: str,
-    paused: bool,
     alert_after: str | None,
-    alert_on_failures: int | None,
     store_url: str,
     app_spec: str | None,
+    **fields: Any,
 ) -> None:
     """Add schedule NAME firing on CRON (a name already taken is an error)."""
+    # every other option is one of Schedule's fields, by name (checked by Schedule)
     schedule = Schedule(
-        name=name,
-        cron=expr,
-        handler=handler,
-        tz=tz,
         payload=parse_payload(payload),
-        catchup=cast(Catchup, catchup),
         catchup_window_ms=delays.parse_delay(catchup_window),
-        overlap=cast(Overlap, overlap),
-        paused=paused,
         alert_after_ms=None if alert_after is None else delays.parse_delay(alert_after),
-        alert_on_failures=alert_on_failures,
+        **fields,
     )
-    check_handler(handler, app_spec)
+    check_handler(schedule.handler, app_spec)
     store = open_schedules(store_url, create=True)
     store.put_schedule(schedule, CLOCK.now_ms(), replace=False)
-    click.echo(_line_of(store.get_schedule(name)))
+    click.echo(_line_of(store.get_schedule(schedule.name)))
 
 
 def check_handler(handler: str, app_spec: str | None) -> None:
