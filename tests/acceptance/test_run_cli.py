@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,37 @@ def seen(workdir: Path) -> list[str]:
         return [r[0] for r in c.execute("SELECT what FROM seen ORDER BY rowid")]
 
 
+def run_until(
+    workdir: Path, args: Sequence[str], done: Callable[[list[str]], bool]
+) -> tuple[int, str]:
+    """``cronlab ARGS`` in ``workdir`` until its ``tick`` task has run and ``done(seen)``
+    holds (30 s at most), then SIGTERM: its exit code and stderr."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cronlab", *args],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if (workdir / "cron.db").exists():
+                try:
+                    got = seen(workdir)
+                except sqlite3.OperationalError:
+                    got = []
+                if "tick" in got and done(got):
+                    break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, err
+
+
 def test_run_executes_a_deferred_task_and_a_cron_task_and_stops_on_sigterm(
     workdir: Path,
 ) -> None:
@@ -67,32 +99,29 @@ def test_run_executes_a_deferred_task_and_a_cron_task_and_stops_on_sigterm(
         cwd=workdir,
     )
     assert out.returncode == 0, out.stderr
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cronlab", "run", "--app", "jobs:app"],
-        cwd=workdir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if (workdir / "cron.db").exists():
-                try:
-                    got = seen(workdir)
-                except sqlite3.OperationalError:
-                    got = []
-                if "bill 7 basic" in got and "tick" in got:
-                    break
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err
+    code, err = run_until(workdir, ("run", "--app", "jobs:app"), lambda got: "bill 7 basic" in got)
+    assert code == 0, err
     assert "schedule added: tick" in err and "Traceback" not in err
     assert "bill 7 basic" in seen(workdir) and "tick" in seen(workdir)
+
+
+ENGINES = {
+    "run": ("run",),
+    "cluster": ("cluster", "--store", "sqlite:///cron.db", "--replicas", "1", "--workers", "1"),
+}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_engine_on_a_users_app_has_no_invoices_table(workdir: Path, engine: str) -> None:
+    """The lab's workload is an app of its own (cronlab/lab/invoices.py): an engine started
+    with --app creates the engine's tables and what the app's on_start makes, nothing of it."""
+    code, err = run_until(workdir, (*ENGINES[engine], "--app", "jobs:app"), lambda got: True)
+    assert code == 0, err
+    assert "tick" in seen(workdir)  # the engine ran the app's cron task
+    with sqlite3.connect(workdir / "cron.db") as c:
+        names = {r[0] for r in c.execute("SELECT name FROM sqlite_master")}
+    assert {"tasks", "schedules", "seen"} <= names
+    assert [n for n in names if "invoice" in n] == []
 
 
 def test_run_needs_an_app(workdir: Path) -> None:
