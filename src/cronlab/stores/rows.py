@@ -13,6 +13,12 @@ from cronlab.ports import Message, Task
 TaskRow = Sequence[Any]  # (id, idempotency_key, handler, payload, trigger_ms, attempts)
 
 
+def by_column(columns: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
+    """``row``'s values by name: ``columns`` names them, in the query's order (a value's
+    fields where the names are its fields)."""
+    return dict(zip(columns, row, strict=True))
+
+
 def task(r: TaskRow, status: str, epoch: int | None) -> Task:
     """One ``(id, key, handler, payload, trigger_ms, attempts)`` row as a ``Task``."""
     return Task(

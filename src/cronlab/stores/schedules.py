@@ -17,6 +17,7 @@ from typing import Any
 from cronlab.core import policy
 from cronlab.core.policy import Schedule
 from cronlab.ports import NewTask, ScheduleInfo
+from cronlab.stores import rows
 
 OCCURRENCE_PREFIX = "schedule:"
 TRIGGER_PREFIX = "trigger:"
@@ -84,7 +85,7 @@ def to_row(schedule: Schedule, app: str | None = None) -> dict[str, Any]:
 
 def from_row(row: Sequence[Any]) -> Schedule:
     """A stored row in ``COLUMNS`` order → a validated Schedule (JSON only, no eval)."""
-    values = dict(zip(COLUMNS, row, strict=True))
+    values = rows.by_column(COLUMNS, row)
     values["payload"] = json.loads(values["payload"])
     values["catchup_window_ms"] = int(values["catchup_window_ms"])
     values["paused"] = bool(values["paused"])

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cronlab.core.policy import Schedule
-from cronlab.stores import schedules
+from cronlab.stores import rows, schedules
 from cronlab.stores.sql.dialect import Conn
 
 if TYPE_CHECKING:
@@ -41,6 +41,11 @@ class Alert:
     delivery: str = "pending"
     attempts: int = 0
     delivered_ms: int | None = None
+
+
+# alerts_recent's and alerts_to_send's columns: Alert's fields
+COLUMNS = ("id", "schedule", "kind", "subject", "raised_ms", "detail", "delivery", "attempts",
+           "delivered_ms")  # fmt: skip
 
 
 def watched(store: SqlStore) -> list[tuple[tuple[Any, ...], int | None]]:
@@ -131,15 +136,6 @@ def recent(store: SqlStore, limit: int) -> list[Alert]:
 
 
 def as_alert(r: Sequence[Any]) -> Alert:
-    """An ``alerts_recent`` or ``alerts_to_send`` row as a value."""
-    return Alert(
-        id=int(r[0]),
-        schedule=r[1],
-        kind=r[2],
-        subject=r[3],
-        raised_ms=int(r[4]),
-        detail=json.loads(r[5]),
-        delivery=r[6],
-        attempts=int(r[7]),
-        delivered_ms=None if r[8] is None else int(r[8]),
-    )
+    """An ``alerts_recent`` or ``alerts_to_send`` row as a value (the detail stored as JSON)."""
+    values = rows.by_column(COLUMNS, r)
+    return Alert(**{**values, "detail": json.loads(values["detail"])})

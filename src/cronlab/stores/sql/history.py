@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from cronlab.ports import RunQuery, RunRecord
+from cronlab.stores import rows
 from cronlab.stores.sql.dialect import Conn
 
 if TYPE_CHECKING:
@@ -43,28 +44,21 @@ def runs(store: SqlStore, query: RunQuery, now_ms: int) -> list[RunRecord]:
     ]
 
 
+# The runs queries' columns: RunRecord's fields, then the run record's id and the task's
+# status and reason (for an occurrence with no run record).
+COLUMNS = ("task_id", "key", "task", "schedule", "occurrence_ms", "dispatched_ms", "start_ms",
+           "end_ms", "attempt", "worker", "run_id", "outcome", "error", "status",
+           "reason")  # fmt: skip
+
+
 def record(r: Sequence[Any]) -> RunRecord:
-    """A ``runs`` row as a value; a task with no run record (``r[10]``, the record's id, is
-    NULL) gets its outcome from its status and its error from its reason."""
-    ran = r[10] is not None
-    return RunRecord(
-        task_id=int(r[0]),
-        key=r[1],
-        task=r[2],
-        schedule=r[3],
-        occurrence_ms=int(r[4]),
-        dispatched_ms=_int(r[5]),
-        start_ms=_int(r[6]),
-        end_ms=_int(r[7]),
-        attempt=int(r[8]),
-        worker=r[9],
-        outcome=r[11] if ran else _unrun(r[13], r[14]),
-        error=r[12] if ran else r[14],
-    )
-
-
-def _int(value: Any) -> int | None:
-    return None if value is None else int(value)
+    """A ``runs`` row as a value; a task with no run record gets its outcome from its status
+    and its error from its reason."""
+    values = rows.by_column(COLUMNS, r)
+    status, reason = values.pop("status"), values.pop("reason")
+    if values.pop("run_id") is None:
+        values.update(outcome=_unrun(status, reason), error=reason)
+    return RunRecord(**values)
 
 
 CODES = {"ok": 0, "noop": 1, "error": 2, "failed": 3, "skipped": 4, "missed": 5, "due": 6,

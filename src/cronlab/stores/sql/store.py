@@ -29,7 +29,7 @@ from cronlab.ports import (
     Waiter,
 )
 from cronlab.stores import Fencing, schedules
-from cronlab.stores.rows import Delivery, Envelope, Settlement, task
+from cronlab.stores.rows import Delivery, Envelope, Settlement, by_column, task
 from cronlab.stores.sql import batch, history, migrate, operations, planning
 from cronlab.stores.sql.dialect import Conn, Dialect, fetch, task_row
 from cronlab.stores.sql.schedule_methods import ScheduleMethods
@@ -41,6 +41,8 @@ CHUNK = 50_000  # tasks per bulk insert
 RECONCILE_AGE_MS = 10_000  # DISPATCHED this long with no message: the message was lost
 RECONCILE_LIMIT = 1_000  # tasks a reconcile looks at
 RECONCILE_MAX_QUEUED = 200_000  # messages waiting above which a reconcile waits its turn
+# processes_beat's columns: ProcessInfo's fields
+PROCESS = ("role", "index", "pid", "owner", "started_ms", "exited_ms", "heartbeat_ms")
 
 
 class SqlStore(ScheduleMethods):
@@ -496,18 +498,7 @@ class SqlStore(ScheduleMethods):
         self.d.transaction(lambda c: c.execute(self.q["process_exited"], args))
 
     def processes(self) -> list[ProcessInfo]:
-        return [
-            ProcessInfo(
-                role=r[0],
-                index=r[1],
-                pid=r[2],
-                owner=r[3],
-                started_ms=r[4],
-                exited_ms=r[5],
-                heartbeat_ms=r[6],
-            )
-            for r in self.named("processes_beat")
-        ]
+        return [ProcessInfo(**by_column(PROCESS, r)) for r in self.named("processes_beat")]
 
     def heartbeat(self, info: ProcessInfo, now_ms: int) -> None:
         """``operations.heartbeat``: the process is alive (registering it if nobody did)."""
