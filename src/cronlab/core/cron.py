@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cronlab.core import cron_syntax
+from cronlab.core import cron_syntax, cron_walk
 from cronlab.exceptions import ConfigError
 
 ALIASES: dict[str, str] = {
@@ -61,6 +61,7 @@ class Cron:
     spec: str
     fixed: bool
     day_or: bool = True
+    fields: cron_walk.Fields | None = None  # the values each field matches; None: croniter's
 
 
 def zone(name: str) -> ZoneInfo:
@@ -86,23 +87,39 @@ def parse(expr: str, tz: str = "UTC") -> Cron:
             f"{', '.join(ALIASES)}"
         )
     checked = cron_syntax.normalise(expr, spec)
-    _check_fires(expr, checked)
     fixed = _is_fixed(checked.text.split(" "))
-    return Cron(expr=expr, tz=zone(tz), spec=checked.text, fixed=fixed, day_or=checked.day_or)
+    values = _check_fires(expr, checked)
+    return Cron(
+        expr=expr, tz=zone(tz), spec=checked.text, fixed=fixed, day_or=checked.day_or, fields=values
+    )
 
 
-def _check_fires(expr: str, checked: cron_syntax.Spec) -> None:
+def _check_fires(expr: str, checked: cron_syntax.Spec) -> cron_walk.Fields | None:
+    """ConfigError unless the expression fires; the values of its fields as croniter expands
+    them, for :func:`cron_walk.walk` (None if it holds ``L`` or ``#``: croniter walks it)."""
     from croniter import CroniterBadDateError, CroniterError, croniter  # (a process with no
     # schedule never loads it, nor dateutil)
 
     spec = checked.text
     try:
-        croniter(spec, datetime(2000, 1, 1), day_or=checked.day_or).get_next(datetime)
+        walker = croniter(spec, datetime(2000, 1, 1), day_or=checked.day_or)
+        walker.get_next(datetime)
     except CroniterBadDateError:
         raise ConfigError(f"bad cron expression {expr!r}: it never fires") from None
     except (CroniterError, ValueError, KeyError) as exc:
         reason = str(exc).replace(f"[{spec}] ", "") or type(exc).__name__
         raise ConfigError(f"bad cron expression {expr!r}: {reason}") from None
+    if walker.nth_weekday_of_month:
+        return None
+    fields: list[frozenset[int] | None] = []
+    for values in walker.expanded:
+        if values[0] == "*":  # croniter's star, also for a list holding '*'
+            fields.append(None)
+        elif all(isinstance(v, int) for v in values):
+            fields.append(frozenset(int(v) for v in values))
+        else:
+            return None
+    return tuple(fields) if len(fields) == 6 else (*fields, frozenset({0}))
 
 
 def _is_fixed(fields: list[str]) -> bool:
@@ -228,9 +245,11 @@ def _bisect(tz: ZoneInfo, lo: datetime, hi: datetime, offset: timedelta) -> date
 
 def _walls(cron: Cron, start: datetime, *, inclusive: bool) -> Iterator[datetime]:
     """Matching naive wall times after ``start`` (or at it, if ``inclusive``)."""
+    origin = start - SECOND if inclusive else start
+    if cron.fields is not None:
+        return cron_walk.walk(cron.fields, origin, day_or=cron.day_or)
     from croniter import croniter
 
-    origin = start - SECOND if inclusive else start
     return croniter(cron.spec, origin, day_or=cron.day_or).all_next(datetime)
 
 

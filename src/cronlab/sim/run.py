@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import shutil
 import sqlite3
@@ -181,12 +182,11 @@ class _Run:
         return sc.horizon_ms(self.s)
 
     def _setup_store(self) -> None:
+        self.path.write_bytes(_template())
         store = SqliteStore(self.path)
         conn = store.dialect.conn
         conn.create_function("sim_now", 0, self._authority, deterministic=False)
         conn.create_function("sim_turn", 0, self._turn, deterministic=False)
-        for statement in SETUP_SQL.strip().split(";\n"):
-            conn.execute(statement)
         store.add_tasks(
             NewTask(j.key, _handler(j), T0 + j.due_ms, json.dumps(_payload(j))) for j in self.s.jobs
         )
@@ -657,6 +657,21 @@ def _handler(job: sc.Job) -> str:
 
 def _payload(job: sc.Job) -> dict[str, int]:
     return {"fail_first": job.fail_first, "work_ms": job.work_ms}
+
+
+@functools.cache
+def _template() -> bytes:
+    """A store as migrations leave it, with the checker's tables and triggers: made once per
+    process and copied for each run (the migrations are the same for every seed)."""
+    folder = Path(tempfile.mkdtemp(prefix="cronlab-sim-", dir=_fast_tmp()))
+    try:
+        store = SqliteStore(folder / "template.db")
+        for statement in SETUP_SQL.strip().split(";\n"):
+            store.dialect.conn.execute(statement)
+        store.close()
+        return (folder / "template.db").read_bytes()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _fast_tmp() -> str | None:

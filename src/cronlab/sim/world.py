@@ -80,6 +80,7 @@ class World:
         self.now_ms = start_ms
         self.switch_p = switch_p
         self.procs: list[Proc] = []
+        self.live: list[Proc] = []  # procs not dead yet, in spawn order (what the steps scan)
         self.current: Proc | None = None
         self.lock_holder: Proc | None = None
         self.timers: list[tuple[int, int, Callable[[], None]]] = []  # (at, order, action)
@@ -98,6 +99,7 @@ class World:
         proc = Proc(name=name, body=body, offset_ms=offset_ms, wake_ms=self.now_ms)
         proc.thread = threading.Thread(target=self._main, args=(proc,), daemon=True)
         self.procs.append(proc)
+        self.live.append(proc)
         proc.thread.start()
         self.log(f"start {name}")
         return proc
@@ -112,7 +114,8 @@ class World:
         """Let the processes run until true time reaches ``end_ms``."""
         while True:
             self._fire_timers()
-            ready = [p for p in self.procs if p.runnable(self.now_ms)]
+            now = self.now_ms
+            ready = [p for p in self.live if p.runnable(now)]
             if ready:
                 self._resume(self.rng.choice(ready))
                 continue
@@ -124,7 +127,7 @@ class World:
 
     def shutdown(self) -> None:
         """Kill every process that is still alive."""
-        for p in list(self.procs):
+        for p in list(self.live):
             self.kill(p, quietly=True)
 
     def kill(self, proc: Proc, *, quietly: bool = False) -> None:
@@ -159,9 +162,10 @@ class World:
         finally:
             if self.lock_holder is proc:  # the kernel drops a dead process's locks
                 self.lock_holder = None
-                for p in self.procs:
+                for p in self.live:
                     p.waiting_lock = False
             proc.dead = True
+            self.live.remove(proc)
             self._back.give()
 
     def _resume(self, proc: Proc) -> None:
@@ -174,23 +178,21 @@ class World:
         while self.timers and self.timers[0][0] <= self.now_ms:
             _, _, action = self.timers.pop(0)
             action()
-        for p in self.procs:
+        for p in self.live:
             deadline = p.lock_deadline_ms
             if p.waiting_lock and deadline is not None and deadline <= self.now_ms:
                 p.waiting_lock = False  # it wakes to find it timed out
 
     def _next_time(self) -> int | None:
         times = [t for t, _, _ in self.timers[:1]]
-        for p in self.procs:
-            if p.dead:
-                continue
+        for p in self.live:
             if p.waiting_lock:
                 if p.lock_deadline_ms is not None:
                     times.append(max(p.lock_deadline_ms, p.paused_until_ms))
                 continue
             times.append(max(p.wake_ms, p.paused_until_ms))
         later = [t for t in times if t > self.now_ms]
-        if not later and any(not p.dead for p in self.procs):
+        if not later and self.live:
             raise Deadlock("every live process waits on a lock nobody will release")
         return min(later, default=None)
 
@@ -235,7 +237,7 @@ class World:
         proc = self._me()
         if self.lock_holder is proc:
             self.lock_holder = None
-            for p in self.procs:
+            for p in self.live:
                 p.waiting_lock = False  # waiters retry; the world picks who wins
 
     def _acquire(self, proc: Proc, timeout_ms: int | None) -> None:
