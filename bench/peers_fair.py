@@ -13,13 +13,20 @@ committed the way the system commits a job's effect, and the same number of work
   forms, each reported: the single-task form with the default batch, the same with
   ``--worker-batch 1`` (one job per transaction, as Procrastinate), and the batch form (one
   INSERT for the whole batch).
+* **Celery** (5.x, bench-only), what a Python user picks instead for the dispatch side: a Redis
+  broker, one prefork worker of ``--processes`` children, ``acks_late`` (the message is acked
+  after the job ran: at-least-once, as the others) and a prefetch of 64 per child (its
+  optimisation guide's advice for many short tasks; the default is 4). A job inserts its row
+  through a connection of its child (autocommit), then the worker acks it to Redis. Jobs are
+  sent one ``apply_async`` each over one producer (Celery has no bulk send).
 
 Autovacuum is turned on for the run (``ALTER SYSTEM``; this machine's server has it off) and
-restored afterwards, as on a normal server. Both sides get their jobs in before the clock starts
-(Procrastinate's ``batch_defer``, cronlab's ``defer_many``), and are timed from the workers'
-start to the last row; the first row's delay is reported too.
+restored afterwards, as on a normal server. Every side gets its jobs in before the clock starts
+(Procrastinate's ``batch_defer``, cronlab's ``defer_many``, Celery's ``apply_async``), and is
+timed from the workers' start to the last row; the first row's delay is reported too.
 
     .venv/bin/python bench/peers_fair.py [--count 50000] [--processes 3] [--pg postgresql://…]
+        [--redis redis://127.0.0.1:6379/9]
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import celery
 import procrastinate
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -51,6 +59,7 @@ RESULTS = (
 )
 DEFER_CHUNK = 10_000
 CONCURRENCY = 10  # Procrastinate's per-process concurrency
+CELERY_PREFETCH = 64  # messages a Celery child reserves ahead (default 4)
 
 CRONLAB_APP = """
 import json
@@ -133,6 +142,85 @@ def procrastinate_run(url: str, count: int, processes: int) -> dict[str, float]:
     return _timing(url, count, started, defer_s)
 
 
+# -- Celery --------------------------------------------------------------------------------
+
+CELERY_APP = """
+import os
+
+import psycopg
+from celery import Celery
+
+app = Celery("bench", broker=os.environ["BENCH_BROKER"])
+app.conf.update(
+    task_acks_late=True,
+    worker_prefetch_multiplier=int(os.environ["BENCH_PREFETCH"]),
+    broker_connection_retry_on_startup=True,
+    worker_hijack_root_logger=False,
+)
+_conn = []
+
+
+@app.task(name="record")
+def record(n):
+    if not _conn:
+        _conn.append(psycopg.connect(os.environ["BENCH_PG"], autocommit=True))
+    _conn[0].execute("INSERT INTO results (n) VALUES (%s)", (n,))
+"""
+
+_CELERY_DEFER = """
+import time
+from bench_app import app, record
+t = time.perf_counter()
+with app.producer_or_acquire() as producer:
+    for n in range({count}):
+        record.apply_async((n,), producer=producer)
+print(time.perf_counter() - t)
+"""
+
+
+def celery_run(url: str, count: int, processes: int, broker: str) -> dict[str, float]:
+    """Celery with a Redis broker: ``processes`` prefork children, acks late (a job's message
+    is acked after it ran, at-least-once as the others), a prefetch of CELERY_PREFETCH per
+    child (its docs' advice for many short tasks); one row per job through a connection of the
+    child's own (autocommit), then the ack to Redis: two round trips per job."""
+    import redis
+
+    redis.Redis.from_url(broker).flushdb()
+    folder = Path(tempfile.mkdtemp(prefix="cronlab-peers-"))
+    (folder / "bench_app.py").write_text(textwrap.dedent(CELERY_APP))
+    env = {**os.environ, "BENCH_BROKER": broker, "BENCH_PG": url}
+    env["BENCH_PREFETCH"] = str(CELERY_PREFETCH)
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute(RESULTS)
+    defer = subprocess.run(
+        [sys.executable, "-c", _CELERY_DEFER.format(count=count)],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    defer_s = float(defer.stdout.strip())
+    cmd = [sys.executable, "-m", "celery", "-A", "bench_app", "worker", "--pool", "prefork"]
+    cmd += ["--concurrency", str(processes), "--loglevel", "WARNING", "--without-gossip"]
+    cmd += ["--without-mingle", "--without-heartbeat"]
+    started = time.time()
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    proc = subprocess.Popen(cmd, cwd=folder, env=env, start_new_session=True, **quiet)
+    try:
+        _wait_for_rows(url, count)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+    return _timing(url, count, started, defer_s)
+
+
+def _wait_for_rows(url: str, count: int) -> None:
+    with psycopg.connect(url, autocommit=True) as c:
+        while c.execute("SELECT count(*) FROM results").fetchone()[0] < count:
+            time.sleep(0.1)
+
+
 # -- cronlab -------------------------------------------------------------------------------
 
 
@@ -160,9 +248,7 @@ def cronlab_run(
         cmd, cwd=folder, env=env, stderr=subprocess.DEVNULL, start_new_session=True
     )
     try:
-        with psycopg.connect(url, autocommit=True) as c:
-            while c.execute("SELECT count(*) FROM results").fetchone()[0] < count:
-                time.sleep(0.1)
+        _wait_for_rows(url, count)
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(60)
@@ -221,6 +307,7 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=50_000)
     ap.add_argument("--processes", type=int, default=3)
     ap.add_argument("--pg", default=ADMIN)
+    ap.add_argument("--redis", default="redis://127.0.0.1:6379/9", help="Celery's broker (flushed)")
     args = ap.parse_args()
     n, p = args.count, args.processes
     runs: list[tuple[str, dict[str, float]]] = []
@@ -240,6 +327,11 @@ def main() -> None:
                 lambda url: cronlab_run(url, n, p, batch=1, form="single"),
             ),
             ("cronlab, batch form", lambda url: cronlab_run(url, n, p, batch=None, form="batch")),
+            (
+                f"Celery {celery.__version__} (Redis broker, prefork {p}, acks late, "
+                f"prefetch {CELERY_PREFETCH})",
+                lambda url: celery_run(url, n, p, args.redis),
+            ),
         ):
             with scratch_database(args.pg, "cronlab_peers") as url:
                 result = run(url)
