@@ -6,7 +6,7 @@ For each case and run it prints the measured dispatched, duplicates, missed, fen
 redelivered counts, the model's, and whether the counts the lesson is about agree exactly
 (duplicates, missed, fenced writes); then a markdown table for docs/lab.md.
 
-    .venv/bin/python bench/lab_agreement.py [--runs 2] [--count 6000]
+    .venv/bin/python bench/lab_agreement.py [--runs 2] [--count 6000] [--cases zombie,worker]
 """
 
 from __future__ import annotations
@@ -105,11 +105,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--count", type=int, default=6_000)
+    ap.add_argument("--cases", help="only cases whose name holds one of these (comma-separated)")
     args = ap.parse_args()
+    wanted = [w.strip() for w in args.cases.split(",")] if args.cases else None
+    cases = [c for c in CASES if wanted is None or any(w in c.name for w in wanted)]
     rows = []
     live = Live(poll_s=0.5)
     with TestClient(create_app(LabConfig(), live), base_url="http://127.0.0.1") as client:
-        for case in CASES:
+        for case in cases:
             for run in range(1, args.runs + 1):
                 measured, model = one(client, case, args.count)
                 agree = all(measured[k] == model[k] for k in case.lesson)

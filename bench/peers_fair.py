@@ -192,33 +192,38 @@ def celery_run(url: str, count: int, processes: int, broker: str) -> dict[str, f
     env["BENCH_PREFETCH"] = str(CELERY_PREFETCH)
     with psycopg.connect(url, autocommit=True) as c:
         c.execute(RESULTS)
-    defer = subprocess.run(
-        [sys.executable, "-c", _CELERY_DEFER.format(count=count)],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    defer_s = float(defer.stdout.strip())
+    defer_s = _defer_seconds(_CELERY_DEFER.format(count=count), folder, env)
     cmd = [sys.executable, "-m", "celery", "-A", "bench_app", "worker", "--pool", "prefork"]
     cmd += ["--concurrency", str(processes), "--loglevel", "WARNING", "--without-gossip"]
     cmd += ["--without-mingle", "--without-heartbeat"]
     started = time.time()
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    proc = subprocess.Popen(cmd, cwd=folder, env=env, start_new_session=True, **quiet)
-    try:
-        _wait_for_rows(url, count)
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+    _run_until_rows(cmd, folder, env, url, count, signal.SIGTERM)
     return _timing(url, count, started, defer_s)
 
 
-def _wait_for_rows(url: str, count: int) -> None:
-    with psycopg.connect(url, autocommit=True) as c:
-        while c.execute("SELECT count(*) FROM results").fetchone()[0] < count:
-            time.sleep(0.1)
+def _defer_seconds(script: str, folder: Path, env: dict[str, str]) -> float:
+    """Run an enqueue ``script`` in ``folder``; the seconds it printed."""
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=folder, env=env, capture_output=True, text=True
+    )
+    if done.returncode:
+        raise SystemExit(f"the enqueue failed: {done.stderr.strip()}")
+    return float(done.stdout.strip())
+
+
+def _run_until_rows(
+    cmd: list[str], folder: Path, env: dict[str, str], url: str, count: int, stop: int
+) -> None:
+    """Start the workers ``cmd``, wait for ``count`` result rows, stop them with ``stop``."""
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    proc = subprocess.Popen(cmd, cwd=folder, env=env, start_new_session=True, **quiet)
+    try:
+        with psycopg.connect(url, autocommit=True) as c:
+            while c.execute("SELECT count(*) FROM results").fetchone()[0] < count:
+                time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, stop)
+        proc.wait(60)
 
 
 # -- cronlab -------------------------------------------------------------------------------
@@ -230,28 +235,13 @@ def cronlab_run(
     folder = Path(tempfile.mkdtemp(prefix="cronlab-peers-"))
     (folder / "bench_app.py").write_text(textwrap.dedent(CRONLAB_APP))
     env = {**os.environ, "CRONLAB_STORE": url, "BENCH_BATCH_FORM": "1" if form == "batch" else "0"}
-    defer = subprocess.run(
-        [sys.executable, "-c", _DEFER.format(count=count)],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    defer_s = float(defer.stdout.strip())
+    defer_s = _defer_seconds(_DEFER.format(count=count), folder, env)
     with psycopg.connect(url, autocommit=True) as c:  # (after the store: it refuses a foreign one)
         c.execute(RESULTS)
     cmd = [sys.executable, "-m", "cronlab", "cluster", "--app", "bench_app:app", "--replicas", "1"]
     cmd += ["--workers", str(processes)] + ([] if batch is None else ["--worker-batch", str(batch)])
     started = time.time()
-    proc = subprocess.Popen(
-        cmd, cwd=folder, env=env, stderr=subprocess.DEVNULL, start_new_session=True
-    )
-    try:
-        _wait_for_rows(url, count)
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(60)
+    _run_until_rows(cmd, folder, env, url, count, signal.SIGINT)
     return _timing(url, count, started, defer_s)
 
 
