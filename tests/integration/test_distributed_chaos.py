@@ -213,10 +213,16 @@ def test_a_frozen_vm_leader_is_stopped_by_the_store_fence_alone(dist: Dist) -> N
         return Scheduler(cfg, store=store, queue=queue, elector=elector, clock=clock, owner=name)
 
     def step_until(s: Scheduler, what: Callable[[], bool], timeout: float, why: str) -> None:
+        """Step ``s`` until ``what()``, checked right after a step: the VM freezes there, not a
+        sleep later (a sleep could pass the zombie's renewal, and it would then renew first on
+        thawing, lose the lease and never try the write the fence must refuse)."""
         deadline = time.monotonic() + timeout
-        while not what():
+        while True:
+            wait = s.step()
+            if what():
+                return
             assert time.monotonic() < deadline, f"timed out waiting for {why}"
-            time.sleep(s.step() / 1000)
+            time.sleep(wait / 1000)
 
     cronlab("invoices", "seed", "--store", dist.store_url, "--count", "100", "--at", "+1")
     vm = FrozenVmClock()
