@@ -52,6 +52,18 @@ def test_each_combined_fault_seed_that_failed_at_bf1f8b8_passes_now(seed: int) -
     assert "no violation" in done.stdout
 
 
+@pytest.mark.parametrize("seed", [5285, 6957])
+def test_each_backfill_seed_that_failed_at_e80873e_passes_now(seed: int) -> None:
+    """Each failed at e80873e with every fault kind, a backfilled occurrence run twice.
+    5285: a backfill ran minutes the retention then deleted, and a second backfill over them
+    found no rows and ran them again (now a backfill never reaches deleted history). 6957: a
+    backfill from an operator whose clock ran ahead, then a resume on a clock behind it
+    planned the same occurrence again (now it is skipped as "backfilled")."""
+    done = cronlab("verify", "--seed", str(seed), timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "no violation" in done.stdout
+
+
 def test_the_checker_catches_a_store_without_its_fence(monkeypatch: pytest.MonkeyPatch) -> None:
     """The search can fail: with ``SqlStore._fence`` checking nothing, a leader stopped just
     before it took the write lock dispatches at its old epoch after its successor did. (Since

@@ -4,6 +4,7 @@ scheduler and worker loops on a fake clock."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -124,6 +125,65 @@ def test_a_backfill_under_overlap_skip_skips_what_would_overlap(lab: OpsLab) -> 
     rows = lab.store.runs(RunQuery(schedule="tick"), lab.clock.now_ms())
     outcome = {r.key: (r.outcome, r.error) for r in rows}
     assert outcome[f"backfill:tick:{minute(2)}"] == ("skipped", "overlap")
+
+
+def test_an_occurrence_planned_after_its_backfill_does_not_run_again(lab: OpsLab) -> None:
+    """Found by ``cronlab verify --seed 6957``: an operator whose clock runs ahead backfills
+    minutes 3 and 4 of a paused schedule; the schedule resumes on the cluster's clock, before
+    minute 3, and plans minute 3 again. Each occurrence runs once: the one planned after its
+    backfill is SKIPPED ("backfilled")."""
+    lab.cron(overlap="allow", catchup="none")
+    lab.start()
+    lab.run_for(2 * MIN)  # minutes 1, 2 run
+    lab.store.pause_schedule("tick", lab.clock.now_ms())
+    ahead = minute(5)  # the operator's clock: about 2.5 minutes fast
+    done = lab.store.backfill_schedule("tick", minute(3), minute(5), ahead)
+    assert (done.added, done.existing) == (2, 0)
+    lab.store.resume_schedule("tick", lab.clock.now_ms())
+    lab.ran.clear()
+    lab.run_for(4 * MIN)
+    assert sorted(lab.ran) == [minute(3), minute(4), minute(5), minute(6)]  # each once
+    rows = lab.store.runs(RunQuery(schedule="tick"), lab.clock.now_ms())
+    outcome = {r.key: (r.outcome, r.error) for r in rows}
+    assert outcome[f"schedule:tick:{minute(3)}"] == ("skipped", "backfilled")
+
+
+def test_a_redefinition_on_a_clock_behind_an_occurrence_that_ran_plans_the_next(
+    lab: OpsLab,
+) -> None:
+    """A deploy whose clock is behind the cluster's redefines the schedule: the next fire by
+    its clock is minute 2, which already ran. The schedule goes on at minute 3; it used to
+    stop for good, its next occurrence's insert refused by the key of the one that ran."""
+    lab.cron(overlap="allow", catchup="none")
+    lab.start()
+    lab.run_for(2 * MIN)  # minutes 1, 2 run
+    redefined = dataclasses.replace(lab.app.schedules["tick"], overlap="skip")
+    assert lab.store.put_schedule(redefined, minute(2) - 10_000, replace=True)
+    lab.ran.clear()
+    lab.run_for(2 * MIN)
+    assert sorted(lab.ran) == [minute(3), minute(4)]
+
+
+def test_a_backfill_never_reaches_history_the_retention_deleted(lab: OpsLab) -> None:
+    """Found by ``cronlab verify --seed 5285``: a backfill ran minute 1, the retention deleted
+    its row, and a second backfill over minute 1 found no row and ran it again. Which of the
+    occurrences whose rows are gone ran is not known: a range that reaches them is refused,
+    with nothing written."""
+    lab.cron(overlap="allow", catchup="none", catchup_window=timedelta(minutes=1))
+    lab.start()
+    lab.run_for(3 * MIN)  # minutes 1..3 run
+    lab.clock.advance(2 * DAY)  # minute 4 is missed (catchup none), the newest occurrence
+    lab.run_for(1_000)
+    assert lab.scheduler is not None and lab.scheduler.lease is not None
+    now, epoch = lab.clock.now_ms(), lab.scheduler.lease.epoch
+    assert lab.store.prune_history(DAY, now, 1_000, epoch) > 0  # minutes 1..3, their events
+    with pytest.raises(ConfigError, match=r"runs up to 2026-06-01T09:03:00\+00:00 were deleted"):
+        lab.store.backfill_schedule("tick", minute(1), minute(3), now)
+    assert not [e for e in lab.store.events() if e.kind == "backfilled"]
+    keys = {r[0] for r in lab.store.query("SELECT idempotency_key FROM tasks")}
+    assert not any(k.startswith("backfill:") for k in keys)
+    done = lab.store.backfill_schedule("tick", minute(4), minute(10), now)
+    assert (done.added, done.existing) == (6, 0)  # after the deleted history: as ever
 
 
 @pytest.mark.parametrize(

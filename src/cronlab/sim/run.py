@@ -24,7 +24,7 @@ from typing import Any
 
 from cronlab.core.policy import Schedule
 from cronlab.election.store import StoreElector
-from cronlab.exceptions import BackendUnavailable
+from cronlab.exceptions import BackendUnavailable, ConfigError
 from cronlab.handlers import Context, Registry
 from cronlab.ports import LeaseElector, NewTask, Retry
 from cronlab.queues.store import StoreQueue
@@ -572,6 +572,9 @@ class _Run:
                 store = self._open(proc)
                 act(store)
                 self.world.log(f"operator {what} done")
+                self.operators -= 1
+            except ConfigError as exc:  # refused, nothing written: as the CLI says it
+                self.world.log(f"operator {what} refused: {exc}")
                 self.operators -= 1
             except BackendUnavailable as exc:
                 self.world.log(f"operator {what} failed: {exc}")

@@ -124,9 +124,23 @@ def prune(store: SqlStore, keep_ms: int, now_ms: int, limit: int, epoch: int) ->
         gone = 0
         if ids:
             c.execute(store.q["prune_executions"], {"ids": store.d.ints(ids)})
-            gone += len(c.execute(store.q["prune_tasks"], {"ids": store.d.ints(ids)}).fetchall())
+            deleted = c.execute(store.q["prune_tasks"], {"ids": store.d.ints(ids)}).fetchall()
+            gone += len(deleted)
+            _note_gone(store, c, deleted)
         for name in ("prune_events", "prune_samples", "prune_alerts"):
             gone += int(c.execute(store.q[name], {"before": before, "limit": limit}).rowcount)
         return gone
 
     return store.d.transaction(run)
+
+
+def _note_gone(store: SqlStore, c: Conn, deleted: Sequence[Sequence[Any]]) -> None:
+    """Each schedule's ``pruned_through_ms``: the latest occurrence time of its deleted tasks
+    (a backfill never reaches it: ``operations.backfill``)."""
+    through: dict[str, int] = {}
+    for _, name, trigger_ms in deleted:
+        if name is not None:
+            through[name] = max(through.get(name, trigger_ms), int(trigger_ms))
+    rows = [{"name": name, "through": ms} for name, ms in through.items()]
+    if rows:
+        store.d.executemany(c, store.q["schedule_pruned_through"], rows)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from cronlab.core import policy
@@ -54,11 +55,21 @@ def backfill(
     never will: before the schedule's pending occurrence (from that one on, its catch-up
     policy plans them), with no occurrence in the store (never written, or pruned) or one
     that was skipped or missed, and no backfill of it. Each is planned as it is dispatched
-    by the schedule's overlap policy alone (``planning.plan``)."""
+    by the schedule's overlap policy alone (``planning.plan``). A range that reaches what
+    the retention deleted of the schedule's history is a ConfigError: an occurrence whose
+    row is gone may have run."""
     info = store.must_exist(c, name)
     planned_from = info.next_fire_ms  # None: paused, nothing pending
+    fires = backfill_fires(info.schedule, from_ms, to_ms, now_ms)
+    gone = c.execute(store.q["schedule_history_gone"], {"name": name}).fetchone()
+    if fires and gone is not None and gone[0] is not None and fires[0] <= int(gone[0]):
+        raise ConfigError(
+            f"backfill of {name!r}: its runs up to {_iso(int(gone[0]))} were deleted by the "
+            "retention (--keep), so which of those occurrences ran is not known; "
+            "backfill a range after it"
+        )
     added = existing = 0
-    for fire in backfill_fires(info.schedule, from_ms, to_ms, now_ms):
+    for fire in fires:
         key = policy.occurrence_key(name, fire)
         row = c.execute(store.q["task_by_key"], {"key": key}).fetchone()
         if (row is not None and row[6] not in NOT_RUN) or (
@@ -70,6 +81,10 @@ def backfill(
         else:
             existing += 1
     return Backfill(added=added, existing=existing)
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
 
 
 def heartbeat(store: SqlStore, info: ProcessInfo, now_ms: int) -> None:

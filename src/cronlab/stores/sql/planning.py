@@ -60,6 +60,7 @@ class Batch:
     now_ms: int
     stored: dict[str, Stored | None]
     running: dict[str, dict[int, int]]  # schedule → {task id: trigger ms} still DISPATCHED
+    backfilled: set[str] = field(default_factory=set)  # occurrence keys a backfill ran or will
     next_fire: dict[str, int | None] = field(default_factory=dict)  # as this batch set them
     writes: Writes = field(default_factory=Writes)
     plans: dict[PlanKey, tuple[policy.DispatchPlan, int]] = field(default_factory=dict)
@@ -72,6 +73,7 @@ def plan(store: SqlStore, c: Conn, rows: Sequence[Any], now_ms: int) -> tuple[li
     targets = [_target(r[1]) if r[1].startswith(schedules.PLANNED) else None for r in rows]
     stored = _schedules(store, c, {t[0] for t in targets if t is not None})
     batch = Batch(now_ms=now_ms, stored=stored, running=_running(store, c, stored, now_ms))
+    batch.backfilled = _backfilled(store, c, [r[1] for r in rows])
     runs = [
         r for r, t in zip(rows, targets, strict=True) if t is None or _judge(batch, r, t) is None
     ]
@@ -107,6 +109,20 @@ def _running(
     return running
 
 
+def _backfilled(store: SqlStore, c: Conn, keys: Sequence[str]) -> set[str]:
+    """The occurrence keys among ``keys`` whose occurrence a backfill added already: planned
+    again later (a resume or a redeploy on a clock behind the operator's), it must not run."""
+    twins = {
+        schedules.BACKFILL_PREFIX + k.removeprefix(schedules.OCCURRENCE_PREFIX): k
+        for k in keys
+        if k.startswith(schedules.OCCURRENCE_PREFIX)
+    }
+    if not twins:
+        return set()
+    found = c.execute(store.q["tasks_with_keys"], {"keys": store.d.texts(twins)})
+    return {twins[str(row[0])] for row in found.fetchall()}
+
+
 def _judge(batch: Batch, row: Sequence[Any], target: tuple[str, int]) -> str | None:
     """Why the claimed occurrence must not run (None: it runs); its writes noted in ``batch``."""
     task_id, key = int(row[0]), str(row[1])
@@ -117,7 +133,7 @@ def _judge(batch: Batch, row: Sequence[Any], target: tuple[str, int]) -> str | N
     elif key.startswith(schedules.BACKFILL_PREFIX):
         reason = "overlap" if _overlaps(batch, s, fire_ms) else None
     else:
-        reason = _occurrence(batch, s, fire_ms)
+        reason = _occurrence(batch, s, fire_ms, key in batch.backfilled)
     if reason is not None:
         batch.writes.skips.append({"id": task_id, "reason": reason})
         batch.running.get(name, {}).pop(task_id, None)
@@ -130,8 +146,9 @@ def _overlaps(batch: Batch, s: Stored, fire_ms: int) -> bool:
     return s.overlap == "skip" and any(trigger < fire_ms for trigger in running.values())
 
 
-def _occurrence(batch: Batch, s: Stored, fire_ms: int) -> str | None:
-    """An occurrence's plan (as ``SqlStore`` made it one at a time): run, skip, catch up."""
+def _occurrence(batch: Batch, s: Stored, fire_ms: int, backfilled: bool) -> str | None:
+    """An occurrence's plan (as ``SqlStore`` made it one at a time): run, skip, catch up;
+    one that a backfill runs is skipped ("backfilled") and plans the next as a run would."""
     w = batch.writes
     if s.paused:
         w.fired.append(_fired(s.name, fire_ms, None, "paused", 0, 0))
@@ -146,7 +163,9 @@ def _occurrence(batch: Batch, s: Stored, fire_ms: int) -> str | None:
         found = policy.DispatchPlan(run=True, catch_up=(), next_fire_ms=upcoming)
         missed = 0
     reason = None if found.run else f"catchup={s.catchup}"
-    if reason is None and _overlaps(batch, s, fire_ms):
+    if reason is None and backfilled:
+        reason = "backfilled"
+    elif reason is None and _overlaps(batch, s, fire_ms):
         reason = "overlap"
     w.added += [_row(s, f) for f in (*found.catch_up, found.next_fire_ms)]
     w.catch_ups += len(found.catch_up)

@@ -20,6 +20,8 @@ from cronlab.stores import schedules
 from cronlab.stores.sql import operations
 from cronlab.stores.sql.dialect import Conn, Dialect
 
+MAX_PASSED_OVER = 1_000  # occurrences a redefinition passes over that exist already
+
 
 class ScheduleMethods:
     """``ports.ScheduleStore`` on a dialect's connection and named queries."""
@@ -177,11 +179,21 @@ class ScheduleMethods:
 
     def _rematerialise(self, c: Conn, s: Schedule, now_ms: int, paused: bool) -> None:
         """Replace the schedule's occurrence still to come by ``next_fire(now)`` (none while
-        paused); one already due stays, and runs."""
+        paused); one already due stays, and runs. A fire whose occurrence has a task already
+        (it ran while ``now``, a clock behind the cluster's, had not reached it) is passed
+        over for the next: a schedule never waits on a key it cannot insert."""
         c.execute(self.q["schedule_drop_pending"], {"name": s.name, "now": now_ms})
         next_ms = None if paused else policy.next_fire(s, now_ms)
+        for _ in range(MAX_PASSED_OVER):
+            if next_ms is None or self.add(c, schedules.occurrence(s, next_ms)):
+                break
+            next_ms = policy.next_fire(s, next_ms)
+        else:
+            raise ConflictError(
+                f"schedule {s.name!r}: its next {MAX_PASSED_OVER:,} occurrences after "
+                f"{now_ms} ms have run already; is this clock far behind the cluster's?"
+            )
         if next_ms is not None:
-            self.add(c, schedules.occurrence(s, next_ms))
             self.d.notify(c, "due")
         args = {"name": s.name, "next": next_ms, "expect": next_ms}
         c.execute(self.q["schedule_set_next"], args)

@@ -365,6 +365,12 @@ SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, pa
   missed, skipped
 FROM schedules WHERE name = ANY(%(names)s::text[]);
 
+-- name: tasks_with_keys
+-- Which of the idempotency keys in %(keys)s have a task (a planned occurrence's
+-- backfill twin, for a batch at once).
+SELECT idempotency_key FROM tasks
+WHERE idempotency_key = ANY(%(keys)s::text[]);
+
 -- name: schedules_running
 -- The DISPATCHED tasks of the schedules in %(names)s dispatched since %(since)s (an older one
 -- no longer counts as running), for a batch of occurrences at once.

@@ -75,11 +75,20 @@ DELETE FROM executions WHERE task_id = ANY(%(ids)s::bigint[]);
 WITH gone AS (
   DELETE FROM tasks WHERE id = ANY(%(ids)s::bigint[])
     AND status IN ('DONE', 'FAILED', 'SKIPPED', 'MISSED')
-  RETURNING id
+  RETURNING id, schedule, trigger_ms
 ), uncopied AS (
   DELETE FROM copied WHERE task_id = ANY(ARRAY(SELECT id FROM gone))
 )
-SELECT id FROM gone;
+SELECT id, schedule, trigger_ms FROM gone;
+
+-- name: schedule_pruned_through
+-- The schedule's history is gone up to %(through)s (the retention deleted a task of it then).
+UPDATE schedules
+SET pruned_through_ms = GREATEST(coalesce(pruned_through_ms, %(through)s), %(through)s)
+WHERE name = %(name)s;
+
+-- name: schedule_history_gone
+SELECT pruned_through_ms FROM schedules WHERE name = %(name)s;
 
 -- name: prune_events
 DELETE FROM events WHERE id IN (

@@ -343,6 +343,12 @@ SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, pa
   missed, skipped
 FROM schedules WHERE name IN (SELECT value FROM json_each(:names));
 
+-- name: tasks_with_keys
+-- Which of the idempotency keys in the JSON array :keys have a task (a planned occurrence's
+-- backfill twin, for a batch at once).
+SELECT idempotency_key FROM tasks
+WHERE idempotency_key IN (SELECT value FROM json_each(:keys));
+
 -- name: schedules_running
 -- The DISPATCHED tasks of the schedules in :names dispatched since :since (an older one no
 -- longer counts as running), for a batch of occurrences at once.

@@ -73,7 +73,15 @@ DELETE FROM executions WHERE task_id IN (SELECT value FROM json_each(:ids));
 -- name: prune_tasks
 DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('DONE', 'FAILED', 'SKIPPED', 'MISSED')
-RETURNING id;
+RETURNING id, schedule, trigger_ms;
+
+-- name: schedule_pruned_through
+-- The schedule's history is gone up to :through (the retention deleted a task of it then).
+UPDATE schedules SET pruned_through_ms = max(coalesce(pruned_through_ms, :through), :through)
+WHERE name = :name;
+
+-- name: schedule_history_gone
+SELECT pruned_through_ms FROM schedules WHERE name = :name;
 
 -- name: prune_events
 DELETE FROM events WHERE id IN (
