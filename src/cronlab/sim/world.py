@@ -1,7 +1,7 @@
 """The simulated world: one true clock, processes that take turns, one database write lock.
 
-Each simulated process is a thread running real cronlab code, but only one runs at a time: it
-holds the baton until it reaches a *point* — a SQL statement (``Seams.before``), a sleep, a
+Each simulated process is a greenlet running real cronlab code; only one runs at a time, until
+it reaches a *point* — a SQL statement (``Seams.before``), a sleep, a
 wait for the write lock — and the world decides, with the seed's random numbers, who runs
 next. Time moves only when every process is asleep, paused or waiting; the run is therefore a
 function of the seed. A process can be killed at any point (``Killed`` unwinds it, and a
@@ -11,11 +11,14 @@ transaction it was in rolls back, as the database does for a dead client) or pau
 
 from __future__ import annotations
 
+import asyncio
 import random
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
+
+import greenlet
 
 from cronlab.exceptions import BackendUnavailable
 
@@ -28,24 +31,9 @@ class Deadlock(Exception):
     """No process can ever run again and time cannot move: the run is stuck."""
 
 
-class Baton:
-    """A one-slot handoff between two threads: ``give`` wakes the one in ``take`` (a plain
-    lock, released by the other thread: a tenth of a ``Semaphore``'s cost per switch)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._lock.acquire()
-
-    def give(self) -> None:
-        self._lock.release()
-
-    def take(self) -> None:
-        self._lock.acquire()
-
-
 @dataclass(eq=False)
 class Proc:
-    """A simulated OS process: its thread, its clock's offset from true time, its state."""
+    """A simulated OS process: its greenlet, its clock's offset from true time, its state."""
 
     name: str
     body: Callable[[Proc], None]
@@ -60,8 +48,7 @@ class Proc:
     pause_at: list[tuple[int, int, int]] = field(default_factory=list)  # (after, skip, ms)
     faulted: bool = False  # a fault hit it during its current transaction
     points: int = 0
-    go: Baton = field(default_factory=lambda: Baton())
-    thread: threading.Thread | None = None
+    glet: greenlet.greenlet | None = None
 
     def runnable(self, now_ms: int) -> bool:
         return (
@@ -89,7 +76,7 @@ class World:
         self.machine_offset_ms = 0  # the one machine's clock against true time (SQLite)
         self.on_point: list[Callable[[Proc, str], None]] = []
         self.quiet: set[str] = set()  # statements of idle polls
-        self._back = Baton()
+        self._home = greenlet.getcurrent()  # the world's own: where a process switches back to
         self._order = 0
 
     # -- the world's side --------------------------------------------------------------------
@@ -97,10 +84,9 @@ class World:
     def spawn(self, name: str, body: Callable[[Proc], None], offset_ms: int = 0) -> Proc:
         """Start a process; it first runs when the world picks it."""
         proc = Proc(name=name, body=body, offset_ms=offset_ms, wake_ms=self.now_ms)
-        proc.thread = threading.Thread(target=self._main, args=(proc,), daemon=True)
+        proc.glet = greenlet.greenlet(partial(self._main, proc), parent=self._home)
         self.procs.append(proc)
         self.live.append(proc)
-        proc.thread.start()
         self.log(f"start {name}")
         return proc
 
@@ -151,7 +137,7 @@ class World:
         self.trace.append((self.now_ms, text))
 
     def _main(self, proc: Proc) -> None:
-        proc.go.take()
+        """The process's greenlet: its body, then its death (control returns to the world)."""
         try:
             if not proc.dying:
                 proc.body(proc)
@@ -166,12 +152,11 @@ class World:
                     p.waiting_lock = False
             proc.dead = True
             self.live.remove(proc)
-            self._back.give()
 
     def _resume(self, proc: Proc) -> None:
+        assert proc.glet is not None
         self.current = proc
-        proc.go.give()
-        self._back.take()
+        proc.glet.switch()
         self.current = None
 
     def _fire_timers(self) -> None:
@@ -196,7 +181,7 @@ class World:
             raise Deadlock("every live process waits on a lock nobody will release")
         return min(later, default=None)
 
-    # -- the process's side (called from its own thread, holding the baton) ------------------
+    # -- the process's side (called from its own greenlet, while it runs) ---------------------
 
     def point(self, label: str) -> None:
         """A place where this process may be switched out, killed or paused."""
@@ -257,8 +242,12 @@ class World:
             raise BackendUnavailable("simulated outage: the database is unreachable")
 
     def _yield(self, proc: Proc) -> None:
-        self._back.give()
-        proc.go.take()
+        """Switch back to the world. asyncio's running loop is the thread's, so a process
+        that yields inside its event loop (an async handler's ``ctx.tx``) takes it along."""
+        loop = asyncio._get_running_loop()
+        asyncio._set_running_loop(None)
+        self._home.switch()
+        asyncio._set_running_loop(loop)
         if proc.dying:
             raise Killed
 
