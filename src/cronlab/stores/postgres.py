@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from typing import Any, Literal, TypedDict, TypeVar, Unpack, cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -127,9 +126,6 @@ class PostgresDialect:
 
     def waiter(self, channel: Channel) -> Waiter | None:
         return wakeups.PostgresWaiter(self.url, channel)
-
-    def savepoint(self, c: sql.Conn) -> AbstractContextManager[None]:
-        return cast(AbstractContextManager[None], cast(Any, c).transaction())
 
     def is_connection_error(self, exc: BaseException) -> bool:
         return error_kind(exc) == "connection"

@@ -16,8 +16,8 @@ import signal
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -161,9 +161,6 @@ class SqliteDialect:
                 return fn(self.conn)
         return fn(self.conn)
 
-    def savepoint(self, c: sql.Conn) -> AbstractContextManager[None]:
-        return _savepoint(c)
-
     def is_connection_error(self, exc: BaseException) -> bool:
         return False  # no connection to lose: every error is the statement's
 
@@ -220,18 +217,6 @@ class SqliteStore(sql.SqlStore):
         self.path = Path(path)
         self.dialect = SqliteDialect(path, create=create, seams=seams, lock_wait_s=lock_wait_s)
         super().__init__(self.dialect, create=create, fencing=fencing)
-
-
-@contextmanager
-def _savepoint(c: sql.Conn) -> Iterator[None]:
-    c.execute("SAVEPOINT message")
-    try:
-        yield
-    except BaseException:
-        c.execute("ROLLBACK TO message")
-        c.execute("RELEASE message")
-        raise
-    c.execute("RELEASE message")
 
 
 class _WaitExpired(Exception):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from functools import cache
 from importlib import resources
 from typing import Any, Protocol, TypeVar
@@ -52,10 +51,6 @@ class Dialect(Protocol):
 
     def waiter(self, channel: Channel) -> Waiter | None:
         """A subscription to ``channel`` on this database (None: it has no wake-ups)."""
-        ...
-
-    def savepoint(self, c: Conn) -> AbstractContextManager[None]:
-        """A nested transaction: an exception inside undoes only what ran inside."""
         ...
 
     def is_connection_error(self, exc: BaseException) -> bool:
