@@ -131,3 +131,36 @@ def test_batch_contexts_carry_the_transaction(sql: Backend) -> None:
     seed(sql, ["a", "b"], "one")
     assert run(sql, r)["ok"] == 2 and seen == [True, True]
     assert sql.store.counts()["PENDING"] == 2
+
+
+def test_a_run_takes_its_savepoint_only_when_its_handler_writes(sql: Backend) -> None:
+    """A handler that writes nothing through ``ctx.tx`` costs no SAVEPOINT (on PostgreSQL two
+    round trips a run); one that writes gets its savepoint at its first statement, so a
+    failing run still undoes its own writes alone (counted on SQLite's statement trace)."""
+    r = Registry()
+
+    @r.handler("quiet")
+    def quiet(ctx: Context, payload: dict[str, Any]) -> None:
+        return None
+
+    @r.handler("writes")
+    def writes(ctx: Context, payload: dict[str, Any]) -> None:
+        row = (payload["customer"], payload["period"], ctx.task_id)
+        ctx.tx.execute(lab.INSERT[ctx.tx.dialect], row)
+        if payload["customer"] == "boom":
+            raise RuntimeError("after its write")
+
+    seed(sql, ["q1", "q2", "q3"], "quiet")
+    seed(sql, ["w1", "boom", "w2"], "writes")
+    seen: list[str] = []
+    traced = sql.name != "postgres"
+    if traced:
+        sql.store.d.conn.set_trace_callback(seen.append)
+    counts = run(sql, r)
+    if traced:
+        sql.store.d.conn.set_trace_callback(None)
+    assert (counts["ok"], counts["error"]) == (5, 1)
+    rows = sorted(c for (c,) in sql.store.query("SELECT customer FROM invoices"))
+    assert rows == ["w1", "w2"]  # the failing run's write undone alone
+    if traced:
+        assert sum(s.startswith("SAVEPOINT") for s in seen) == 3  # the runs that wrote
