@@ -13,6 +13,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[all,dev,bench]'
+	$(BIN)/python -m compileall -q src/cronlab
 	touch $(STAMP)
 
 venv: $(STAMP)
