@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import click
 
-from cronlab import distributed
+from cronlab import distributed, stores
 from cronlab.app import schedule_store
 from cronlab.cli.knobs import Finite, knob
 from cronlab.cli.options import (
@@ -45,6 +45,7 @@ from cronlab.runtime.duties import Operations
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig, Timers
 from cronlab.runtime.worker import IDLE_MS, WOKEN_IDLE_MS, Worker, WorkerConfig
 from cronlab.stores import LOCK_WAIT_S
+from cronlab.stores.sql import SqlStore
 from cronlab.urls import redact
 
 MAX_RATE = 1e8  # tasks/s per worker
@@ -110,21 +111,37 @@ def cluster_cmd(
     )
     if queue_url:
         os.environ["CRONLAB_QUEUE"] = queue_url  # the children read --queue from it
-    app = app_for(app_spec)  # a bad --app is one line here, not a crash loop of children
-    _check_idempotency(app, not no_idempotency)
     if app_spec:
         os.environ["CRONLAB_APP"] = app_spec  # the children read --app from it
-    distributed.reach(cfg.election, queue_url)  # before the store: a cluster that cannot start
-    store = open_store(cfg.store_url, create=True)
-    app.start(store)
-    echo_sync(app.sync(schedule_store(store)))
-    _idempotency(app, store, not no_idempotency)
+    procs = cluster.Cluster(cfg, CLOCK)
+    procs.launch()  # they import while this process checks; they wait at the start gate
+    try:
+        store = _checked_store(cfg, app_spec, queue_url, not no_idempotency)
+    except BaseException:
+        procs.abort()  # a mistake stays one line: theirs exit without a word
+        raise
     click.echo(
         f"cronlab cluster: {cfg.replicas} schedulers ({redact(cfg.election)}, {cfg.timers} "
         f"timers), {cfg.workers} workers on {redact(cfg.store_url)} — Ctrl-C stops",
         err=True,
     )
-    cluster.Cluster(cfg, store, CLOCK).run()
+    procs.go(store)
+    procs.run()
+
+
+def _checked_store(
+    cfg: cluster.ClusterConfig, app_spec: str | None, queue_url: str | None, idempotent: bool
+) -> SqlStore:
+    """What the cluster checks before its children may start: the app loads, the backends
+    answer, the store is ours (migrated), the app's schedules are synced."""
+    app = app_for(app_spec)  # a bad --app is one line here, not a crash loop of children
+    _check_idempotency(app, idempotent)
+    distributed.reach(cfg.election, queue_url)  # before the store: a cluster that cannot start
+    store = open_store(cfg.store_url, create=True)
+    app.start(store)
+    echo_sync(app.sync(schedule_store(store)))
+    _idempotency(app, store, idempotent)
+    return store
 
 
 def _restart_after(text: str) -> float | None:
@@ -165,6 +182,7 @@ def scheduler_cmd(
     ops: Operations,
 ) -> None:
     """One scheduler replica (the cluster starts these)."""
+    _at_the_gate(store_url)
     app = app_for(app_spec)  # a bad --app: one line, nothing written
     distributed.reach(election, queue_url)  # an unreachable backend: the same
     wait_s = min(LOCK_WAIT_S, lease_ttl_s / 2)  # a paused writer is given up before a takeover
@@ -232,6 +250,7 @@ def worker_cmd(
     metrics_host: str,
 ) -> None:
     """One worker (the cluster starts these)."""
+    _at_the_gate(store_url)
     ops = operations("30d", None, metrics_port, metrics_host)
     app = app_for(app_spec)
     distributed.reach("lease", queue_url)
@@ -265,6 +284,14 @@ def worker_cmd(
             heartbeat=beat,
             waiter=waiter,
         ).run(Stop())
+
+
+def _at_the_gate(store_url: str) -> None:
+    """A cluster's first child: its store driver imported, it waits until the cluster has
+    checked the store (``cluster.pass_gate``)."""
+    if cluster.GATE_ENV in os.environ:
+        stores.preload(store_url)
+        cluster.pass_gate()
 
 
 @contextmanager

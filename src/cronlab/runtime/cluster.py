@@ -3,6 +3,12 @@
 Each child runs ``python -m cronlab scheduler|worker …``; its pid and lease owner name go in
 the store's process registry (``status`` and ``chaos`` read it). A child that dies is started
 again after ``restart_after_s`` (None: never). SIGINT/SIGTERM stop every child, then return.
+
+The first children are started before the cluster has checked its store (``launch``): each
+imports what it runs while the parent opens, migrates and syncs the store, then waits on a
+pipe, the *start gate*, before it touches anything. ``go`` opens the gate; ``abort`` (a store
+that is not ours, an app that does not load) closes it unopened and they exit quietly, so a
+mistake is still one line. Start-up is then one process's imports, not two in a row.
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ class ClusterConfig:
 
 
 NONCE_ENV = "CRONLAB_NONCE"
+GATE_ENV = "CRONLAB_START_GATE"  # the read end of the start gate, in a first child
 
 
 def identity(
@@ -161,12 +168,15 @@ def secret_env(cfg: ClusterConfig) -> dict[str, str]:
 class Cluster:
     """Starts, watches, restarts and stops the children."""
 
-    def __init__(self, cfg: ClusterConfig, store: Store, clock: Clock) -> None:
-        self.cfg, self.store, self.clock = cfg, store, clock
+    def __init__(self, cfg: ClusterConfig, clock: Clock) -> None:
+        self.cfg, self.clock = cfg, clock
+        self._store: Store | None = None
+        self._gate: int | None = None  # the write end while the first children wait
         self.children: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
         self.owners: dict[tuple[str, int], str] = {}
         self.restarts: dict[tuple[str, int], float] = {}
         self.started: dict[tuple[str, int], float] = {}  # monotonic, of each slot's first start
+        self.started_ms: dict[tuple[str, int], int] = {}  # wall clock, of its latest start
         self.restarted: set[tuple[str, int]] = set()
         self.stop = False
         self.failed: str | None = None
@@ -178,14 +188,51 @@ class Cluster:
             ("worker", i) for i in range(self.cfg.workers)
         ]
 
-    def run(self) -> None:
-        """Foreground: start everything, watch until SIGINT/SIGTERM, stop everything."""
-        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    @property
+    def store(self) -> Store:
+        assert self._store is not None, "the cluster's store comes with go()"
+        return self._store
+
+    def launch(self) -> None:
+        """Start every child; each waits at the start gate until ``go`` or ``abort``."""
         self._serve_metrics()
+        read, self._gate = os.pipe()
         try:
-            self._forget_dead()
             for slot in self.slots():
-                self._spawn(slot)
+                self._start(slot, gate=read)
+        finally:
+            os.close(read)
+
+    def go(self, store: Store) -> None:
+        """The store is checked: register the children, then let them start."""
+        self._store = store
+        self._forget_dead()
+        for slot in self.children:
+            self._register(slot)
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            with contextlib.suppress(BrokenPipeError):  # every child died already
+                os.write(gate, b"g" * len(self.children))
+            os.close(gate)
+
+    def abort(self) -> None:
+        """The cluster cannot start: the gate closes unopened and the children exit."""
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            os.close(gate)
+        for child in self.children.values():
+            try:
+                child.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        self._drop_metrics()
+
+    def run(self) -> None:
+        """Foreground, after ``launch`` and ``go``: watch until SIGINT/SIGTERM, restart
+        what dies, stop everything."""
+        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
             while not self.stop:
                 self._watch()
                 time.sleep(POLL_S)
@@ -193,10 +240,14 @@ class Cluster:
             self._stop_all()
             for s, handler in old.items():
                 signal.signal(s, handler)
-            if self.metrics_dir is not None:
-                shutil.rmtree(self.metrics_dir, ignore_errors=True)
+            self._drop_metrics()
         if self.failed is not None:
             raise ConfigError(self.failed)
+
+    def _drop_metrics(self) -> None:
+        if self.metrics_dir is not None:
+            shutil.rmtree(self.metrics_dir, ignore_errors=True)
+            self.metrics_dir = None
 
     def _serve_metrics(self) -> None:
         """With ``metrics_port``: one server for every child, which write their instruments to
@@ -228,24 +279,36 @@ class Cluster:
                 self.store.process_exited(p.owner, now)
 
     def _spawn(self, slot: tuple[str, int]) -> None:
+        """Start the child of ``slot`` again (it died), registered at once."""
+        self._start(slot)
+        self._register(slot)
+
+    def _start(self, slot: tuple[str, int], gate: int | None = None) -> None:
         role, index = slot
         nonce = secrets.token_hex(4)
         env = {**os.environ, NONCE_ENV: nonce, **secret_env(self.cfg), **self.metrics_env}
+        if gate is not None:
+            env[GATE_ENV] = str(gate)
         child = subprocess.Popen(
             command(self.cfg, role, index),
             stdin=subprocess.DEVNULL,
             env=env,
+            pass_fds=() if gate is None else (gate,),
             preexec_fn=die_with_parent,  # the cluster forks from its one thread: safe here
         )
         self.children[slot] = child
         self.owners[slot] = identity(role, index, pid=child.pid, nonce=nonce)
         self.started.setdefault(slot, time.monotonic())  # the first start only
+        self.started_ms[slot] = self.clock.now_ms()
+
+    def _register(self, slot: tuple[str, int]) -> None:
+        role, index = slot
         info = ProcessInfo(
             role=role,
             index=index,
-            pid=child.pid,
+            pid=self.children[slot].pid,
             owner=self.owners[slot],
-            started_ms=self.clock.now_ms(),
+            started_ms=self.started_ms[slot],
         )
         self.store.register_process(info)
 
@@ -310,6 +373,18 @@ class Cluster:
         now = self.clock.now_ms()
         for slot in self.children:
             self.store.process_exited(self.owners[slot], now)
+
+
+def pass_gate() -> None:
+    """In a first child (``GATE_ENV`` set): wait at the start gate; exit quietly if the
+    cluster could not start (the gate closed unopened). Elsewhere: return at once."""
+    fd = os.environ.pop(GATE_ENV, None)
+    if fd is None:
+        return
+    opened = os.read(int(fd), 1)
+    os.close(int(fd))
+    if not opened:
+        sys.exit(0)
 
 
 def _signal(pid: int, signum: int) -> None:

@@ -17,6 +17,20 @@ Fencing = Literal["lease", "epoch"]
 LOCK_WAIT_S = 5.0  # a write's longest wait for a lock: below the default 10 s lease TTL
 
 
+def preload(url: str) -> None:
+    """Import the dialect (and its driver) ``url`` needs, without connecting: a process can
+    do its imports while it waits (the cluster's start gate). A bad URL is left to
+    ``open_store`` to say."""
+    try:
+        scheme = urls.parse(url).scheme
+    except Exception:
+        return
+    if scheme == "sqlite":
+        import cronlab.stores.sqlite
+    else:
+        import cronlab.stores.postgres  # noqa: F401
+
+
 def open_store(
     url: str, *, create: bool, fencing: Fencing = "lease", lock_wait_s: float | None = None
 ) -> SqlStore:
