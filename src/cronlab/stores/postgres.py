@@ -14,6 +14,7 @@ server, for replicas and workers on several machines.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypedDict, TypeVar, Unpack, cast
@@ -148,6 +149,11 @@ class PostgresDialect:
             return caller_ms
         return int(c.execute(QUERIES["server_ms"]).fetchone()[0])
 
+    def schedules_fired(self, c: sql.Conn, rows: Sequence[Mapping[str, Any]]) -> None:
+        """One statement for the batch (a round trip a schedule cost 10,000 schedules due in
+        one second 0.7 s): the rows of one schedule folded first, as applied in order."""
+        c.execute(QUERIES["schedules_fired"], {"rows": json.dumps(_fold_fired(rows))})
+
     def insert_tasks(self, c: sql.Conn, rows: Sequence[base.TaskRow]) -> int:
         """COPY into a temporary table, then insert from it (duplicate keys skipped)."""
         conn = cast("psycopg.Connection[Any]", c)
@@ -260,3 +266,20 @@ def with_database(url: str, name: str) -> str:
     """``url`` pointing at database ``name`` instead (host, port, user and options kept)."""
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def _fold_fired(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``schedule_fired`` rows, one per schedule, with the effect of applying them in order:
+    the latest fire, the last next fire and reason given, the counts summed."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        was = out.get(r["name"])
+        if was is None:
+            out[r["name"]] = dict(r)
+            continue
+        was["fire"] = max(was["fire"], r["fire"])
+        was["next"] = r["next"]
+        was["reason"] = r["reason"] if r["reason"] is not None else was["reason"]
+        was["missed"] += r["missed"]
+        was["skipped"] += r["skipped"]
+    return list(out.values())

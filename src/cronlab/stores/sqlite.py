@@ -179,6 +179,9 @@ class SqliteDialect:
     def now(self, c: sql.Conn, caller_ms: int) -> int:
         return caller_ms if self.seams.clock is None else self.seams.clock.now_ms()
 
+    def schedules_fired(self, c: sql.Conn, rows: Sequence[Mapping[str, Any]]) -> None:
+        self.conn.executemany(QUERIES["schedule_fired"], rows)
+
     def insert_tasks(self, c: sql.Conn, rows: Sequence[base.TaskRow]) -> int:
         before: int = self.conn.total_changes
         self.conn.executemany(QUERIES["add_tasks_many"], rows)

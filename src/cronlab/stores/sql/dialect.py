@@ -79,6 +79,10 @@ class Dialect(Protocol):
         """Insert a chunk of ``task_row``s (duplicate keys ignored); how many went in."""
         ...
 
+    def schedules_fired(self, c: Conn, rows: Sequence[Mapping[str, Any]]) -> None:
+        """``schedule_fired`` for each row, in order (a planned batch's schedules)."""
+        ...
+
     def enqueue(
         self, c: Conn, tasks: Sequence[tuple[int, int]], now_ms: int, visible_ms: int
     ) -> None:

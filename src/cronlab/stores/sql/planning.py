@@ -218,6 +218,6 @@ def _write(store: SqlStore, c: Conn, w: Writes) -> None:
     if w.skips:
         store.d.executemany(c, store.q["task_skip"], w.skips)
     if w.fired:
-        store.d.executemany(c, store.q["schedule_fired"], w.fired)
+        store.d.schedules_fired(c, w.fired)
     if w.added:
         store.d.insert_tasks(c, w.added)

@@ -286,6 +286,16 @@ SET last_fire_ms = GREATEST(coalesce(last_fire_ms, %(fire)s), %(fire)s),
     missed = missed + %(missed)s, skipped = skipped + %(skipped)s
 WHERE name = %(name)s;
 
+-- name: schedules_fired
+-- schedule_fired for every schedule in the JSON array %(rows)s at once (one row a schedule).
+UPDATE schedules s
+SET last_fire_ms = GREATEST(coalesce(s.last_fire_ms, r.fire), r.fire),
+    next_fire_ms = r.next, last_reason = coalesce(r.reason, s.last_reason),
+    missed = s.missed + r.missed, skipped = s.skipped + r.skipped
+FROM json_to_recordset(%(rows)s::json)
+  AS r(name text, fire bigint, next bigint, reason text, missed bigint, skipped bigint)
+WHERE s.name = r.name;
+
 -- name: schedule_last_outcome
 SELECT status FROM tasks WHERE schedule = %(name)s AND status != 'PENDING'
 ORDER BY trigger_ms DESC, id DESC LIMIT 1;
