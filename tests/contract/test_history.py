@@ -186,6 +186,27 @@ def test_a_backfill_never_reaches_history_the_retention_deleted(lab: OpsLab) -> 
     assert (done.added, done.existing) == (6, 0)  # after the deleted history: as ever
 
 
+def test_a_resume_on_a_clock_behind_never_plans_a_fire_that_fired_even_once_pruned(
+    lab: OpsLab,
+) -> None:
+    """Found by ``cronlab verify --seed 43603`` (100,000-seed run at 49e5425): a resume on a
+    machine whose clock had jumped back planned a fire that had run and whose row the
+    retention had deleted, and ran it again. A schedule's plan never goes back before its
+    last fire (``last_fire_ms``, which the retention never deletes)."""
+    lab.cron(overlap="allow", catchup="none", catchup_window=timedelta(minutes=1))
+    lab.start()
+    lab.run_for(3 * MIN)  # minutes 1..3 run
+    lab.store.pause_schedule("tick", lab.clock.now_ms())
+    lab.clock.advance(2 * DAY)
+    lab.run_for(1_000)
+    assert lab.scheduler is not None and lab.scheduler.lease is not None
+    now, epoch = lab.clock.now_ms(), lab.scheduler.lease.epoch
+    lab.store.prune_history(DAY, now, 1_000, epoch)  # minutes 1, 2 go; 3 is the last fire
+    assert lab.store.resume_schedule("tick", minute(1) + 30_000)  # a clock 2 days behind
+    pending = lab.store.query("SELECT trigger_ms FROM tasks WHERE status = 'PENDING'")
+    assert [p for (p,) in pending] == [minute(4)]
+
+
 @pytest.mark.parametrize(
     ("start", "end", "why"),
     [

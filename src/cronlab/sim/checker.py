@@ -94,8 +94,9 @@ def _external(o: Outcome) -> list[Violation]:
 
 
 def _dropped(o: Outcome) -> list[Violation]:
-    """Rows deleted while due; one planned again under the same key is judged as a task."""
-    out, kept = [], {t[0] for t in o.tasks}
+    """Rows deleted while due; one planned again under the same key is judged as a task,
+    whether its row is still there or the retention deleted it once it ran (seed 7240)."""
+    out, kept = [], {t[0] for t in o.tasks} | {p[0] for p in o.pruned}
     for key, trigger_ms, at_ms in o.dropped:
         if key not in kept and trigger_ms <= at_ms and _expected(o, key, trigger_ms):
             detail = f"due at {trigger_ms - T0} ms, deleted at {at_ms - T0} ms, never run"

@@ -179,11 +179,16 @@ class ScheduleMethods:
 
     def _rematerialise(self, c: Conn, s: Schedule, now_ms: int, paused: bool) -> None:
         """Replace the schedule's occurrence still to come by ``next_fire(now)`` (none while
-        paused); one already due stays, and runs. A fire whose occurrence has a task already
-        (it ran while ``now``, a clock behind the cluster's, had not reached it) is passed
-        over for the next: a schedule never waits on a key it cannot insert."""
+        paused); one already due stays, and runs. It is never at or before the schedule's last
+        fire (``now`` from a clock behind the cluster's: seed 43603), and a fire whose
+        occurrence has a task already is passed over for the next: a schedule never waits on
+        a key it cannot insert."""
         c.execute(self.q["schedule_drop_pending"], {"name": s.name, "now": now_ms})
-        next_ms = None if paused else policy.next_fire(s, now_ms)
+        stored = self._schedule(c, s.name)
+        fired = stored.last_fire_ms if stored is not None else None
+        # never back before the last fire, whose run the retention may have deleted
+        after = now_ms if fired is None else max(now_ms, fired)
+        next_ms = None if paused else policy.next_fire(s, after)
         for _ in range(MAX_PASSED_OVER):
             if next_ms is None or self.add(c, schedules.occurrence(s, next_ms)):
                 break
