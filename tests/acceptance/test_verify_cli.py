@@ -52,7 +52,7 @@ def test_each_combined_fault_seed_that_failed_at_bf1f8b8_passes_now(seed: int) -
     assert "no violation" in done.stdout
 
 
-@pytest.mark.parametrize("seed", [5285, 6957, 7240, 43603])
+@pytest.mark.parametrize("seed", [5285, 6957, 7240, 43603, 24328, 92277])
 def test_each_seed_that_failed_at_e80873e_or_49e5425_passes_now(seed: int) -> None:
     """Each failed at e80873e with every fault kind, a backfilled occurrence run twice.
     5285: a backfill ran minutes the retention then deleted, and a second backfill over them
@@ -62,7 +62,8 @@ def test_each_seed_that_failed_at_e80873e_or_49e5425_passes_now(seed: int) -> No
     100,000-seed run at 49e5425: 43603, a resume on a clock jumped back planned a fire that
     had run and whose row the retention had deleted (now a plan never goes back before the
     schedule's last fire); 7240, the checker's own mistake (an occurrence dropped by a
-    redeploy, planned again under its key, run, then pruned, was called lost)."""
+    redeploy, planned again under its key, run, then pruned, was called lost); 24328 and
+    92277 (of seven), a late alert raised twice about a schedule just removed."""
     done = cronlab("verify", "--seed", str(seed), timeout=120)
     assert done.returncode == 0, done.stdout[-2000:]
     assert "no violation" in done.stdout

@@ -147,8 +147,11 @@ WHERE schedule = %(name)s AND status = 'FAILED' AND trigger_ms > %(after)s
 ORDER BY trigger_ms LIMIT %(n)s;
 
 -- name: alert_insert
+-- Only about a schedule still in the store (the retention keeps a gone one's newest alert no
+-- longer, so a leader's cached list raising it again would say it twice).
 INSERT INTO alerts (schedule, kind, subject, raised_ms, detail, delivery)
-VALUES (%(schedule)s, %(kind)s, %(subject)s, %(raised)s, %(detail)s, %(delivery)s)
+SELECT %(schedule)s, %(kind)s, %(subject)s, %(raised)s, %(detail)s, %(delivery)s
+WHERE EXISTS (SELECT 1 FROM schedules WHERE name = %(schedule)s)
 ON CONFLICT (schedule, kind, subject) DO NOTHING
 RETURNING id;
 

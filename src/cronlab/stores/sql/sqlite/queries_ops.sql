@@ -140,8 +140,11 @@ WHERE schedule = :name AND status = 'FAILED' AND trigger_ms > :after
 ORDER BY trigger_ms LIMIT :n;
 
 -- name: alert_insert
+-- Only about a schedule still in the store (the retention keeps a gone one's newest alert no
+-- longer, so a leader's cached list raising it again would say it twice).
 INSERT INTO alerts (schedule, kind, subject, raised_ms, detail, delivery)
-VALUES (:schedule, :kind, :subject, :raised, :detail, :delivery)
+SELECT :schedule, :kind, :subject, :raised, :detail, :delivery
+WHERE EXISTS (SELECT 1 FROM schedules WHERE name = :schedule)
 ON CONFLICT (schedule, kind, subject) DO NOTHING
 RETURNING id;
 
