@@ -10,9 +10,9 @@ parse or is not an App — next to valid ones (a fresh SQLite store, the choices
 so that the code behind the parsing runs too.
 
 ``main()`` runs in-process (fast). What would block is replaced: a scheduler, a worker or
-``cronlab run`` runs one real round instead of its loop; ``cluster`` parses each child's
-command line with the child's own command instead of spawning it (a value the cluster takes
-must be one its children take);
+``cronlab run`` runs one real round instead of its loop; ``cluster`` starts no children
+(``launch``) and parses each child's command line with the child's own command instead (a
+value the cluster takes must be one its children take);
 ``lab`` does everything but serve; ``verify --seeds`` draws no seeds. The budget is
 ``EXAMPLES`` argvs per parameter (its value hostile, the others sane) and three times as many
 per command (any value hostile), derandomized: the same argvs in every run.
@@ -328,6 +328,7 @@ def in_process(tmp: Path) -> Iterator[dict[str, Any]]:
             mock.patch.object(scheduler.Scheduler, "run", one_round),
             mock.patch.object(worker.Worker, "run", one_round),
             mock.patch.object(embedded, "run", one_embedded_round),
+            mock.patch.object(cluster.Cluster, "launch", lambda self: None),  # no children
             mock.patch.object(cluster.Cluster, "run", children_parse),
             mock.patch.object(cluster, "tune_gc", lambda: None),
             mock.patch("uvicorn.run", lambda *a, **k: None),
