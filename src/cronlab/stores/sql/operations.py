@@ -53,7 +53,7 @@ def backfill(
 ) -> Backfill:
     """In ``c``'s transaction: a task per fire time in [from_ms, to_ms) that never ran and
     never will: before the schedule's pending occurrence (from that one on, its catch-up
-    policy plans them), with no occurrence in the store (never written, or pruned) or one
+    policy plans them), with no occurrence in the store (never written) or one
     that was skipped or missed, and no backfill of it. Each is planned as it is dispatched
     by the schedule's overlap policy alone (``planning.plan``). A range that reaches what
     the retention deleted of the schedule's history is a ConfigError: an occurrence whose
