@@ -51,6 +51,40 @@ BatchPrepare = Callable[[Sequence[Item], "str | None"], BatchStep]
 CONCURRENCY = 100  # async handlers a worker runs at once
 
 
+class QueuedTx:
+    """An async handler's ``ctx.tx``: while it runs (others run at the same time, on the same
+    connection) its writes queue up; once it returns they run, in order, in its savepoint.
+    ``execute`` and ``add_task`` return -1, the DB-API's "not known yet"; ``rows`` refuses
+    (read through a connection of your own)."""
+
+    def __init__(self, dialect: str) -> None:
+        self.dialect = dialect
+        self.writes: list[NewTask | tuple[str, Sequence[Any] | Mapping[str, Any]]] = []
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
+        self.writes.append((sql, params))
+        return -1
+
+    def rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
+        raise RuntimeError(
+            "ctx.tx.rows() is not available to an async task: its writes are queued and run "
+            "when it returns; read through a connection of your own"
+        )
+
+    def add_task(self, task: NewTask) -> int:
+        self.writes.append(task)
+        return -1
+
+    def apply(self, tx: Tx) -> bool:
+        """Run the queued writes through ``tx``, in order."""
+        for write in self.writes:
+            if isinstance(write, NewTask):
+                tx.add_task(write)
+            else:
+                tx.execute(*write)
+        return True
+
+
 class TaskTimeout(Exception):
     """A run went on past its handler's timeout: it failed, and its effect was undone."""
 

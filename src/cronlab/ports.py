@@ -549,3 +549,28 @@ class ScheduleStore(Protocol):
         overlap policy; a backwards or future range, or one of more than 1,000 occurrences,
         is a ConfigError with nothing written. Returns what was ``added`` and ``existing``."""
         ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Watched:
+    """A schedule with alert settings, and the first fire time an alert may expect a run of."""
+
+    schedule: Schedule
+    expected_from_ms: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Alert:
+    """An alert as stored: ``kind`` ``late`` or ``failing``, what it is about (``subject``: the
+    late occurrence's fire ms, or the key of a failure streak's first run) and its delivery
+    (``pending``, ``delivered``, ``undeliverable`` or ``none``)."""
+
+    id: int
+    schedule: str
+    kind: str
+    subject: str
+    raised_ms: int
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    delivery: str = "pending"
+    attempts: int = 0
+    delivered_ms: int | None = None

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import pytest
 
+from cronlab.ports import Alert
 from cronlab.runtime.alerts import Alerter, Sender, Webhook, signature
 from cronlab.runtime.retention import Retention
 from cronlab.stores.sql import alerting
@@ -150,7 +151,7 @@ def test_a_failed_delivery_is_retried_with_backoff(lab: OpsLab) -> None:
 def test_a_stale_leader_raises_nothing(lab: OpsLab) -> None:
     from cronlab.exceptions import FencedError
 
-    alert = alerting.Alert(id=0, schedule="tick", kind="late", subject="1", raised_ms=0)
+    alert = Alert(id=0, schedule="tick", kind="late", subject="1", raised_ms=0)
     with pytest.raises(FencedError):
         alerting.raise_alert(lab.store, alert, epoch=9, holder="old")
     assert alerting.recent(lab.store, 10) == []
@@ -167,9 +168,7 @@ def test_no_late_alert_goes_back_before_an_occurrence_already_alerted(lab: OpsLa
     lab.run_for(1_000, work=False)  # the lease
     assert lab.scheduler is not None and lab.scheduler.lease is not None
     now = lab.clock.now_ms()  # (raised by a leader whose clock was minutes ahead)
-    newer = alerting.Alert(
-        id=0, schedule="tick", kind="late", subject=str(minute(3)), raised_ms=now
-    )
+    newer = Alert(id=0, schedule="tick", kind="late", subject=str(minute(3)), raised_ms=now)
     assert alerting.raise_alert(lab.store, newer, lab.scheduler.lease.epoch, "scheduler-0")
     lab.run_for(70_000, work=False)  # minute 1 is 40 s late by this leader's clock
     assert [a.subject for a in alerting.recent(lab.store, 10)] == [str(minute(3))]
@@ -186,7 +185,7 @@ def test_no_alert_is_raised_about_a_schedule_that_is_gone(lab: OpsLab) -> None:
     lab.run_for(1_000, work=False)  # the lease
     assert lab.scheduler is not None and lab.scheduler.lease is not None
     lab.store.remove_schedule("tick", lab.clock.now_ms())
-    late = alerting.Alert(
+    late = Alert(
         id=0, schedule="tick", kind="late", subject=str(minute(1)), raised_ms=lab.clock.now_ms()
     )
     assert alerting.raise_alert(lab.store, late, lab.scheduler.lease.epoch, "scheduler-0") is None

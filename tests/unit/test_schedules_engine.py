@@ -281,7 +281,7 @@ def test_two_planners_of_one_occurrence_create_it_once(lab: Lab) -> None:
 
 
 def _occurrence(s: Schedule, fire_ms: int) -> Any:
-    from cronlab.stores.schedules import occurrence
+    from cronlab.core.occurrences import occurrence
 
     return occurrence(s, fire_ms)
 

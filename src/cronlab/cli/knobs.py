@@ -3,13 +3,20 @@ uses these without loading the engine)."""
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+
+
+def optional(name: str, metavar: str, help: str) -> Callable[[F], F]:
+    """A text option with no default (None when not given)."""
+    return click.option(name, default=None, metavar=metavar, help=help)
 
 
 def knob(
@@ -43,3 +50,17 @@ class Finite(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+def echo_list(
+    items: Sequence[T],
+    what: str,
+    as_json: bool,
+    to_json: Callable[[T], Any],
+    line: Callable[[T], str],
+) -> None:
+    """A listing: ``{what: [...]}`` with ``--json``, else a line an item ("no WHAT" for none)."""
+    if as_json:
+        click.echo(json.dumps({what: [to_json(i) for i in items]}))
+    else:
+        click.echo("\n".join(map(line, items)) if items else f"no {what}")

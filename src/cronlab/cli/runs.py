@@ -4,11 +4,11 @@ times, attempt, worker, outcome and error), and a row per occurrence that did no
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 import click
 
+from cronlab.cli.knobs import echo_list, optional
 from cronlab.cli.options import CLOCK, JSON, STORE, open_store
 from cronlab.core import delays
 from cronlab.exceptions import ConfigError
@@ -21,11 +21,10 @@ from cronlab.runtime.clock import to_datetime
 @click.option("--schedule", default=None, metavar="NAME", help="Only this schedule's runs.")
 @click.option("--task", default=None, metavar="NAME", help="Only this task's runs.")
 @click.option("--failed", is_flag=True, help="Only failed runs (outcome error or failed).")
-@click.option(
+@optional(
     "--since",
-    default=None,
-    metavar="ISO|DELAY",
-    help="Occurrences at or after this time: ISO 8601 with an offset, or a delay back (1h).",
+    "ISO|DELAY",
+    "Occurrences at or after this time: ISO 8601 with an offset, or a delay back (1h).",
 )
 @click.option("--limit", type=click.IntRange(1, MAX_RUNS), default=100, show_default=True)
 @JSON
@@ -44,12 +43,7 @@ def runs_cmd(
         schedule=schedule, task=task, failed=failed, since_ms=since_ms(since, now), limit=limit
     )
     rows = open_store(store_url, create=False).runs(query, now)
-    if as_json:
-        click.echo(json.dumps({"runs": [as_dict(r) for r in rows]}))
-    elif not rows:
-        click.echo("no runs")
-    else:
-        click.echo("\n".join(line(r) for r in rows))
+    echo_list(rows, "runs", as_json, as_dict, line)
 
 
 def since_ms(text: str | None, now_ms: int) -> int | None:

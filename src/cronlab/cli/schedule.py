@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from cronlab import app as apps
+from cronlab.cli.knobs import echo_list, optional
 from cronlab.core import cron, delays
 from cronlab.core.policy import Schedule, from_ms, to_ms
 from cronlab.exceptions import ConfigError
@@ -128,11 +129,8 @@ def known_handlers(app_spec: str | None) -> list[str]:
 @click.option("--catchup-window", default="1h", show_default=True, metavar="DELAY")
 @click.option("--overlap", type=click.Choice(["allow", "skip"]), default="skip")
 @click.option("--paused", is_flag=True, help="Add it paused.")
-@click.option(
-    "--alert-after",
-    default=None,
-    metavar="DELAY",
-    help="Alert when a run has not started so long after its occurrence.",
+@optional(
+    "--alert-after", "DELAY", "Alert when a run has not started so long after its occurrence."
 )
 @click.option(
     "--alert-on-failures",
@@ -201,12 +199,7 @@ def _no_constant(name: str) -> Any:
 def list_cmd(store_url: str, as_json: bool) -> None:
     """Every schedule: next fire time in its zone, last fire and the last run's outcome."""
     infos = open_schedules(store_url, create=False).list_schedules()
-    if as_json:
-        click.echo(json.dumps({"schedules": [info_json(i) for i in infos]}))
-    elif not infos:
-        click.echo("no schedules")
-    else:
-        click.echo("\n".join(_line_of(i) for i in infos))
+    echo_list(infos, "schedules", as_json, info_json, _line_of)
 
 
 @schedule_group.command("show")

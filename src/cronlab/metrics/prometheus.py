@@ -25,9 +25,9 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
+from cronlab.core.occurrences import BACKFILL_PREFIX
 from cronlab.exceptions import ConfigError
 from cronlab.ports import Ended
-from cronlab.stores.schedules import BACKFILL_PREFIX
 
 if TYPE_CHECKING:
     from cronlab.stores.sql import SqlStore

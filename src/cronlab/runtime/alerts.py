@@ -31,10 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from cronlab.core import policy
 from cronlab.exceptions import ConfigError
-from cronlab.ports import Clock
+from cronlab.ports import Alert, Clock, Watched
 from cronlab.runtime.clock import to_datetime
 from cronlab.stores.sql import alerting
-from cronlab.stores.sql.alerting import Alert, Watched
 
 if TYPE_CHECKING:
     from cronlab.stores.sql import SqlStore
@@ -243,16 +242,9 @@ class Alerter:
     def _raise(
         self, name: str, kind: str, subject: str, detail: dict[str, Any], now_ms: int, epoch: int
     ) -> None:
+        about: dict[str, Any] = {"schedule": name, "kind": kind, "subject": subject}
         delivery = "pending" if self.sender is not None else "none"
-        alert = Alert(
-            id=0,
-            schedule=name,
-            kind=kind,
-            subject=subject,
-            raised_ms=now_ms,
-            detail=detail,
-            delivery=delivery,
-        )
+        alert = Alert(id=0, raised_ms=now_ms, detail=detail, delivery=delivery, **about)
         alert_id = alerting.raise_alert(self.store, alert, epoch, self.holder)
         if alert_id is not None:
             self.raised += 1

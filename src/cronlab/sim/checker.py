@@ -21,10 +21,9 @@ import itertools
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from cronlab.core import policy
+from cronlab.core import occurrences, policy
 from cronlab.sim import scenario as sc
 from cronlab.sim.run import T0, Outcome
-from cronlab.stores import schedules
 
 KINDS = ("lost", "duplicated", "unexpected", "late", "stuck", "split_brain")
 SETTLED = ("DONE", "SKIPPED", "FAILED", "MISSED")
@@ -119,8 +118,8 @@ def _backfilled_twice(o: Outcome) -> list[Violation]:
     never reaches what the retention deleted: seeds 5285, 6957)."""
     ran = {e[0] for e in o.effects}
     out = []
-    for key in sorted(k for k in ran if k.startswith(schedules.BACKFILL_PREFIX)):
-        twin = policy.occurrence_key(*schedules.parse_backfill_key(key))
+    for key in sorted(k for k in ran if k.startswith(occurrences.BACKFILL_PREFIX)):
+        twin = policy.occurrence_key(*occurrences.parse_backfill_key(key))
         if twin in ran:
             detail = f"ran on time as {twin} and again by a backfill"
             out.append(Violation(kind="duplicated", key=key, detail=detail))
@@ -177,7 +176,7 @@ def _expected(o: Outcome, key: str, trigger_ms: int, dispatched: int | None = No
     was dispatched is judged by the definitions committed before its dispatch (a change that
     committed later — it waited for the write lock, or came at a clock set back — cannot undo
     what was due when it was dispatched)."""
-    if not key.startswith(schedules.OCCURRENCE_PREFIX):
+    if not key.startswith(occurrences.OCCURRENCE_PREFIX):
         return True
     name, fire_ms = policy.parse_occurrence_key(key)
     defs = o.ledger.definitions.get(name, [])

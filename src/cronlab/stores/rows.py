@@ -1,16 +1,21 @@
-"""Stored rows as port values (shared by the SQL stores)."""
+"""Stored rows as port values, and port values as stored rows."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from cronlab.ports import Message, Task
+from cronlab.core.policy import Schedule
+from cronlab.ports import Message, ScheduleInfo, Task
 
-TaskRow = Sequence[Any]  # (id, idempotency_key, handler, payload, trigger_ms, attempts)
+StoredTask = Sequence[Any]  # (id, idempotency_key, handler, payload, trigger_ms, attempts)
+SCHEDULE = ("name", "cron", "tz", "handler", "payload", "catchup", "catchup_window_ms",
+            "overlap", "paused", "alert_after_ms", "alert_on_failures")  # fmt: skip
 
 
 def by_column(columns: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
@@ -19,7 +24,7 @@ def by_column(columns: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
     return dict(zip(columns, row, strict=True))
 
 
-def task(r: TaskRow, status: str, epoch: int | None) -> Task:
+def task(r: StoredTask, status: str, epoch: int | None) -> Task:
     """One ``(id, key, handler, payload, trigger_ms, attempts)`` row as a ``Task``."""
     return Task(
         id=r[0],
@@ -30,6 +35,39 @@ def task(r: TaskRow, status: str, epoch: int | None) -> Task:
         attempts=r[5],
         status=status,
         epoch=epoch,
+    )
+
+
+def schedule_row(schedule: Schedule, app: str | None = None) -> dict[str, Any]:
+    """The schedule's stored columns (payload as JSON text, paused as 0/1), declared by
+    ``app`` (None: added by hand)."""
+    payload = json.dumps(schedule.payload, sort_keys=True)
+    row = {**dataclasses.asdict(schedule), "payload": payload, "paused": int(schedule.paused)}
+    return {**row, "app": app}
+
+
+def schedule(row: Sequence[Any]) -> Schedule:
+    """A stored row in ``SCHEDULE`` order → a validated Schedule (JSON only, no eval)."""
+    values = by_column(SCHEDULE, row)
+    values["payload"] = json.loads(values["payload"])
+    values["catchup_window_ms"] = int(values["catchup_window_ms"])
+    values["paused"] = bool(values["paused"])
+    for name in ("alert_after_ms", "alert_on_failures"):
+        values[name] = None if values[name] is None else int(values[name])
+    return Schedule(**values)
+
+
+def schedule_info(row: Sequence[Any]) -> ScheduleInfo:
+    """A ``schedule_get`` row (the schedule's columns, then where it stands) as a value."""
+    return ScheduleInfo(
+        schedule=schedule(row[:11]),
+        next_fire_ms=row[11],
+        last_fire_ms=row[12],
+        last_reason=row[13],
+        app=row[14],
+        paused_note=row[15],
+        missed=int(row[16]),
+        skipped=int(row[17]),
     )
 
 

@@ -11,8 +11,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from cronlab.core import cron, policy
+from cronlab.ports import Alert
 from cronlab.runtime.heartbeat import HEARTBEAT_MS
-from cronlab.stores import schedules
+from cronlab.stores.rows import schedule as stored_schedule
 from cronlab.stores.sql import alerting, history
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ class Fires:
         with self._lock:
             found = self._parsed.get(row)
         if found is None:
-            found = schedules.from_row(row)
+            found = stored_schedule(row)
             with self._lock:
                 if len(self._parsed) > 100_000:
                     self._parsed.clear()
@@ -188,17 +189,11 @@ def _schedule(
     }
 
 
-def _alert(a: alerting.Alert) -> dict[str, Any]:
+def _alert(a: Alert) -> dict[str, Any]:
     from cronlab.runtime.alerts import message
 
-    return {
-        "id": a.id,
-        "schedule": a.schedule,
-        "kind": a.kind,
-        "raised_ms": a.raised_ms,
-        "message": message(a),
-        "delivery": a.delivery,
-    }
+    shown = ("id", "schedule", "kind", "raised_ms", "delivery")
+    return {**{name: getattr(a, name) for name in shown}, "message": message(a)}
 
 
 def _lateness(store: SqlStore, now_ms: int, fires: Fires) -> dict[str, list[float]]:

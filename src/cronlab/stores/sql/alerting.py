@@ -4,43 +4,17 @@ its failure streak, raising an alert once (fenced), and the webhook deliveries' 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from cronlab.core.policy import Schedule
-from cronlab.stores import rows, schedules
+from cronlab.ports import Alert, Watched
+from cronlab.stores import rows
 from cronlab.stores.sql.dialect import Conn
 
 if TYPE_CHECKING:
     from cronlab.stores.sql.store import SqlStore
 
 EARLIEST = -(1 << 62)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Watched:
-    """A schedule with alert settings, and the first fire time an alert may expect a run of."""
-
-    schedule: Schedule
-    expected_from_ms: int | None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Alert:
-    """An alert as stored: ``kind`` ``late`` or ``failing``, what it is about (``subject``: the
-    late occurrence's fire ms, or the key of a failure streak's first run) and its delivery
-    (``pending``, ``delivered``, ``undeliverable`` or ``none``)."""
-
-    id: int
-    schedule: str
-    kind: str
-    subject: str
-    raised_ms: int
-    detail: Mapping[str, Any] = field(default_factory=dict)
-    delivery: str = "pending"
-    attempts: int = 0
-    delivered_ms: int | None = None
 
 
 # alerts_recent's and alerts_to_send's columns: Alert's fields
@@ -54,7 +28,7 @@ def watched(store: SqlStore) -> list[tuple[tuple[Any, ...], int | None]]:
 
 
 def as_watched(row: tuple[Any, ...], expected_from_ms: int | None) -> Watched:
-    return Watched(schedule=schedules.from_row(row), expected_from_ms=expected_from_ms)
+    return Watched(schedule=rows.schedule(row), expected_from_ms=expected_from_ms)
 
 
 def started_since(store: SqlStore, name: str, fire_ms: int, now_ms: int) -> bool:

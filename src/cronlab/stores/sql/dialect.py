@@ -7,6 +7,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Protocol, TypeVar
 
+from cronlab.core.planning import TaskRow as TaskRow
 from cronlab.ports import Channel, NewTask, Waiter
 
 T = TypeVar("T")
@@ -134,9 +135,6 @@ def parse_queries(text: str) -> dict[str, str]:
         elif name and not line.lstrip().startswith("--"):
             queries[name] += line + "\n"
     return {k: v.strip() for k, v in queries.items()}
-
-
-TaskRow = tuple[str, str, str, int, "str | None"]
 
 
 def task_row(t: NewTask) -> TaskRow:

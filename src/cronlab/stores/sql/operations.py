@@ -1,51 +1,22 @@
-"""What operators do to a running store, and what processes say about themselves: pause
-notes, backfills, heartbeats. Every write is one transaction (``SqlStore`` delegates here)."""
+"""What operators do to a running store, and what processes say about themselves:
+backfills, heartbeats. Every write is one transaction (``SqlStore`` delegates here)."""
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from cronlab.core import policy
+from cronlab.core import occurrences, policy
 from cronlab.exceptions import ConfigError
 from cronlab.ports import Backfill, ProcessInfo
-from cronlab.stores import schedules
 from cronlab.stores.sql.dialect import Conn
 
 if TYPE_CHECKING:
     from cronlab.stores.sql.schedule_methods import ScheduleMethods
     from cronlab.stores.sql.store import SqlStore
 
-MAX_BACKFILL = 1_000  # occurrences one backfill may add
-MAX_NOTE = 500  # characters of a pause note
 NOT_RUN = ("SKIPPED", "MISSED")  # an occurrence in these states is backfilled
-
-
-def check_note(note: str | None) -> str | None:
-    """A pause note as stored: stripped, None when empty; ConfigError when too long."""
-    text = (note or "").strip()
-    if len(text) > MAX_NOTE:
-        raise ConfigError(f"a pause note is at most {MAX_NOTE} characters, got {len(text):,}")
-    return text or None
-
-
-def backfill_fires(schedule: policy.Schedule, from_ms: int, to_ms: int, now_ms: int) -> list[int]:
-    """The schedule's fire times in [from_ms, to_ms); ConfigError, before anything is written,
-    for a range that is backwards, reaches past now, or holds more than ``MAX_BACKFILL``."""
-    if from_ms >= to_ms:
-        raise ConfigError("backfill: --from must be before --to")
-    if to_ms > now_ms:
-        raise ConfigError("backfill: --to is in the future (a backfill runs occurrences past)")
-    fires = list(itertools.islice(policy.fires(schedule, from_ms - 1), MAX_BACKFILL + 1))
-    inside = [f for f in fires if f < to_ms]
-    if len(inside) > MAX_BACKFILL:
-        raise ConfigError(
-            f"backfill of {schedule.name!r}: the range holds more than {MAX_BACKFILL:,} "
-            "occurrences; backfill a shorter one"
-        )
-    return inside
 
 
 def backfill(
@@ -60,7 +31,7 @@ def backfill(
     row is gone may have run."""
     info = store.must_exist(c, name)
     planned_from = info.next_fire_ms  # None: paused, nothing pending
-    fires = backfill_fires(info.schedule, from_ms, to_ms, now_ms)
+    fires = occurrences.backfill_fires(info.schedule, from_ms, to_ms, now_ms)
     gone = c.execute(store.q["schedule_history_gone"], {"name": name}).fetchone()
     if fires and gone is not None and gone[0] is not None and fires[0] <= int(gone[0]):
         raise ConfigError(
@@ -76,7 +47,7 @@ def backfill(
             planned_from is not None and fire >= planned_from
         ):
             existing += 1
-        elif store.add(c, schedules.backfilled(info.schedule, fire)):
+        elif store.add(c, occurrences.backfilled(info.schedule, fire)):
             added += 1
         else:
             existing += 1

@@ -12,11 +12,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cronlab.core import policy
+from cronlab.core import occurrences, policy
 from cronlab.core.policy import Schedule
 from cronlab.exceptions import ConflictError, NotFoundError
 from cronlab.ports import Backfill, NewTask, ScheduleInfo, SyncReport
-from cronlab.stores import schedules
+from cronlab.stores import rows
 from cronlab.stores.sql import operations
 from cronlab.stores.sql.dialect import Conn, Dialect
 
@@ -35,16 +35,20 @@ class ScheduleMethods:
 
     def put_schedule(self, schedule: Schedule, now_ms: int, *, replace: bool) -> bool:
         stored = self.d.read(lambda c: self._schedule(c, schedule.name))
-        if stored is not None and replace and schedules.same_definition(stored.schedule, schedule):
+        if (
+            stored is not None
+            and replace
+            and occurrences.same_definition(stored.schedule, schedule)
+        ):
             return False  # read outside the lock: redeploying takes no write lock
 
         def put(c: Conn) -> bool:
             old = self._schedule(c, schedule.name, lock=True)
             if old is not None and not replace:
                 raise ConflictError(f"a schedule named {schedule.name!r} already exists")
-            if old is not None and schedules.same_definition(old.schedule, schedule):
+            if old is not None and occurrences.same_definition(old.schedule, schedule):
                 return False
-            c.execute(self.q["schedule_upsert"], schedules.to_row(schedule))
+            c.execute(self.q["schedule_upsert"], rows.schedule_row(schedule))
             paused = old.schedule.paused if old is not None else schedule.paused
             self._rematerialise(c, schedule, now_ms, paused)
             return True
@@ -62,12 +66,12 @@ class ScheduleMethods:
                         f"schedule {s.name!r} is declared by app {old.app!r}, not {app!r}: "
                         "nothing was written (give one of them another name)"
                     )
-                same = old is not None and schedules.same_definition(old.schedule, s)
+                same = old is not None and occurrences.same_definition(old.schedule, s)
                 if not same:
                     (changed if old is not None else added).append(s.name)
                 if same and old is not None and old.app == app:
                     continue
-                c.execute(self.q["schedule_upsert"], schedules.to_row(s, app))
+                c.execute(self.q["schedule_upsert"], rows.schedule_row(s, app))
                 if not same:
                     paused = old.schedule.paused if old is not None else s.paused
                     self._rematerialise(c, s, now_ms, paused)
@@ -93,7 +97,7 @@ class ScheduleMethods:
         return [self.get_schedule(r[0]) for r in names]
 
     def pause_schedule(self, name: str, now_ms: int, note: str | None = None) -> bool:
-        text = operations.check_note(note)
+        text = occurrences.check_note(note)
 
         def pause(c: Conn) -> bool:
             self.must_exist(c, name, lock=True)
@@ -158,7 +162,7 @@ class ScheduleMethods:
 
     def trigger_schedule(self, name: str, now_ms: int) -> str:
         def trigger(c: Conn) -> str:
-            new = schedules.triggered(self.must_exist(c, name).schedule, now_ms)
+            new = occurrences.triggered(self.must_exist(c, name).schedule, now_ms)
             self.add(c, new)
             self.d.notify(c, "due")
             self._operated(c, "triggered", name, now_ms, key=new.idempotency_key)
@@ -169,7 +173,7 @@ class ScheduleMethods:
     def _schedule(self, c: Conn, name: str, *, lock: bool = False) -> ScheduleInfo | None:
         query = self.q["schedule_get_locked" if lock else "schedule_get"]
         row = c.execute(query, {"name": name}).fetchone()
-        return None if row is None else schedules.info_from_row(row)
+        return None if row is None else rows.schedule_info(row)
 
     def must_exist(self, c: Conn, name: str, *, lock: bool = False) -> ScheduleInfo:
         info = self._schedule(c, name, lock=lock)
@@ -190,7 +194,7 @@ class ScheduleMethods:
         after = now_ms if fired is None else max(now_ms, fired)
         next_ms = None if paused else policy.next_fire(s, after)
         for _ in range(MAX_PASSED_OVER):
-            if next_ms is None or self.add(c, schedules.occurrence(s, next_ms)):
+            if next_ms is None or self.add(c, occurrences.occurrence(s, next_ms)):
                 break
             next_ms = policy.next_fire(s, next_ms)
         else:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from cronlab.core import lease as rules
+from cronlab.core import occurrences
 from cronlab.core.chunks import chunks
 from cronlab.exceptions import ConfigError, FencedError, NotFoundError
 from cronlab.ports import (
@@ -28,7 +29,7 @@ from cronlab.ports import (
     Task,
     Waiter,
 )
-from cronlab.stores import Fencing, schedules
+from cronlab.stores import Fencing
 from cronlab.stores.rows import Delivery, Envelope, Settlement, by_column, task
 from cronlab.stores.sql import batch, history, migrate, operations, planning
 from cronlab.stores.sql.dialect import Conn, Dialect, fetch, task_row
@@ -268,7 +269,7 @@ class SqlStore(ScheduleMethods):
         Caught-up occurrences the plan inserts are already due: they are claimed (and planned)
         here too, up to the batch limit, so one fenced transaction judges them all at one now.
         """
-        if not any(r[1].startswith(schedules.PLANNED) for r in rows):
+        if not any(r[1].startswith(occurrences.PLANNED) for r in rows):
             return rows  # the bulk path: nothing to plan, nothing built
         runs: list[Any] = []
         claimed = 0
