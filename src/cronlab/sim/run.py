@@ -41,6 +41,7 @@ from cronlab.sim.world import (
     SimLock,
     SimWakeups,
     TrueClock,
+    Watched,
     World,
 )
 from cronlab.stores.sqlite import QUERIES, Seams, SqliteStore
@@ -270,16 +271,15 @@ class _Run:
     def _open(self, proc: Proc) -> SqliteStore:
         server = TrueClock(self.world) if self.s.server_clock else None
         wait_ms = sc.TTL_MS // 2  # as a scheduler's (cronlab scheduler: TTL / 2)
-        seams = Seams(
-            lock=SimLock(self.world, wait_ms),
-            before=self.world.point,
-            clock=server,
-            wakeups=self.wakeups,
-        )
-        store = SqliteStore(self.path, seams=seams)
-        store.dialect.conn._conn.create_function("sim_now", 0, self._authority)
-        store.dialect.conn._conn.create_function("sim_turn", 0, self._turn)
-        return store
+        lock = SimLock(self.world, wait_ms)
+        seams = Seams(lock=lock, wrap=self._watched, clock=server, wakeups=self.wakeups)
+        return SqliteStore(self.path, seams=seams)
+
+    def _watched(self, conn: sqlite3.Connection) -> Watched:
+        """The store's connection, watched, with the checker's SQL functions."""
+        conn.create_function("sim_now", 0, self._authority)
+        conn.create_function("sim_turn", 0, self._turn)
+        return Watched(conn, self.world.point)
 
     def _scheduler_body(self, index: int) -> Callable[[Proc], None]:
         def body(proc: Proc) -> None:

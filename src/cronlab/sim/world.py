@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -372,3 +373,30 @@ class SimWakeups:
                     self.world.at(self.world.now_ms + delay, w.poke)
                 else:
                     w.poke()
+
+
+class Watched:
+    """A SQLite connection that calls ``before(sql)`` ahead of every statement (the store's
+    ``Seams.wrap``): the simulator's points where a process may be switched or killed."""
+
+    def __init__(self, conn: sqlite3.Connection, before: Callable[[str], None]) -> None:
+        self._conn, self._before = conn, before
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        self._before(sql)
+        return self._conn.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
+        self._before(sql)
+        return self._conn.executemany(sql, rows)
+
+    @property
+    def total_changes(self) -> int:
+        return self._conn.total_changes
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._conn.in_transaction
+
+    def close(self) -> None:
+        self._conn.close()

@@ -60,14 +60,15 @@ def envelopes(tasks: Sequence[tuple[int, int]], now_ms: int, visible_ms: int) ->
 class Seams(NamedTuple):
     """Where the deterministic simulator (``cronlab.sim``) steps in; None: the real thing.
 
-    ``lock``: the writer lock; ``before``: called with each statement before it runs (the
-    simulator may switch processes there, or kill this one); ``clock``: whose time judges the
+    ``lock``: the writer lock; ``wrap``: the connection's stand-in, given the connection (the
+    simulator's runs its hook before each statement, and may switch processes there or kill
+    this one: ``sim/world.py`` ``Watched``); ``clock``: whose time judges the
     lease, as a database server's does (None: the caller's); ``wakeups``: the wake-up
     channels between processes (None: Unix sockets for a real file, none in the simulator).
     """
 
     lock: AbstractContextManager[None] | None = None
-    before: Callable[[str], None] | None = None
+    wrap: Callable[[sqlite3.Connection], Any] | None = None
     clock: Clock | None = None
     wakeups: Wakeups | None = None
 
@@ -104,7 +105,7 @@ class SqliteDialect:
         self.memory = str(path) == MEMORY
         self.seams = seams = seams or REAL
         conn = _connect(str(path), create, self.memory, lock_wait_s)
-        self.conn: Any = conn if seams.before is None else _Watched(conn, seams.before)
+        self.conn: Any = conn if seams.wrap is None else seams.wrap(conn)
         # A :memory: store's threads take turns on its one connection.
         self._writer: AbstractContextManager[Any] = seams.lock or (
             threading.RLock() if self.memory else _WriterLock(self.path, lock_wait_s)
@@ -304,32 +305,6 @@ class _WriterLock:
         if self._opened is not None:
             os.close(self._opened)
             self._opened = None
-
-
-class _Watched:
-    """A connection that calls ``before(sql)`` ahead of every statement (``Seams.before``)."""
-
-    def __init__(self, conn: sqlite3.Connection, before: Callable[[str], None]) -> None:
-        self._conn, self._before = conn, before
-
-    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
-        self._before(sql)
-        return self._conn.execute(sql, params)
-
-    def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
-        self._before(sql)
-        return self._conn.executemany(sql, rows)
-
-    @property
-    def total_changes(self) -> int:
-        return self._conn.total_changes
-
-    @property
-    def in_transaction(self) -> bool:
-        return self._conn.in_transaction
-
-    def close(self) -> None:
-        self._conn.close()
 
 
 def _connect(path: str, create: bool, memory: bool, wait_s: float) -> sqlite3.Connection:
