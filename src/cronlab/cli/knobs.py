@@ -1,5 +1,5 @@
-"""How the commands declare their options (no imports beyond click: ``cronlab simulate``
-uses these without loading the engine)."""
+"""How the commands declare their options and print their listings (no imports beyond click
+and the standard library: ``cronlab simulate`` uses these without loading the engine)."""
 
 from __future__ import annotations
 
