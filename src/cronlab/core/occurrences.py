@@ -98,3 +98,11 @@ def check_note(note: str | None) -> str | None:
     if len(text) > MAX_NOTE:
         raise ConfigError(f"a pause note is at most {MAX_NOTE} characters, got {len(text):,}")
     return text or None
+
+
+def unrun_outcome(status: str, reason: str | None) -> str:
+    """The run-history outcome of an occurrence with no run record: ``skipped`` or ``missed``
+    (a catch-up policy's skip is a missed run), ``due`` (PENDING) or ``queued``."""
+    if status == "SKIPPED":
+        return "missed" if (reason or "").startswith("catchup=") else "skipped"
+    return {"MISSED": "missed", "PENDING": "due"}.get(status, "queued")

@@ -226,10 +226,16 @@ class Alerter:
         self._next_late[key] = policy.next_fire(s, max(fire or 0, now_ms - after)) + after
 
     def _late(self, name: str, fire_ms: int, now_ms: int) -> bool:
-        """No run since ``fire_ms`` has started, and this is not an outage already alerted."""
+        """No run since ``fire_ms`` has started, and ``fire_ms`` is not said already: the
+        schedule's newest late alert is not about a later occurrence (alerts move forward: a
+        leader whose clock is behind, after the runs of an older one were pruned, must not say
+        it again), nor about an earlier one with no run started since (the same outage)."""
         if alerting.started_since(self.store, name, fire_ms, now_ms):
             return False
-        return not alerting.still_late(self.store, name, fire_ms, now_ms)
+        alerted = alerting.newest(self.store, name, "late")
+        return alerted is None or (
+            alerted < fire_ms and alerting.started_since(self.store, name, alerted, now_ms)
+        )
 
     def _check_failures(self, s: policy.Schedule, now_ms: int, epoch: int) -> None:
         assert s.alert_on_failures is not None

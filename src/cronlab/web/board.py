@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from cronlab.core import cron, policy
+from cronlab.core import cron, occurrences, policy
 from cronlab.ports import Alert
 from cronlab.runtime.heartbeat import HEARTBEAT_MS
 from cronlab.stores.rows import schedule as stored_schedule
@@ -115,8 +115,28 @@ def snapshot(
         **_schedules(store, now_ms, fires, page or Page()),
         "alerts": [_alert(a) for a in alerting.recent(store, 10)],
         "lateness": _lateness(store, now_ms, fires),
-        "codes": list(history.CODES),
+        "codes": list(CODES),
     }
+
+
+CODES = {"ok": 0, "noop": 1, "error": 2, "failed": 3, "skipped": 4, "missed": 5, "due": 6,
+         "queued": 7}  # fmt: skip
+ERROR_CHARS = 200  # of a run's error, in its compact row
+
+
+def _recent(r: Sequence[Any]) -> list[Any]:
+    """A ``history.recent_runs`` row as the page's compact run: ``[occurrence ms, outcome
+    code, lateness ms, duration ms, attempt, error]`` (``CODES`` name the outcomes)."""
+    start, end, outcome = r[5], r[6], r[9]
+    error = r[10] if outcome is not None else r[4]
+    return [
+        r[2],
+        CODES[outcome if outcome is not None else occurrences.unrun_outcome(r[3], r[4])],
+        None if start is None else start - r[2],
+        None if start is None or end is None else end - start,
+        r[7],
+        error[:ERROR_CHARS] if error else None,
+    ]
 
 
 def _leader(store: SqlStore, now_ms: int) -> dict[str, Any] | None:
@@ -155,7 +175,8 @@ def _schedules(store: SqlStore, now_ms: int, fires: Fires, page: Page) -> dict[s
     pages = max(1, -(-len(wanted) // page.size))
     number = min(page.page, pages - 1)
     shown = wanted[number * page.size : (number + 1) * page.size]
-    recent = history.recent_runs(store, [r[0] for r in shown], now_ms, RECENT_RUNS)
+    found = history.recent_runs(store, [r[0] for r in shown], now_ms, RECENT_RUNS)
+    recent = {name: [_recent(r) for r in runs] for name, runs in found.items()}
     return {
         "schedules": [_schedule(r, now_ms, fires, recent) for r in shown],
         "total": len(rows),

@@ -45,16 +45,10 @@ def started_since(store: SqlStore, name: str, fire_ms: int, now_ms: int) -> bool
     return any(i in waiting for (ids,) in held for i in store.d.ids(ids))
 
 
-def still_late(store: SqlStore, name: str, fire_ms: int, now_ms: int) -> bool:
-    """True when ``fire_ms`` is already said: the schedule's newest late alert is about a
-    later occurrence (alerts move forward: a leader whose clock is behind, after the runs of
-    an older one were pruned, must not say it again), or about an earlier one with no run
-    started since (the same outage)."""
-    rows = store.named("alert_newest", {"name": name, "kind": "late"})
-    if not rows:
-        return False
-    alerted = int(rows[0][0])
-    return alerted >= fire_ms or not started_since(store, name, alerted, now_ms)
+def newest(store: SqlStore, name: str, kind: str) -> int | None:
+    """The subject (occurrence ms) of schedule ``name``'s newest ``kind`` alert, if any."""
+    rows = store.named("alert_newest", {"name": name, "kind": kind})
+    return int(rows[0][0]) if rows else None
 
 
 def failure_streak(store: SqlStore, name: str, n: int) -> Sequence[Any] | None:

@@ -14,6 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from cronlab.core import occurrences
 from cronlab.ports import RunQuery, RunRecord
 from cronlab.stores import rows
 from cronlab.stores.sql.dialect import Conn
@@ -57,49 +58,25 @@ def record(r: Sequence[Any]) -> RunRecord:
     values = rows.by_column(COLUMNS, r)
     status, reason = values.pop("status"), values.pop("reason")
     if values.pop("run_id") is None:
-        values.update(outcome=_unrun(status, reason), error=reason)
+        values.update(outcome=occurrences.unrun_outcome(status, reason), error=reason)
     return RunRecord(**values)
 
 
-CODES = {"ok": 0, "noop": 1, "error": 2, "failed": 3, "skipped": 4, "missed": 5, "due": 6,
-         "queued": 7}  # fmt: skip
-Recent = list[Any]  # [occurrence ms, outcome code, lateness ms, duration ms, attempt, error]
-
-
 def recent_runs(
-    store: SqlStore, names: Sequence[str], now_ms: int, n: int, error_chars: int = 200
-) -> dict[str, list[Recent]]:
+    store: SqlStore, names: Sequence[str], now_ms: int, n: int
+) -> dict[str, list[Sequence[Any]]]:
     """The ``n`` newest occurrences (not still to come) of each schedule in ``names``, newest
-    first, each its newest run as a compact row (``CODES`` name the outcomes)."""
-    found: dict[str, list[Recent]] = {}
+    first, each with its newest run: ``(schedule, task id, trigger_ms, status, last_error,
+    start_ms, end_ms, attempt, worker, outcome, error)`` rows."""
+    found: dict[str, list[Sequence[Any]]] = {}
     args = {"now": now_ms, "n": n + 1, "names": json.dumps(list(names))}
     for r in store.named("recent_runs", args):
         if r[3] == "PENDING" and r[2] > now_ms:
             continue
         runs = found.setdefault(r[0], [])
         if len(runs) < n:
-            runs.append(_recent(r, error_chars))
+            runs.append(r)
     return found
-
-
-def _recent(r: Sequence[Any], error_chars: int) -> Recent:
-    start, end, outcome = r[5], r[6], r[9]
-    error = r[10] if outcome is not None else r[4]
-    return [
-        r[2],
-        CODES[outcome if outcome is not None else _unrun(r[3], r[4])],
-        None if start is None else start - r[2],
-        None if start is None or end is None else end - start,
-        r[7],
-        error[:error_chars] if error else None,
-    ]
-
-
-def _unrun(status: str, reason: str | None) -> str:
-    """The outcome of a task without a run record (skipped, missed, due or queued)."""
-    if status == "SKIPPED":
-        return "missed" if (reason or "").startswith("catchup=") else "skipped"
-    return {"MISSED": "missed", "PENDING": "due"}.get(status, "queued")
 
 
 def lateness_by_minute(

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from cronlab.core import lease as rules
 from cronlab.core import occurrences
 from cronlab.core.chunks import chunks
+from cronlab.core.settlement import Delivery, Settlement
 from cronlab.exceptions import ConfigError, FencedError, NotFoundError
 from cronlab.ports import (
     STATUSES,
@@ -30,7 +31,7 @@ from cronlab.ports import (
     Waiter,
 )
 from cronlab.stores import Fencing
-from cronlab.stores.rows import Delivery, Envelope, Settlement, by_column, task
+from cronlab.stores.rows import Envelope, by_column, task
 from cronlab.stores.sql import batch, history, migrate, operations, planning
 from cronlab.stores.sql.dialect import Conn, Dialect, fetch, task_row
 from cronlab.stores.sql.schedule_methods import ScheduleMethods

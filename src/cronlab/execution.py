@@ -1,0 +1,263 @@
+"""How a worker batch runs its handlers inside the store's ONE transaction (``Store.execute``).
+
+The worker's side of a batch, for any store: which message runs, the batch form and its
+fallback, the async handlers, each run's outcome and the retry policy. The store's side — its
+transaction, which deliveries are live, the savepoints and the writes — is a ``BatchTx``
+(``stores/sql/batch.py``), as a job executor sits above a database driver.
+
+* A message runs only while it is *live* (``BatchTx.live``): a stale delivery runs nothing and
+  is settled without running.
+* Every message runs in a savepoint of its own: one that raises is undone alone, and no other
+  message runs twice. A batch form runs once for the whole batch, in one savepoint; if it
+  raises, each message runs once in its single form instead.
+* Async handlers of a batch run at once on the worker's event loop (``Runner.gather``), each
+  writing to a ``QueuedTx``; once they are all done, each one's writes run in a savepoint of
+  its own, so its effect still commits with its ack, once, or not at all.
+* An error that is the connection's, not the handler's, is not a failed run: it propagates and
+  the whole transaction is rolled back (and retried by the store).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from functools import partial
+from typing import Protocol, TypeVar
+
+from cronlab.handlers import QueuedTx
+from cronlab.ports import Batch, Ended, Message, Retry, Run, Tx
+
+T = TypeVar("T")
+Step = Callable[[Tx], bool]
+BatchStep = Callable[[Tx], list[bool]]
+OUTCOMES = ("ok", "noop", "error", "failed", "stale")
+# A recorded run: its message, start and end instants, outcome and error.
+Record = tuple[Message, int, int, str, str | None]
+
+
+class BatchTx(Protocol):
+    """A store's open transaction, as a batch's runs use it."""
+
+    @property
+    def dialect(self) -> str:
+        """The store's SQL flavour (what a batch form and a ``QueuedTx`` are told)."""
+        ...
+
+    @property
+    def tx(self) -> Tx:
+        """What handlers write through: inside a ``savepoint``, into it."""
+        ...
+
+    def live(self, messages: Sequence[Message], checked: bool) -> tuple[list[bool], set[int]]:
+        """Mark the messages' tasks started; which messages run (each task once, at the
+        attempt its message carries), and the tasks among them that are ``--election off``
+        copies (these run whatever their state, and are marked DONE by ``finish``).
+        ``checked=False`` (``--fencing off``): every delivery runs, as copies."""
+        ...
+
+    def savepoint(self) -> AbstractContextManager[None]:
+        """A run's writes through ``tx``: an exception inside undoes them alone."""
+        ...
+
+    def is_connection_error(self, exc: BaseException) -> bool: ...
+
+    def failed(self, task_id: int, error: str, final: bool) -> None:
+        """A run failed: its task becomes FAILED (``final``) or waits for its retry."""
+        ...
+
+    def finish(
+        self,
+        records: Sequence[Record],
+        done: Sequence[int],
+        acks: Sequence[Message],
+        retries: Sequence[tuple[Message, int]],
+    ) -> None:
+        """Write the run records, mark the copies that ran DONE, settle the acks and retries
+        (each retry due at the instant given)."""
+        ...
+
+
+def execute(
+    work: Batch,
+    transaction: Callable[[Callable[[BatchTx], dict[str, int]]], dict[str, int]],
+    dialect: str,
+) -> dict[str, int]:
+    """Run ``work`` in ``transaction`` (the store's: it may call its function again after a
+    lost connection); the outcome counts. Work that needs no transaction (decoding, a batch
+    form's preparation) is done before it."""
+    batched = _prepare_batch(work.run, work.messages, dialect)
+    ready = None if batched is not None else _prepare(work.run, work.messages)
+
+    def steps() -> Sequence[Step]:  # the single forms: prepared here unless a batch form runs
+        return ready if ready is not None else _prepare(work.run, work.messages)
+
+    last: list[_Runs] = []  # the attempt that committed
+
+    def attempt(b: BatchTx) -> dict[str, int]:
+        last[:] = [_Runs(work, b)]
+        return last[0].run(steps, batched)
+
+    counts = transaction(attempt)
+    if work.observe is not None:
+        work.observe([Ended(m, began, end, o) for m, began, end, o, _ in last[0].records])
+    return counts
+
+
+def _prepare(run: Run, messages: Sequence[Message]) -> list[Step]:
+    """Work a run can do before the write transaction (``handlers.Runner.prepare``)."""
+    prepare: Callable[[Message], Step] | None = getattr(run, "prepare", None)
+    if prepare is not None:
+        return [prepare(m) for m in messages]
+    return [partial(run, m) for m in messages]
+
+
+def _prepare_batch(run: Run, messages: Sequence[Message], dialect: str) -> BatchStep | None:
+    """The whole batch as one step (``handlers.Runner.prepare_batch``), if the run offers it:
+    handlers with a batch form then write every message's effect in one statement."""
+    prepare: Callable[[Sequence[Message], str], BatchStep] | None = getattr(
+        run, "prepare_batch", None
+    )
+    return prepare(messages, dialect) if prepare is not None else None
+
+
+class _Undone(Exception):
+    """A handler raised ``error``; its savepoint was rolled back."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Runs:
+    """One attempt at a batch inside an open transaction: its runs and what they ended in."""
+
+    def __init__(self, work: Batch, b: BatchTx):
+        self.work, self.b, self.now = work, b, work.now
+        self.records: list[Record] = []
+        self.done: list[int] = []  # copies that ran
+        self.acks: list[Message] = []
+        self.retries: list[tuple[Message, int]] = []
+        self.counts = dict.fromkeys(OUTCOMES, 0)
+        self.copies: set[int] = set()
+
+    def run(self, steps: Callable[[], Sequence[Step]], batched: BatchStep | None) -> dict[str, int]:
+        messages = self.work.messages
+        live, self.copies = self.b.live(messages, self.work.checked)
+        began = self.now()
+        applied = self._whole(batched) if batched is not None and all(live) else None
+        if applied is not None:
+            self._all_succeeded(messages, applied, began)
+        else:
+            prepared = steps()
+            began = self.now()
+            ran = self._run_async(prepared, live)
+            for i, (m, step, is_live) in enumerate(zip(messages, prepared, live, strict=True)):
+                if i in ran:
+                    self._settle_async(m, *ran[i], began)
+                else:
+                    self._run_one(m, step, is_live)
+        self.b.finish(self.records, self.done, self.acks, self.retries)
+        return self.counts
+
+    def _run_async(
+        self, steps: Sequence[Step], live: Sequence[bool]
+    ) -> dict[int, tuple[bool | BaseException, QueuedTx]]:
+        """The live async steps, run at once; by index, each one's result and queued writes."""
+        gather = getattr(self.work.run, "gather", None)
+        todo = [(i, s) for i, s in enumerate(steps) if live[i] and hasattr(s, "start")]
+        if gather is None or not todo:
+            return {}
+        queued = [QueuedTx(self.b.dialect) for _ in todo]
+        results = gather([(s, q) for (_, s), q in zip(todo, queued, strict=True)])
+        return {i: (r, q) for (i, _), r, q in zip(todo, results, queued, strict=True)}
+
+    def _settle_async(
+        self, m: Message, result: bool | BaseException, queued: QueuedTx, began: int
+    ) -> None:
+        """An async run's end: its queued writes in a savepoint of their own, then its ack.
+        Async runs start together: ``began`` is when they did."""
+        if isinstance(result, BaseException):
+            self._failed(m, result, began)
+            return
+        try:
+            with self.b.savepoint():
+                self._handler(queued.apply)
+        except _Undone as undone:
+            self._failed(m, undone.error, began)
+            return
+        self._succeeded(m, result, began, self.now())
+
+    def _whole(self, batched: BatchStep) -> list[bool] | None:
+        """The batch form, once, in a savepoint; None if it raised (then each message runs
+        once in its single form)."""
+        try:
+            with self.b.savepoint():
+                return self._handler(batched)
+        except _Undone:
+            return None
+
+    def _run_one(self, m: Message, step: Step, live: bool) -> None:
+        """One message in a savepoint of its own; a stale one is settled without running."""
+        if not live:
+            self.counts["stale"] += 1
+            self.acks.append(m)
+            return
+        began = self.now()
+        try:
+            with self.b.savepoint():
+                applied = self._handler(step)
+        except _Undone as undone:
+            self._failed(m, undone.error, began)
+            return
+        self._succeeded(m, applied, began, self.now())
+
+    def _handler(self, step: Callable[[Tx], T]) -> T:
+        """Run a handler's step; its failure becomes ``_Undone``, which rolls its savepoint
+        back. Anything else — the connection, or the savepoint's own statements failing (its
+        effect then may not be undone) — propagates, and the whole transaction is rolled
+        back: a message is never recorded as failed while its effect stays (sim seed 13560)."""
+        try:
+            return step(self.b.tx)
+        except Exception as exc:
+            if self.b.is_connection_error(exc):
+                raise  # the connection, not the handler: the whole transaction is retried
+            raise _Undone(exc) from exc
+
+    def _all_succeeded(
+        self, messages: Sequence[Message], applied: Sequence[bool], began: int
+    ) -> None:
+        """The batch form ran every message; the batch commits as one, so its runs share one
+        start and one end instant."""
+        end = self.now()
+        outcomes = ["ok" if ok else "noop" for ok in applied]
+        self.records += [(m, began, end, o, None) for m, o in zip(messages, outcomes, strict=True)]
+        self.counts["ok"] += outcomes.count("ok")
+        self.counts["noop"] += outcomes.count("noop")
+        self.done += [m.task_id for m in messages if m.task_id in self.copies]
+        self.acks += messages
+
+    def _succeeded(self, m: Message, applied: bool, began: int, end_ms: int) -> None:
+        outcome = "ok" if applied else "noop"
+        self.counts[outcome] += 1
+        self.records.append((m, began, end_ms, outcome, None))
+        if m.task_id in self.copies:
+            self.done.append(m.task_id)
+        self.acks.append(m)
+
+    def _failed(self, m: Message, exc: BaseException, began: int) -> None:
+        error, now = f"{type(exc).__name__}: {exc}", self.now()
+        retry = self._retry(m.handler)
+        final = m.attempt >= retry.max_attempts
+        outcome = "failed" if final else "error"
+        self.counts[outcome] += 1
+        self.records.append((m, began, now, outcome, error))
+        self.b.failed(m.task_id, error, final)
+        if final:
+            self.acks.append(m)
+        else:
+            self.retries.append((m, now + retry.delay_ms(m.attempt)))
+
+    def _retry(self, handler: str) -> Retry:
+        """The handler's own retry policy (``Runner.retry``), or the worker's."""
+        of: Callable[[str, Retry], Retry] | None = getattr(self.work.run, "retry", None)
+        return self.work.retry if of is None else of(handler, self.work.retry)
