@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from functools import partial
 from typing import Protocol, TypeVar
 
@@ -65,16 +66,20 @@ class BatchTx(Protocol):
         """A run failed: its task becomes FAILED (``final``) or waits for its retry."""
         ...
 
-    def finish(
-        self,
-        records: Sequence[Record],
-        done: Sequence[int],
-        acks: Sequence[Message],
-        retries: Sequence[tuple[Message, int]],
-    ) -> None:
+    def finish(self, ending: Ending) -> None:
         """Write the run records, mark the copies that ran DONE, settle the acks and retries
         (each retry due at the instant given)."""
         ...
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What a batch's runs ended in, for its store to write before it commits."""
+
+    records: Sequence[Record]
+    done: Sequence[int]  # the ``--election off`` copies that ran
+    acks: Sequence[Message]
+    retries: Sequence[tuple[Message, int]]  # each with the instant its retry is due
 
 
 def execute(
@@ -156,7 +161,7 @@ class _Runs:
                     self._settle_async(m, *ran[i], began)
                 else:
                     self._run_one(m, step, is_live)
-        self.b.finish(self.records, self.done, self.acks, self.retries)
+        self.b.finish(Ending(self.records, self.done, self.acks, self.retries))
         return self.counts
 
     def _run_async(

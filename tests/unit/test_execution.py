@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from cronlab.execution import BatchTx, Record, execute
+from cronlab.execution import BatchTx, Ending, execute
 from cronlab.ports import Batch, Ended, Message, NewTask, Retry, Tx
 
 RETRY = Retry(max_attempts=3, base_ms=100)
@@ -49,7 +49,7 @@ class Recording:
         self.tx = Effects()
         self._live, self.lost = live, lost
         self.failures: list[tuple[int, str, bool]] = []
-        self.finished: tuple[Sequence[Record], Sequence[int], Sequence[Message], Any] | None = None
+        self.finished: Ending | None = None
 
     def live(self, messages: Sequence[Message], checked: bool) -> tuple[list[bool], set[int]]:
         return list(self._live or [True] * len(messages)), set()
@@ -72,14 +72,8 @@ class Recording:
     def failed(self, task_id: int, error: str, final: bool) -> None:
         self.failures.append((task_id, error, final))
 
-    def finish(
-        self,
-        records: Sequence[Record],
-        done: Sequence[int],
-        acks: Sequence[Message],
-        retries: Sequence[tuple[Message, int]],
-    ) -> None:
-        self.finished = (records, done, acks, retries)
+    def finish(self, ending: Ending) -> None:
+        self.finished = ending
 
 
 def messages(n: int, attempt: int = 1) -> list[Message]:
@@ -110,7 +104,7 @@ def test_every_live_message_runs_once_and_is_acked() -> None:
     counts, seen = run(messages(3), writes, tx)
     assert tx.tx.rows == ["effect 0", "effect 1", "effect 2"]
     assert counts["ok"] == 3 and [e.outcome for e in seen] == ["ok"] * 3
-    assert tx.finished is not None and len(tx.finished[2]) == 3
+    assert tx.finished is not None and len(tx.finished.acks) == 3
 
 
 def test_a_stale_delivery_is_acked_without_running() -> None:
@@ -118,7 +112,7 @@ def test_a_stale_delivery_is_acked_without_running() -> None:
     counts, seen = run(messages(2), writes, tx)
     assert tx.tx.rows == ["effect 0"]
     assert counts["stale"] == 1 and counts["ok"] == 1
-    assert tx.finished is not None and [m.task_id for m in tx.finished[2]] == [0, 1]
+    assert tx.finished is not None and [m.task_id for m in tx.finished.acks] == [0, 1]
     assert [e.message.task_id for e in seen] == [0]  # a stale delivery is no run
 
 
@@ -134,7 +128,7 @@ def test_a_failing_run_is_undone_alone_then_retried_with_backoff() -> None:
     assert tx.tx.rows == ["effect 0", "effect 2"]
     assert counts["error"] == 1 and tx.failures == [(1, "ValueError: boom", False)]
     assert tx.finished is not None
-    ((retried, due),) = tx.finished[3]
+    ((retried, due),) = tx.finished.retries
     assert retried.task_id == 1 and due == 1_000 + 100
 
 
@@ -145,7 +139,7 @@ def test_the_last_attempt_fails_for_good_and_is_acked() -> None:
     tx = Recording()
     counts, seen = run(messages(1, attempt=3), fails, tx)
     assert counts["failed"] == 1 and tx.failures == [(0, "RuntimeError: no", True)]
-    assert tx.finished is not None and len(tx.finished[2]) == 1 and not tx.finished[3]
+    assert tx.finished is not None and len(tx.finished.acks) == 1 and not tx.finished.retries
     assert seen[0].outcome == "failed"
 
 

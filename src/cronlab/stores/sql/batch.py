@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from cronlab import execution
-from cronlab.execution import BatchTx, Record
+from cronlab.execution import BatchTx, Ending
 from cronlab.ports import Batch, Message, NewTask
 from cronlab.stores.sql.dialect import Conn, fetch
 
@@ -154,23 +154,17 @@ class SqlBatch:
         args = {"error": error, "id": task_id}
         self.c.execute(self.q["task_failed" if final else "task_error"], args)
 
-    def finish(
-        self,
-        records: Sequence[Record],
-        done: Sequence[int],
-        acks: Sequence[Message],
-        retries: Sequence[tuple[Message, int]],
-    ) -> None:
-        if records:
+    def finish(self, ending: Ending) -> None:
+        if ending.records:
             ends = [[m.task_id, m.id, m.receives, m.attempt, end, outcome, error, began]
-                    for m, began, end, outcome, error in records]  # fmt: skip
+                    for m, began, end, outcome, error in ending.records]  # fmt: skip
             self.c.execute(
                 self.q["execution_insert"], {"rows": json.dumps(ends), "worker": self.worker}
             )
-        if done:  # copies of --election off (the others were marked as they started)
-            self.c.execute(self.q["task_done"], {"ids": self.d.ints(done)})
+        if ending.done:  # copies of --election off (the others were marked as they started)
+            self.c.execute(self.q["task_done"], {"ids": self.d.ints(ending.done)})
         if self.relayed:  # settled on the stream; a retry waits in the outbox for the relay
-            for m, at in retries:
+            for m, at in ending.retries:
                 self.store.enqueue(self.c, [(m.task_id, m.attempt)], self.now(), at)
         else:
-            self.store.settle(self.c, acks, retries, self.now())
+            self.store.settle(self.c, ending.acks, ending.retries, self.now())
