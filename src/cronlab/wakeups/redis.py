@@ -27,7 +27,8 @@ class RedisWaiter(Reconnecting[Any]):
         super().__init__()
 
     def connect(self) -> None:
-        self.conn = self.client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        client: Any = self.client  # (redis < 8.2 leaves pubsub untyped)
+        self.conn = client.pubsub(ignore_subscribe_messages=True)
         self.conn.subscribe(self.name)
 
     def receive(self, conn: Any, timeout_s: float) -> bool:
