@@ -43,6 +43,7 @@ from cronlab.runtime.clock import SystemClock
 from cronlab.tasks import Task
 
 if TYPE_CHECKING:
+    from cronlab.stores import TimeSource
     from cronlab.stores.sql import SqlStore
 
 P = ParamSpec("P")
@@ -352,7 +353,9 @@ class App:
             return self._store  # given as an object: shared (a :memory: store is thread-safe)
         if self.store_url is None:
             raise ConfigError("this App has no store: give App a store URL or CRONLAB_STORE")
-        return stores.open_store(self.store_url, create=True)
+        caller = not isinstance(self.clock, SystemClock)  # a test's clock rules its store
+        source: TimeSource = "caller" if caller else "server"
+        return stores.open_store(self.store_url, create=True, time_source=source)
 
     def defer_store(self) -> SqlStore:
         """Where ``defer`` writes from this thread: the app's store, or this thread's own

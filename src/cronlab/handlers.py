@@ -19,6 +19,7 @@ falls back to it, one savepoint per message, when a batch raises.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import inspect
 import json
@@ -49,6 +50,27 @@ BatchStep = Callable[[Tx], list[bool]]
 # ``prepare(items, dialect) -> step(tx)``; ``dialect`` is the store's SQL flavour, if known.
 BatchPrepare = Callable[[Sequence[Item], "str | None"], BatchStep]
 CONCURRENCY = 100  # async handlers a worker runs at once
+# The run under way in this thread (or asyncio task): its registry and the transaction it
+# writes through. ``Task.defer`` called from inside a run writes there (``running``).
+_RUN: contextvars.ContextVar[tuple[Registry, Tx] | None] = contextvars.ContextVar(
+    "cronlab_run", default=None
+)
+
+
+def running(registry: Registry) -> Tx | None:
+    """The transaction of the run of one of ``registry``'s handlers under way here, if any:
+    a ``Task.defer`` from inside it commits with that run, or not at all."""
+    run = _RUN.get()
+    return run[1] if run is not None and run[0] is registry else None
+
+
+@contextlib.contextmanager
+def _in_run(registry: Registry, tx: Tx) -> Iterator[None]:
+    token = _RUN.set((registry, tx))
+    try:
+        yield
+    finally:
+        _RUN.reset(token)
 
 
 class QueuedTx:
@@ -283,7 +305,7 @@ class Runner:
         def step(tx: Tx) -> bool:
             ctx.tx, ctx._follow_ups = tx, 0
             started = self._now()
-            with _deadline(options.timeout_ms):
+            with _deadline(options.timeout_ms), _in_run(self._registry, tx):
                 result = fn(ctx, payload)
             if inspect.isawaitable(result):  # an async callable not declared async def
                 result = self._await(result)
@@ -296,6 +318,7 @@ class Runner:
         self, fn: Handler, options: Options, ctx: Context, payload: dict[str, Any], tx: Tx
     ) -> bool:
         ctx.tx, ctx._follow_ups = tx, 0
+        _RUN.set((self._registry, tx))  # (this asyncio task's own context)
         result: Any = fn(ctx, payload)
         if inspect.isawaitable(result):
             import asyncio  # (on first use: a sync-only worker never loads it)
@@ -353,15 +376,16 @@ class Runner:
             return _raise_batch(exc)
         return partial(self._run_batch, len(messages), steps)
 
-    @staticmethod
     def _run_batch(
-        n: int, steps: list[tuple[list[int], list[Item], BatchStep]], tx: Tx
+        self, n: int, steps: list[tuple[list[int], list[Item], BatchStep]], tx: Tx
     ) -> list[bool]:
         out = [False] * n
         for indexes, items, batch in steps:
             for ctx, _ in items:
                 ctx.tx, ctx._follow_ups = tx, 0  # a retried transaction numbers them again
-            for i, applied in zip(indexes, batch(tx), strict=True):
+            with _in_run(self._registry, tx):
+                answers = batch(tx)
+            for i, applied in zip(indexes, answers, strict=True):
                 out[i] = applied
         return out
 

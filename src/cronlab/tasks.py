@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
-from cronlab.core import delays
+from cronlab import handlers
+from cronlab.core import delays, occurrences
 from cronlab.core.chunks import chunks
 from cronlab.core.policy import from_ms, to_ms
 from cronlab.exceptions import ConfigError, ConflictError
-from cronlab.ports import NewTask
+from cronlab.ports import NewTask, Tx
 
 if TYPE_CHECKING:
     from cronlab.app import App
@@ -185,10 +186,15 @@ class Task(Generic[P, R]):
     ) -> TaskRef:
         """Store one run of this task, due now, after ``delay`` or ``at``. With ``key``, a
         second defer under it is a no-op that returns the first (the same arguments), or a
-        ``ConflictError`` (other arguments); nothing is written for a bad argument."""
+        ``ConflictError`` (other arguments); nothing is written for a bad argument. Called
+        from inside a running task of the same app, it writes through that run's
+        transaction: it commits with the run, or not at all (``_defer_in_run``)."""
         if key is not None:
             check_key(key)
         new = self.new(arguments, due_ms(self.app.clock.now_ms(), delay, at), key)
+        tx = handlers.running(self.app.registry)
+        if tx is not None:
+            return _defer_in_run(tx, new, key is not None)
         store = self.app.defer_store()
         added = store.add_tasks([new]) > 0
         stored = store.task_by_key(new.idempotency_key)
@@ -234,6 +240,11 @@ class Task(Generic[P, R]):
         whole or not at all; a bad item stops the call before its batch is written). A key
         that is there already is counted in ``existing`` and left as it is."""
         due = due_ms(self.app.clock.now_ms(), delay, at)
+        tx = handlers.running(self.app.registry)
+        if tx is not None:  # inside a run: with it, in its transaction
+            rows = list(self._rows(items, due))
+            added = sum(tx.add_task(row) != 0 for row in rows)
+            return DeferResult(added=added, existing=len(rows) - added)
         store = self.app.defer_store()
         added = total = 0
         for batch in chunks(self._rows(items, due), DEFER_BATCH):
@@ -260,11 +271,42 @@ class Task(Generic[P, R]):
             )
 
 
+def _defer_in_run(tx: Tx, new: NewTask, keyed: bool) -> TaskRef:
+    """``Task.defer`` inside a run: the row goes into the run's transaction. A keyed defer
+    whose key is taken by other arguments is a ``ConflictError`` there too (the run fails,
+    its writes undone). An async run's writes wait until it returns: its id is -1 (the
+    DB-API's "not known yet"), ``added`` True."""
+    added = tx.add_task(new) != 0
+    if isinstance(tx, handlers.QueuedTx):
+        due = from_ms(new.trigger_ms)
+        return TaskRef(id=-1, key=new.idempotency_key, task=new.handler, due=due, added=True)
+    mark = "?" if tx.dialect == "sqlite" else "%s"
+    sql = f"SELECT id, handler, payload, trigger_ms FROM tasks WHERE idempotency_key = {mark}"
+    task_id, handler, payload, trigger_ms = tx.rows(sql, (new.idempotency_key,))[0]
+    if (
+        not added
+        and keyed
+        and (handler, json.loads(payload)) != (new.handler, json.loads(new.payload))
+    ):
+        raise ConflictError(
+            f"key {new.idempotency_key!r} is taken by a task for {handler} with other "
+            "arguments: nothing changed"
+        )
+    due = from_ms(trigger_ms)
+    return TaskRef(id=int(task_id), key=new.idempotency_key, task=handler, due=due, added=added)
+
+
 def check_key(key: object) -> None:
     """ConfigError unless ``key`` is an idempotency key: 1-500 characters, no NUL (which
-    PostgreSQL's text refuses)."""
+    PostgreSQL's text refuses), not in the engine's own namespaces (``schedule:``,
+    ``backfill:``, ``trigger:``)."""
     if not isinstance(key, str) or not 0 < len(key) <= 500 or "\x00" in key:
         shown = key if not isinstance(key, str) or len(key) <= 60 else key[:60] + "…"
         raise ConfigError(
             f"an idempotency key is a string of 1-500 characters without NUL, got {shown!r}"
+        )
+    if occurrences.is_reserved(key):
+        raise ConfigError(
+            f"idempotency key {key[:60]!r}: keys starting {', '.join(occurrences.RESERVED)} "
+            "are the engine's own (a schedule's occurrences); choose another"
         )

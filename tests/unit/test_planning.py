@@ -132,3 +132,29 @@ def test_catch_up_all_plans_every_missed_fire_as_already_due() -> None:
 def test_backfill_twins_pairs_each_occurrence_key_with_its_backfill_key() -> None:
     keys = [occurrence_key("a", T0), "invoice-1", occurrences.backfill_key("b", T0)]
     assert backfill_twins(keys) == {occurrences.backfill_key("a", T0): occurrence_key("a", T0)}
+
+
+def test_only_an_exact_occurrence_or_backfill_key_is_planned() -> None:
+    """Failed first: ``schedule:bill:…/then/send_receipt/1`` (a cron-fired task's follow-up)
+    raised ``not a schedule occurrence key`` inside every dispatch (issue 27)."""
+    assert occurrences.planned_target(f"schedule:bill:{T0}") == ("bill", T0)
+    assert occurrences.planned_target(f"backfill:bill:{T0}") == ("bill", T0)
+    for key in (
+        f"schedule:bill:{T0}/then/send_receipt/1",
+        f"backfill:bill:{T0}/then/x:5/2",
+        "schedule:",
+        "schedule:bill",
+        "schedule:bill:soon",
+        f"schedule:a/b:{T0}",
+        f"trigger:bill:{T0}",
+        "welcome:ada",
+    ):
+        assert occurrences.planned_target(key) is None, key
+
+
+def test_a_follow_up_in_a_claimed_batch_runs_as_it_is() -> None:
+    batch = planning(stored("bill"))
+    follow_up = claimed(2, f"schedule:bill:{T0}/then/send_receipt/1")
+    rows = [claimed(1, occurrence_key("bill", T0)), follow_up]
+    targets = [occurrences.planned_target(str(r[1])) for r in rows]
+    assert judge(batch, rows, targets) == rows

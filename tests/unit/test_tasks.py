@@ -357,3 +357,17 @@ def test_a_task_called_directly_runs_here(app: cronlab.App) -> None:
 
     assert add(None, a=2, b=3) == 5  # type: ignore[arg-type]
     assert add.name.endswith("runs_here.add") and "<cronlab task" in repr(add)
+
+
+@pytest.mark.parametrize("key", ["schedule:bill:1796443920000", "backfill:bill:1", "trigger:x:1"])
+def test_a_key_in_the_engines_own_namespaces_is_refused(app: cronlab.App, key: str) -> None:
+    """Failed first: ``defer(key="schedule:bill:…")`` posed as the schedule's occurrence (the
+    dispatch planned it, and its real occurrence under that key was a no-op)."""
+
+    @app.task(name="posing")
+    def posing(ctx: cronlab.Context) -> None:
+        """A user's task."""
+
+    with pytest.raises(ConfigError, match="engine's own"):
+        posing.defer(key=key)
+    assert app.store().query("SELECT count(*) FROM tasks") == [(0,)]

@@ -22,6 +22,7 @@ OCCURRENCE_PREFIX = "schedule:"
 TRIGGER_PREFIX = "trigger:"
 BACKFILL_PREFIX = "backfill:"
 PLANNED = (OCCURRENCE_PREFIX, BACKFILL_PREFIX)  # the keys a dispatch plans
+RESERVED = (OCCURRENCE_PREFIX, BACKFILL_PREFIX, TRIGGER_PREFIX)
 MAX_BACKFILL = 1_000  # occurrences one backfill may add
 MAX_NOTE = 500  # characters of a pause note
 
@@ -63,11 +64,23 @@ def parse_backfill_key(key: str) -> tuple[str, int]:
 
 
 def planned_target(key: str) -> tuple[str, int] | None:
-    """The (schedule name, fire ms) a dispatch plans the task keyed ``key`` as; None for a
-    task that is not a schedule's occurrence or its backfill (it runs as it is)."""
+    """The (schedule name, fire ms) a dispatch plans the task keyed ``key`` as; None for any
+    other task — a follow-up (``schedule:bill:…/then/…``), a trigger, a key the engine does
+    not recognise — which runs as it is. Never raises: no stored row can stop a dispatch."""
     if key.startswith(BACKFILL_PREFIX):
-        return parse_backfill_key(key)
-    return policy.parse_occurrence_key(key) if key.startswith(OCCURRENCE_PREFIX) else None
+        key = OCCURRENCE_PREFIX + key.removeprefix(BACKFILL_PREFIX)
+    elif not key.startswith(OCCURRENCE_PREFIX):
+        return None
+    try:
+        return policy.parse_occurrence_key(key)
+    except ConfigError:
+        return None
+
+
+def is_reserved(key: str) -> bool:
+    """Keys in the engine's own namespaces (occurrences, backfills, one-off triggers): a key
+    a user gives may not start so, or a defer could pose as a schedule's occurrence."""
+    return key.startswith(RESERVED)
 
 
 def same_definition(stored: Schedule, wanted: Schedule) -> bool:

@@ -32,7 +32,9 @@ ALERT_FAILURES = (1, 1_000)
 MISSED_COUNT_CAP = 1_000  # fire times a plan counts as missed at most (a long outage)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-_KEY = re.compile(r"schedule:(?P<name>.+):(?P<fire>-?[0-9]+)")
+# An occurrence key is exactly this: a follow-up's key (``…/then/TASK/N``) or a key a user
+# gave never parses as one (a schedule name has no ':' or '/').
+_KEY = re.compile(r"schedule:(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,99}):(?P<fire>-?[0-9]{1,19})")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from cronlab.stores.sql import SqlStore
 
 Fencing = Literal["lease", "epoch"]
+TimeSource = Literal["server", "caller"]
 LOCK_WAIT_S = 5.0  # a write's longest wait for a lock: below the default 10 s lease TTL
 
 
@@ -32,7 +33,12 @@ def preload(url: str) -> None:
 
 
 def open_store(
-    url: str, *, create: bool, fencing: Fencing = "lease", lock_wait_s: float | None = None
+    url: str,
+    *,
+    create: bool,
+    fencing: Fencing = "lease",
+    lock_wait_s: float | None = None,
+    time_source: TimeSource = "server",
 ) -> SqlStore:
     """The store behind ``--store``: ``sqlite:///PATH`` or ``postgresql://…``.
 
@@ -41,6 +47,8 @@ def open_store(
     scheduler passes half its lease TTL, so a writer paused inside its transaction cannot
     hold it past a takeover); None: ``LOCK_WAIT_S`` on SQLite, no limit on PostgreSQL (where
     handlers run inside the transaction, as long as they take).
+    ``time_source``: on a server, whose clock judges due-ness and lease expiry — the
+    server's, or the caller's (an ``App`` given a clock of its own: a test's ``FakeClock``).
     """
     parsed = urls.parse(url)
     if parsed.scheme == "sqlite":
@@ -50,4 +58,6 @@ def open_store(
         return SqliteStore(parsed.path, create=create, fencing=fencing, lock_wait_s=wait_s)
     from cronlab.stores.postgres import PostgresStore
 
-    return PostgresStore(url, create=create, fencing=fencing, lock_wait_s=lock_wait_s)
+    return PostgresStore(
+        url, create=create, fencing=fencing, lock_wait_s=lock_wait_s, time_source=time_source
+    )

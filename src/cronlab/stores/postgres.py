@@ -23,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 from cronlab import urls
 from cronlab.exceptions import BackendUnavailable, ConfigError
 from cronlab.ports import Channel, Waiter
-from cronlab.stores import Fencing, sql
+from cronlab.stores import Fencing, TimeSource, sql
 from cronlab.stores.rows import ENVELOPE
 from cronlab.stores.sql import dialect as base
 from cronlab.urls import redact
@@ -38,7 +38,6 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 from cronlab.wakeups import postgres as wakeups  # (needs psycopg)
 
 T = TypeVar("T")
-TimeSource = Literal["server", "caller"]
 SCHEMES = ("postgresql", "postgres")
 QUERIES = base.queries("postgresql")
 

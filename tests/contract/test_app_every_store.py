@@ -1,0 +1,112 @@
+"""The App API on every store, as a user's app runs it (issue 27): a cron-fired task that defers
+a follow-up, ``task.defer`` inside a task, and ``run_until_idle`` on a ``FakeClock`` giving the
+same counts on SQLite :memory:, a SQLite file and PostgreSQL. Each test failed first."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cronlab
+from cronlab.runtime.clock import FakeClock
+from cronlab.stores.memory import MemoryStore
+
+from .dist_servers import pg_database
+
+T0 = 1_796_443_920_000  # a whole minute (2026-12-05T04:52:00Z)
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """What an App is opened on: ``memory``, or a store URL."""
+    if request.param == "postgres":
+        with pg_database() as url:
+            yield url
+        return
+    yield "memory" if request.param == "memory" else f"sqlite:///{tmp_path / 'app.db'}"
+
+
+def open_app(where: str, clock: FakeClock) -> cronlab.App:
+    if where == "memory":
+        return cronlab.App(store=MemoryStore(), clock=clock, name="billing")
+    return cronlab.App(where, clock=clock, name="billing")
+
+
+def count(app: cronlab.App, table: str) -> int:
+    return int(app.store().query(f"SELECT count(*) FROM {table}")[0][0])
+
+
+def billing(where: str, clock: FakeClock) -> tuple[cronlab.App, list[str]]:
+    """The seed's own use case: bill every minute through ctx.tx, e-mail a minute later."""
+    app, calls = open_app(where, clock), []
+
+    @app.on_start
+    def tables(store: Any) -> None:
+        store.write(lambda tx: tx.execute("CREATE TABLE IF NOT EXISTS bills (k TEXT)"))
+        store.write(lambda tx: tx.execute("CREATE TABLE IF NOT EXISTS receipts (k TEXT)"))
+
+    def insert(ctx: cronlab.Context, table: str) -> None:
+        mark = "?" if ctx.tx.dialect == "sqlite" else "%s"
+        ctx.tx.execute(f"INSERT INTO {table} VALUES ({mark})", (ctx.idempotency_key,))
+
+    @app.task(name="send_receipt")
+    def send_receipt(ctx: cronlab.Context, invoice: str) -> None:
+        calls.append(f"receipt {invoice}")
+        insert(ctx, "receipts")
+
+    @app.cron("* * * * *")
+    @app.task(name="bill")
+    def bill(ctx: cronlab.Context) -> None:
+        calls.append("bill")
+        insert(ctx, "bills")
+        ctx.defer(send_receipt, {"invoice": ctx.idempotency_key}, delay=timedelta(minutes=1))
+
+    return app, calls
+
+
+def test_a_cron_fired_task_defers_a_follow_up_and_the_engine_goes_on(where: str) -> None:
+    """Failed first: the follow-up's key began ``schedule:`` and was parsed as an occurrence
+    key (``not a schedule occurrence key``): every engine process stopped for good."""
+    clock = FakeClock(T0)
+    app, calls = billing(where, clock)
+    app.run_until_idle(timeout=timedelta(seconds=30))
+    assert calls == []  # the first occurrence is a minute away
+    clock.advance(60_000)
+    counts = app.run_until_idle(timeout=timedelta(seconds=30))
+    assert (counts["ok"], calls) == (1, ["bill"])
+    assert count(app, "receipts") == 0  # due a minute after the bill, not yet
+    clock.advance(60_000)
+    counts = app.run_until_idle(timeout=timedelta(seconds=30))
+    assert counts["ok"] == 2 and sorted(calls) == [
+        "bill",
+        "bill",
+        f"receipt schedule:bill:{T0 + 60_000}",
+    ]
+    assert (count(app, "bills"), count(app, "receipts")) == (2, 1)
+
+
+def test_task_defer_inside_a_task_commits_with_its_run(where: str) -> None:
+    """Failed first on SQLite: ``BackendUnavailable: cannot start a transaction within a
+    transaction`` (the defer opened a second transaction on the worker's connection)."""
+    clock = FakeClock(T0)
+    app, calls = open_app(where, clock), []
+
+    @app.task(name="nudge")
+    def nudge(ctx: cronlab.Context, user: str) -> None:
+        calls.append(f"nudge {user}")
+
+    @app.task(name="welcome")
+    def welcome(ctx: cronlab.Context, user: str) -> None:
+        calls.append(f"welcome {user}")
+        nudge.defer(user=user, delay=timedelta(days=3))
+
+    welcome.defer(user="ada")
+    counts = app.run_until_idle(timeout=timedelta(seconds=30))
+    assert (counts["ok"], calls) == (1, ["welcome ada"])
+    clock.advance(3 * 86_400_000)
+    counts = app.run_until_idle(timeout=timedelta(seconds=30))
+    assert (counts["ok"], calls) == (1, ["welcome ada", "nudge ada"])
