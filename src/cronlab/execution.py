@@ -15,6 +15,10 @@ transaction, which deliveries are live, the savepoints and the writes — is a `
   its own, so its effect still commits with its ack, once, or not at all.
 * An error that is the connection's, not the handler's, is not a failed run: it propagates and
   the whole transaction is rolled back (and retried by the store).
+* A handler that raises ``asyncio.CancelledError``, ``SystemExit`` or ``KeyboardInterrupt``
+  fails its own run like any error (a poison task cannot kill its batch, or every worker that
+  receives it). A request to stop is honoured once the batch has committed: the first
+  ``SystemExit``/``KeyboardInterrupt`` a handler raised is raised again by ``execute``.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Protocol, TypeVar
 
-from cronlab.handlers import QueuedTx
+from cronlab.handlers import STOPS, QueuedTx, handler_failure
 from cronlab.ports import Batch, Ended, Message, Retry, Run, Tx
 
 T = TypeVar("T")
@@ -105,6 +109,8 @@ def execute(
     counts = transaction(attempt)
     if work.observe is not None:
         work.observe([Ended(m, began, end, o) for m, began, end, o, _ in last[0].records])
+    if last[0].stop is not None:  # committed: now stop, as a handler asked
+        raise last[0].stop
     return counts
 
 
@@ -125,10 +131,21 @@ def _prepare_batch(run: Run, messages: Sequence[Message], dialect: str) -> Batch
     return prepare(messages, dialect) if prepare is not None else None
 
 
+class LostRun(Exception):
+    """A run whose delivery came back: it never committed (its worker died or was stopped, its
+    connection was lost or its session ended, or its transaction failed)."""
+
+    def __init__(self, receives: int) -> None:
+        super().__init__(
+            f"delivered {receives} times: the run of an earlier delivery never finished (its "
+            "worker died, or its transaction was lost); counted as a failed attempt"
+        )
+
+
 class _Undone(Exception):
     """A handler raised ``error``; its savepoint was rolled back."""
 
-    def __init__(self, error: Exception) -> None:
+    def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))
         self.error = error
 
@@ -144,25 +161,36 @@ class _Runs:
         self.retries: list[tuple[Message, int]] = []
         self.counts = dict.fromkeys(OUTCOMES, 0)
         self.copies: set[int] = set()
+        self.stop: BaseException | None = None  # a SystemExit/KeyboardInterrupt a run raised
 
     def run(self, steps: Callable[[], Sequence[Step]], batched: BatchStep | None) -> dict[str, int]:
         messages = self.work.messages
         live, self.copies = self.b.live(messages, self.work.checked)
         began = self.now()
-        applied = self._whole(batched) if batched is not None and all(live) else None
+        runs = [ok and not self._lost(m) for m, ok in zip(messages, live, strict=True)]
+        applied = self._whole(batched) if batched is not None and all(runs) else None
         if applied is not None:
             self._all_succeeded(messages, applied, began)
         else:
             prepared = steps()
             began = self.now()
-            ran = self._run_async(prepared, live)
+            ran = self._run_async(prepared, runs)
             for i, (m, step, is_live) in enumerate(zip(messages, prepared, live, strict=True)):
                 if i in ran:
                     self._settle_async(m, *ran[i], began)
+                elif is_live and not runs[i]:
+                    self._failed(m, LostRun(m.receives), began)
                 else:
                     self._run_one(m, step, is_live)
         self.b.finish(Ending(self.records, self.done, self.acks, self.retries))
         return self.counts
+
+    def _lost(self, m: Message) -> bool:
+        """A delivery received before (``receives`` > 1): the run of that earlier delivery
+        never committed. It counts as a failed attempt, and this one does not run: a handler
+        that kills its worker or its connection runs as often as its attempts allow, no more
+        (``--fencing off`` copies excepted: that anti-pattern runs every delivery)."""
+        return m.receives > 1 and self.work.checked and m.task_id not in self.copies
 
     def _run_async(
         self, steps: Sequence[Step], live: Sequence[bool]
@@ -182,6 +210,8 @@ class _Runs:
         """An async run's end: its queued writes in a savepoint of their own, then its ack.
         Async runs start together: ``began`` is when they did."""
         if isinstance(result, BaseException):
+            if isinstance(result, STOPS) and self.stop is None:
+                self.stop = result
             self._failed(m, result, began)
             return
         try:
@@ -223,9 +253,11 @@ class _Runs:
         back: a message is never recorded as failed while its effect stays (sim seed 13560)."""
         try:
             return step(self.b.tx)
-        except Exception as exc:
-            if self.b.is_connection_error(exc):
-                raise  # the connection, not the handler: the whole transaction is retried
+        except BaseException as exc:
+            if not handler_failure(exc) or self.b.is_connection_error(exc):
+                raise  # the connection or the process, not the handler: all rolled back
+            if isinstance(exc, STOPS) and self.stop is None:
+                self.stop = exc
             raise _Undone(exc) from exc
 
     def _all_succeeded(

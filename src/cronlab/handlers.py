@@ -24,6 +24,7 @@ import dataclasses
 import inspect
 import json
 import signal
+import sys
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -105,6 +106,20 @@ class QueuedTx:
             else:
                 tx.execute(*write)
         return True
+
+
+STOPS = (SystemExit, KeyboardInterrupt)
+
+
+def handler_failure(exc: BaseException) -> bool:
+    """True for what a handler's own run can raise and fail by: any ``Exception``, and the
+    BaseExceptions a handler's code raises (``asyncio.CancelledError`` from its awaits,
+    ``SystemExit``, ``KeyboardInterrupt``). Anything else (a ``GeneratorExit``, the
+    simulator's ``Killed``) is the process's, not the run's."""
+    if isinstance(exc, (Exception, *STOPS)):
+        return True
+    aio = sys.modules.get("asyncio")  # (no CancelledError exists before asyncio is loaded)
+    return aio is not None and isinstance(exc, aio.CancelledError)
 
 
 class TaskTimeout(Exception):
@@ -343,7 +358,9 @@ class Runner:
                 async with gate:
                     try:
                         return await step.start(tx)
-                    except Exception as exc:
+                    except BaseException as exc:  # CancelledError, SystemExit too: the run's
+                        if not handler_failure(exc):
+                            raise
                         return exc
 
             return list(await asyncio.gather(*(one(s, t) for s, t in runs)))
@@ -454,7 +471,40 @@ def _deadline(timeout_ms: int | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+class _InFlight:
+    """The statement a run's ``ctx.tx`` has on the server now (main thread): how to cancel it,
+    and whether the run's timeout did."""
+
+    cancel: Callable[[], None] | None = None
+    cancelled = False
+
+
+_IN_FLIGHT = _InFlight()
+
+
+@contextlib.contextmanager
+def statement(cancel: Callable[[], None] | None) -> Iterator[None]:
+    """A run's statement on the server: a timeout that strikes meanwhile cancels it there
+    (``cancel``) instead of raising inside the driver, which would leave the connection in
+    the middle of a query; the statement then fails, and this raises ``TaskTimeout``."""
+    _IN_FLIGHT.cancel, _IN_FLIGHT.cancelled = cancel, False
+    try:
+        yield
+    except Exception as exc:
+        if _IN_FLIGHT.cancelled:
+            raise TaskTimeout("ran past its timeout (its statement was cancelled)") from exc
+        raise
+    finally:
+        _IN_FLIGHT.cancel = None
+    if _IN_FLIGHT.cancelled:  # the statement ended before the cancel reached it
+        raise TaskTimeout("ran past its timeout")
+
+
 def _timed_out(signum: int, frame: object) -> None:
+    if _IN_FLIGHT.cancel is not None:
+        _IN_FLIGHT.cancelled = True
+        _IN_FLIGHT.cancel()
+        return
     raise TaskTimeout("ran past its timeout")
 
 

@@ -94,8 +94,15 @@ def test_a_stale_delivery_commits_no_effect(backend: Backend) -> None:
     b = queue.claim("b", 10, VISIBILITY)
     assert [m.receives for m in a + b] == [1, 2]
     by_b, by_a = execute(backend, app(calls), b), execute(backend, app(calls), a)
+    # B's delivery came back: A's run never committed, so it counts as A's failed attempt
+    # (LostRun, issue 27) and is retried; A's own delivery is stale and runs nothing.
+    assert effects(backend) == 0 and calls == []
+    assert (by_b["error"], by_a.get("stale")) == (1, 1)
+    backend.clock.advance(DEFAULT_RETRY.delay_ms(1))
+    retried = queue.claim("c", 10, VISIBILITY)
+    assert [(m.attempt, m.receives) for m in retried] == [(2, 1)]
+    assert execute(backend, app(calls), retried)["ok"] == 1
     assert effects(backend) == 1 and calls == ["t0"]
-    assert (by_b["ok"], by_a.get("stale")) == (1, 1)
     assert backend.store.queue_depth() == 0
 
 
@@ -246,3 +253,63 @@ def test_a_step_run_twice_defers_the_same_follow_up_keys(backend: Backend) -> No
     step(Tx())  # type: ignore[arg-type]
     step(Tx())  # type: ignore[arg-type]
     assert keys == ["t0/then/next/1", "t0/then/next/1"]
+
+
+def poison(kind: str) -> Registry:
+    """``write`` as in ``app``; ``poison`` writes, then raises ``kind`` (a BaseException)."""
+    r, raised = (
+        app([]),
+        {
+            "CancelledError": asyncio.CancelledError,
+            "SystemExit": SystemExit,
+            "KeyboardInterrupt": KeyboardInterrupt,
+        }[kind],
+    )
+
+    def write(ctx: Context) -> None:
+        mark = "?" if ctx.tx.dialect == "sqlite" else "%s"
+        ctx.tx.execute(f"INSERT INTO effects VALUES ({mark})", (ctx.task_id,))
+
+    if kind == "CancelledError":
+
+        @r.handler("poison")
+        async def apoison(ctx: Context, payload: dict[str, Any]) -> None:
+            write(ctx)
+            await asyncio.sleep(0)
+            raise raised()
+    else:
+
+        @r.handler("poison")
+        def spoison(ctx: Context, payload: dict[str, Any]) -> None:
+            write(ctx)
+            raise raised()
+
+    return r
+
+
+@pytest.mark.parametrize("kind", ["CancelledError", "SystemExit", "KeyboardInterrupt"])
+def test_a_handler_raising_a_base_exception_fails_its_own_run_alone(
+    backend: Backend, kind: str
+) -> None:
+    """Failed first (issue 27, bug 2): only ``Exception`` was caught, so the BaseException went
+    through the batch: nothing committed, the worker died, and every restart died the same way
+    while the batch's ordinary tasks never finished. Now the run fails (its write undone, its
+    attempt counted, retried), the others commit, and a request to stop (SystemExit,
+    KeyboardInterrupt) is honoured once the batch has committed."""
+    effects_table(backend)
+    due(backend, "write", "poison", "write")
+    messages = StoreQueue(backend.store, backend.clock).claim("w", 10, VISIBILITY)
+    run = poison(kind).runner(backend.clock.now_ms)
+    if kind == "CancelledError":
+        counts = backend.store.execute(batch(backend, messages, run))
+    else:
+        with pytest.raises((SystemExit, KeyboardInterrupt)):
+            backend.store.execute(batch(backend, messages, run))
+        counts = {"ok": 2, "error": 1}
+    assert (counts["ok"], counts["error"]) == (2, 1)
+    assert effects(backend) == 2  # the poison's own write went with its failure
+    assert [backend.status(i) for i in (1, 2, 3)] == ["DONE", "DISPATCHED", "DONE"]
+    assert (backend.last_error(2) or "").startswith(kind)
+    backend.clock.advance(VISIBILITY + 1)
+    (retry,) = StoreQueue(backend.store, backend.clock).claim("w", 10, VISIBILITY)
+    assert (retry.idempotency_key, retry.attempt) == ("t1", 2)

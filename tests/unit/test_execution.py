@@ -77,7 +77,7 @@ class Recording:
 
 
 def messages(n: int, attempt: int = 1) -> list[Message]:
-    return [Message(1, i, f"k{i}", "h", "{}", 0, attempt, attempt) for i in range(n)]
+    return [Message(1, i, f"k{i}", "h", "{}", 0, 1, attempt) for i in range(n)]
 
 
 def run(

@@ -90,10 +90,12 @@ class PostgresDialect:
         self.url, self.time_source, self.retry_s = url, time_source, retry_s
         self._pool = _open_pool(url, pool_size, connect_timeout_s, lock_wait_s)
 
-    def transaction(self, fn: Callable[[sql.Conn], T]) -> T:
+    def transaction(self, fn: Callable[[sql.Conn], T], *, replay: bool = True) -> T:
         """``fn`` in one transaction. A lost connection (or a server shutting down) is retried
         with backoff for ``retry_s``, then ``BackendUnavailable``; a serialization failure or
-        deadlock is retried ``CONFLICT_TRIES`` times; any other error is raised at once."""
+        deadlock is retried ``CONFLICT_TRIES`` times; any other error is raised at once.
+        ``replay=False`` (a worker's batch: ``fn`` runs handlers, whose outside effects must
+        not repeat uncounted): neither is retried here, both are ``BackendUnavailable``."""
         deadline, delay, conflicts = time.monotonic() + self.retry_s, 0.1, 0
         while True:
             try:
@@ -101,6 +103,12 @@ class PostgresDialect:
                     return fn(cast(sql.Conn, conn))
             except psycopg.Error as exc:
                 kind = error_kind(exc)
+                if not replay and kind in ("connection", "conflict"):
+                    reason = urls.scrub((str(exc).strip().splitlines() or [kind])[0], self.url)
+                    raise BackendUnavailable(
+                        f"postgresql {redact(self.url)}: {reason} (the batch was rolled back; "
+                        "its messages come back through the queue)"
+                    ) from exc
                 if kind == "conflict" and conflicts < CONFLICT_TRIES:
                     conflicts += 1
                     time.sleep(0.01 * conflicts)
@@ -126,6 +134,10 @@ class PostgresDialect:
 
     def waiter(self, channel: Channel) -> Waiter | None:
         return wakeups.PostgresWaiter(self.url, channel)
+
+    def canceller(self, c: sql.Conn) -> Callable[[], None]:
+        """The server cancels the statement (a new connection sends the request)."""
+        return cast("psycopg.Connection[Any]", c).cancel_safe
 
     def is_connection_error(self, exc: BaseException) -> bool:
         return error_kind(exc) == "connection"

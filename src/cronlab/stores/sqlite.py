@@ -127,7 +127,8 @@ class SqliteDialect:
         except FileNotFoundError:
             return True
 
-    def transaction(self, fn: Callable[[sql.Conn], T]) -> T:
+    def transaction(self, fn: Callable[[sql.Conn], T], *, replay: bool = True) -> T:
+        """``fn`` in one write transaction (never replayed: no connection to lose)."""
         with self._writer:
             if not self._wal:  # a write: only once the store is known to be ours
                 self.conn.execute("PRAGMA journal_mode = WAL")
@@ -161,6 +162,10 @@ class SqliteDialect:
             with self._writer:
                 return fn(self.conn)
         return fn(self.conn)
+
+    def canceller(self, c: sql.Conn) -> None:
+        """None: a Python signal handler runs only once SQLite's call returns anyway."""
+        return None
 
     def is_connection_error(self, exc: BaseException) -> bool:
         return False  # no connection to lose: every error is the statement's

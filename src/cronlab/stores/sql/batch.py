@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
-from cronlab import execution
+from cronlab import execution, handlers
 from cronlab.execution import BatchTx, Ending
 from cronlab.ports import Batch, Message, NewTask
 from cronlab.stores.sql.dialect import Conn, fetch
@@ -45,18 +45,22 @@ class SqlTx:
         self._c, self._q, self._d = c, store.q, store.d
         self.dialect = store.d.name
         self.run: Savepoint | None = None  # the savepoint of the run writing now
+        self._cancel = store.d.canceller(c)
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
         self._first()
-        return int(self._c.execute(sql, params).rowcount)
+        with handlers.statement(self._cancel):
+            return int(self._c.execute(sql, params).rowcount)
 
     def rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         self._first()
-        return fetch(self._c.execute(sql, params))
+        with handlers.statement(self._cancel):
+            return fetch(self._c.execute(sql, params))
 
     def add_task(self, task: NewTask) -> int:
         self._first()
-        added = int(self._c.execute(self._q["add_task"], task._asdict()).rowcount)
+        with handlers.statement(self._cancel):
+            added = int(self._c.execute(self._q["add_task"], task._asdict()).rowcount)
         if added:
             self._d.notify(self._c, "due")
         return added
@@ -97,7 +101,11 @@ def execute(store: SqlStore, work: Batch, relayed: bool) -> dict[str, int]:
     ``redis.OutboxStore``."""
 
     def transaction(attempt: Callable[[BatchTx], dict[str, int]]) -> dict[str, int]:
-        return store.d.transaction(lambda c: attempt(SqlBatch(store, c, work, relayed)))
+        # Never replayed after a lost connection: the handlers would run again uncounted (a
+        # handler whose SQL ended its own session would run for ever). The messages come back
+        # through the queue instead, each lost run counted (``execution``, LostRun).
+        run = lambda c: attempt(SqlBatch(store, c, work, relayed))  # noqa: E731
+        return store.d.transaction(run, replay=False)
 
     return execution.execute(work, transaction, store.d.name)
 

@@ -37,8 +37,10 @@ class Dialect(Protocol):
         """The due scan resumes after its last full batch (MVCC keeps dead index entries)."""
         ...
 
-    def transaction(self, fn: Callable[[Conn], T]) -> T:
-        """``fn`` in one write transaction: committed when it returns, rolled back if it raises."""
+    def transaction(self, fn: Callable[[Conn], T], *, replay: bool = True) -> T:
+        """``fn`` in one write transaction: committed when it returns, rolled back if it raises.
+        ``replay``: after a lost connection, ``fn`` may run again on a new one (False: never —
+        ``BackendUnavailable`` instead, for a batch whose handlers must not run again uncounted)."""
         ...
 
     def read(self, fn: Callable[[Conn], T]) -> T:
@@ -52,6 +54,10 @@ class Dialect(Protocol):
 
     def waiter(self, channel: Channel) -> Waiter | None:
         """A subscription to ``channel`` on this database (None: it has no wake-ups)."""
+        ...
+
+    def canceller(self, c: Conn) -> Callable[[], None] | None:
+        """How to cancel, from a signal handler, the statement ``c`` is running (None: none)."""
         ...
 
     def is_connection_error(self, exc: BaseException) -> bool:

@@ -1,0 +1,103 @@
+"""Handlers that make PostgreSQL drop or poison their connection, on a real server, in real
+time (issue 27, bug 1): each is run as often as its retries allow and no more, its attempts
+counted, and it ends FAILED with the reason. Each test failed first: the runs went on for
+ever (15-23 handler calls in 45-100 s), attempts 0, the task DISPATCHED."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+import cronlab
+from contract.dist_servers import pg_database
+from cronlab.election.store import StoreElector
+from cronlab.ports import Retry
+from cronlab.queues.store import StoreQueue
+from cronlab.runtime.clock import SystemClock
+from cronlab.runtime.worker import Worker, WorkerConfig
+
+pytestmark = pytest.mark.postgres
+VISIBILITY_MS = 800
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    with pg_database() as found:
+        yield found
+
+
+def work_until_settled(app: cronlab.App, deadline_s: float = 60.0) -> str:
+    """Dispatch the app's due tasks, then run a worker (short visibility, fast retries) until
+    no task is open; the one task's status."""
+    clock, store = SystemClock(), app.store()
+    epoch = StoreElector(store, clock).acquire_or_renew("leader", 10_000)
+    assert epoch is not None
+    retry = Retry(max_attempts=5, base_ms=100)
+    cfg = WorkerConfig(index=0, visibility_ms=VISIBILITY_MS, retry=retry, idle_ms=50)
+    worker = Worker(
+        cfg,
+        store=store,
+        queue=StoreQueue(store, clock),
+        registry=app.registry,
+        clock=clock,
+        name="w",
+    )
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        store.dispatch_due(clock.now_ms(), 100, epoch.epoch)
+        clock.sleep(worker.step() / 1000)
+        (status,) = [r[0] for r in store.query("SELECT status FROM tasks")]
+        if status in ("DONE", "FAILED"):
+            return str(status)
+    raise AssertionError("the task was still open after the deadline")
+
+
+def test_a_task_whose_sql_outlasts_its_timeout_fails_after_its_attempts(url: str) -> None:
+    """(a) ``timeout=1 s, retries=2`` and ``SELECT pg_sleep(3)`` through ctx.tx: the alarm
+    interrupted psycopg mid-statement and left the connection stuck; the batch was retried
+    in place for ever, uncounted. Now the statement is cancelled on the server at the
+    deadline: the run fails with TaskTimeout, three calls in all."""
+    app, calls = cronlab.App(url), []
+
+    @app.task(name="slow_sql", timeout=timedelta(seconds=1), retries=2)
+    def slow_sql(ctx: cronlab.Context) -> None:
+        calls.append(ctx.attempt)
+        ctx.tx.execute("SELECT pg_sleep(3)")
+
+    slow_sql.defer()
+    assert work_until_settled(app) == "FAILED"
+    assert calls == [1, 2, 3]
+    (error, attempts) = app.store().query("SELECT last_error, attempts FROM tasks")[0]
+    assert error.startswith("TaskTimeout") and attempts == 3
+    app.store().close()
+
+
+def test_a_task_that_outlasts_the_servers_idle_transaction_timeout_is_not_rerun_for_ever(
+    url: str,
+) -> None:
+    """(b) The server ends a session idle in its transaction longer than its
+    ``idle_in_transaction_session_timeout``; a handler that works that long in Python loses
+    its connection. Each lost run counts as a failed attempt: as many calls as attempts."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        name = admin.info.dbname
+        admin.execute(f'ALTER DATABASE "{name}" SET idle_in_transaction_session_timeout = 300')
+    app, calls = cronlab.App(url), []
+
+    @app.task(name="dawdles", retries=2)
+    def dawdles(ctx: cronlab.Context) -> Any:
+        calls.append(ctx.attempt)
+        ctx.tx.execute("SELECT 1")
+        time.sleep(0.6)  # idle in the transaction past the server's 300 ms
+        ctx.tx.execute("SELECT 1")
+
+    dawdles.defer()
+    assert work_until_settled(app) == "FAILED"
+    assert len(calls) == 3
+    (error, attempts) = app.store().query("SELECT last_error, attempts FROM tasks")[0]
+    assert error.startswith("LostRun") and attempts == 3
+    app.store().close()
