@@ -238,7 +238,8 @@ class Task(Generic[P, R]):
         """Store a run per item — its arguments, or ``(arguments, key)`` — all due at the same
         time. Streamed in batches of ``DEFER_BATCH``, one transaction each (a batch is written
         whole or not at all; a bad item stops the call before its batch is written). A key
-        that is there already is counted in ``existing`` and left as it is."""
+        that is there already is counted in ``existing`` and left as it is; one held by other
+        arguments is a ``ConflictError``, as ``defer``'s, and its batch is not written."""
         due = due_ms(self.app.clock.now_ms(), delay, at)
         tx = handlers.running(self.app.registry)
         if tx is not None:  # inside a run: with it, in its transaction
@@ -248,7 +249,7 @@ class Task(Generic[P, R]):
         store = self.app.defer_store()
         added = total = 0
         for batch in chunks(self._rows(items, due), DEFER_BATCH):
-            added += store.add_tasks(batch)
+            added += store.add_tasks(batch, conflicts=True)
             total += len(batch)
             if progress is not None:
                 progress(len(batch))

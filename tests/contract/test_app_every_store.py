@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import cronlab
+from cronlab.election.store import StoreElector
 from cronlab.runtime.clock import FakeClock
 from cronlab.stores.memory import MemoryStore
 
@@ -110,3 +111,47 @@ def test_task_defer_inside_a_task_commits_with_its_run(where: str) -> None:
     clock.advance(3 * 86_400_000)
     counts = app.run_until_idle(timeout=timedelta(seconds=30))
     assert (counts["ok"], calls) == (1, ["welcome ada", "nudge ada"])
+
+
+def test_a_key_is_a_no_op_while_its_task_is_kept_then_free_once_the_retention_deleted_it(
+    where: str,
+) -> None:
+    """Issue 27, bug 5: what a key promises, as docs/api.md states it — a defer under a key
+    its task still holds is a no-op, for as long as the history keeps that task (``keep``);
+    once the retention deleted the finished task, the key is free and runs again."""
+    clock = FakeClock(T0)
+    app, calls = open_app(where, clock), []
+
+    @app.task(name="mail")
+    def mail(ctx: cronlab.Context, to: str) -> None:
+        calls.append(to)
+
+    assert mail.defer(to="ada", key="mail:ada").added
+    app.run_until_idle(timeout=timedelta(seconds=30))
+    assert not mail.defer(to="ada", key="mail:ada").added  # kept: a no-op
+    app.run_until_idle(timeout=timedelta(seconds=30))
+    assert calls == ["ada"]
+    store, keep = app.store(), 3_600_000
+    clock.advance(keep + 60_000)
+    lease = StoreElector(store, clock).acquire_or_renew("l", 10_000)
+    assert lease is not None and store.prune_history(keep, clock.now_ms(), 100, lease.epoch) > 0
+    assert mail.defer(to="ada", key="mail:ada").added  # deleted by the retention: free again
+    app.run_until_idle(timeout=timedelta(seconds=30))
+    assert calls == ["ada", "ada"]
+
+
+def test_defer_many_treats_a_known_key_with_other_arguments_as_defer_does(where: str) -> None:
+    """Failed first: ``defer`` raised ``ConflictError`` for a key taken with other arguments,
+    ``defer_many`` counted it as existing and went on."""
+    app = open_app(where, FakeClock(T0))
+
+    @app.task(name="bill")
+    def bill(ctx: cronlab.Context, customer: int) -> None:
+        """A user's task."""
+
+    bill.defer(customer=1, key="bill:1")
+    same = bill.defer_many([({"customer": 1}, "bill:1"), ({"customer": 2}, "bill:2")])
+    assert (same.added, same.existing) == (1, 1)
+    with pytest.raises(cronlab.ConflictError, match="bill:1"):
+        bill.defer_many([({"customer": 3}, "bill:3"), ({"customer": 9}, "bill:1")])
+    assert count(app, "tasks") == 2  # the batch went in whole or not at all

@@ -16,7 +16,7 @@ from cronlab.core import lease as rules
 from cronlab.core import occurrences
 from cronlab.core.chunks import chunks
 from cronlab.core.settlement import Delivery, Settlement
-from cronlab.exceptions import ConfigError, FencedError, NotFoundError
+from cronlab.exceptions import ConfigError, ConflictError, FencedError, NotFoundError
 from cronlab.ports import (
     STATUSES,
     Batch,
@@ -33,7 +33,7 @@ from cronlab.ports import (
 from cronlab.stores import Fencing
 from cronlab.stores.rows import Envelope, by_column, task
 from cronlab.stores.sql import batch, history, migrate, operations, planning
-from cronlab.stores.sql.dialect import Conn, Dialect, fetch, task_row
+from cronlab.stores.sql.dialect import Conn, Dialect, TaskRow, fetch, task_row
 from cronlab.stores.sql.schedule_methods import ScheduleMethods
 
 T = TypeVar("T")
@@ -116,15 +116,24 @@ class SqlStore(ScheduleMethods):
     # -- tasks ------------------------------------------------------------------------------
 
     def add_tasks(
-        self, tasks: Iterable[NewTask], progress: Callable[[int], None] | None = None
+        self,
+        tasks: Iterable[NewTask],
+        progress: Callable[[int], None] | None = None,
+        *,
+        conflicts: bool = False,
     ) -> int:
         """Insert PENDING tasks in ONE transaction, in chunks (never all in memory at once);
-        ``progress(n)`` after each chunk. Returns how many went in (duplicate keys do not)."""
+        ``progress(n)`` after each chunk. Returns how many went in (duplicate keys do not).
+        ``conflicts``: a key already held by another task name or other arguments is a
+        ``ConflictError``, and nothing is written (``Task.defer_many``, as ``Task.defer``)."""
 
         def add(c: Conn) -> int:
             inserted = 0
             for chunk in chunks(map(task_row, tasks), CHUNK):
-                inserted += self.d.insert_tasks(c, chunk)
+                added = self.d.insert_tasks(c, chunk)
+                if conflicts and added < len(chunk):
+                    self._check_taken(c, chunk)
+                inserted += added
                 if progress:
                     progress(len(chunk))
             if inserted:
@@ -132,6 +141,18 @@ class SqlStore(ScheduleMethods):
             return inserted
 
         return self.d.transaction(add)
+
+    def _check_taken(self, c: Conn, chunk: Sequence[TaskRow]) -> None:
+        """``ConflictError`` for the first row whose key a task of another name or with other
+        arguments holds (the rows just inserted hold theirs with the same)."""
+        wanted = {key: (handler, json.loads(payload)) for key, handler, payload, _, _ in chunk}
+        found = c.execute(self.q["tasks_with_keys"], {"keys": self.d.texts(wanted)})
+        for key, handler, payload in found.fetchall():
+            if wanted[key] != (handler, json.loads(payload)):
+                raise ConflictError(
+                    f"key {key!r} is taken by a task for {handler} with other arguments: "
+                    "nothing changed"
+                )
 
     def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> int:
         return self.d.transaction(lambda c: self._dispatch(c, now_ms, limit, epoch))

@@ -376,9 +376,9 @@ SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, pa
 FROM schedules WHERE name = ANY(%(names)s::text[]);
 
 -- name: tasks_with_keys
--- Which of the idempotency keys in %(keys)s have a task (a planned occurrence's
--- backfill twin, for a batch at once).
-SELECT idempotency_key FROM tasks
+-- Which of the idempotency keys in %(keys)s have a task, with its task name and arguments
+-- (a planned occurrence's backfill twin; a defer_many's keys taken by other arguments).
+SELECT idempotency_key, handler, payload FROM tasks
 WHERE idempotency_key = ANY(%(keys)s::text[]);
 
 -- name: schedules_running

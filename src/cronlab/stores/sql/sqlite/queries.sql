@@ -344,9 +344,9 @@ SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, pa
 FROM schedules WHERE name IN (SELECT value FROM json_each(:names));
 
 -- name: tasks_with_keys
--- Which of the idempotency keys in the JSON array :keys have a task (a planned occurrence's
--- backfill twin, for a batch at once).
-SELECT idempotency_key FROM tasks
+-- Which of the idempotency keys in the JSON array :keys have a task, with its task name and
+-- arguments (a planned occurrence's backfill twin; a defer_many's keys taken by others).
+SELECT idempotency_key, handler, payload FROM tasks
 WHERE idempotency_key IN (SELECT value FROM json_each(:keys));
 
 -- name: schedules_running
