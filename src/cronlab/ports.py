@@ -221,9 +221,12 @@ class Store(Protocol):
         """Insert tasks as PENDING; duplicates of an existing key are ignored. Returns inserted."""
         ...
 
-    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> int:
+    def dispatch_due(
+        self, now_ms: int, limit: int, epoch: int, *, clock: Callable[[], int] | None = None
+    ) -> int:
         """Claim up to ``limit`` PENDING tasks with ``trigger_ms <= now_ms`` (oldest first);
-        return how many.
+        return how many. ``clock``: read for "now" instead, once the transaction holds its
+        locks (a dispatch that waited for them judges by when it ran).
 
         In one transaction: check ``epoch`` still holds the lease (else raise ``FencedError``
         and write nothing), mark them DISPATCHED with ``epoch``, enqueue one message each.

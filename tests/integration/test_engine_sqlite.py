@@ -34,7 +34,7 @@ def test_due_scan_uses_the_partial_pending_index(tmp_path: Path, query: str) -> 
 def test_migrations_are_numbered_applied_once_and_recorded(tmp_path: Path) -> None:
     SqliteStore(tmp_path / "m.db").close()
     again = SqliteStore(tmp_path / "m.db")
-    assert again.schema_versions() == [1, 2, 3, 4, 5, 10, 11]
+    assert again.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12]
     names = again.query("SELECT name FROM cronlab_schema ORDER BY version")
     assert names == [
         ("001_base.sql",),
@@ -71,7 +71,7 @@ def _old_store(path: Path, applied: list[str]) -> None:
 def test_a_store_of_the_last_release_is_taken_over_with_its_rows(tmp_path: Path) -> None:
     _old_store(tmp_path / "old.db", OLD)
     store = SqliteStore(tmp_path / "old.db")
-    assert store.schema_versions() == [1, 2, 3, 4, 5, 10, 11]
+    assert store.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12]
     assert store.counts()["PENDING"] == 1
     assert not store.query("SELECT name FROM sqlite_master WHERE name = 'schema_version'")
 

@@ -43,9 +43,9 @@ class ScanLog(MemoryStore):
         super().__init__()
         self.scans: list[int] = []
 
-    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> Any:
-        tasks = super().dispatch_due(now_ms, limit, epoch)
-        self.scans.append(now_ms)
+    def dispatch_due(self, now_ms: int, limit: int, epoch: int, *, clock: Any = None) -> Any:
+        tasks = super().dispatch_due(now_ms, limit, epoch, clock=clock)
+        self.scans.append(clock() if clock else now_ms)
         return tasks
 
 

@@ -55,6 +55,9 @@ class Planning:
     now_ms: int
     stored: dict[str, Stored | None]
     running: dict[str, dict[int, int]]  # schedule → {task id: trigger ms} still DISPATCHED
+    # schedule → (trigger ms, finished ms) of its runs that finished after the batch's first
+    # fire time: still running at a fire time before they finished (overlap is judged then)
+    finished: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     backfilled: set[str] = field(default_factory=set)  # occurrence keys a backfill ran or will
     next_fire: dict[str, int | None] = field(default_factory=dict)  # as this batch set them
     writes: Writes = field(default_factory=Writes)
@@ -101,9 +104,16 @@ def _judge(batch: Planning, row: Sequence[Any], target: tuple[str, int]) -> str 
 
 
 def _overlaps(batch: Planning, s: Stored, fire_ms: int) -> bool:
-    """An earlier run of a schedule that forbids overlap is still going."""
+    """An earlier run of a schedule that forbids overlap was going at ``fire_ms``: it is still
+    DISPATCHED, or it finished after that instant (a dispatch that waited — for SQLite's
+    write lock, which a run holds — judges as one on time would have)."""
+    if s.overlap != "skip":
+        return False
     running = batch.running.get(s.name, {})
-    return s.overlap == "skip" and any(trigger < fire_ms for trigger in running.values())
+    if any(trigger < fire_ms for trigger in running.values()):
+        return True
+    ended = batch.finished.get(s.name, ())
+    return any(trigger < fire_ms < finished for trigger, finished in ended)
 
 
 def _occurrence(batch: Planning, s: Stored, fire_ms: int, backfilled: bool) -> str | None:

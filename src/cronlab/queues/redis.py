@@ -431,8 +431,10 @@ class RelayStore:
     def __init__(self, inner: OutboxStore, queue: RedisQueue) -> None:
         self.inner, self.queue = inner, queue
 
-    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> int:
-        n = self.inner.dispatch_due(now_ms, limit, epoch)
+    def dispatch_due(
+        self, now_ms: int, limit: int, epoch: int, *, clock: Callable[[], int] | None = None
+    ) -> int:
+        n = self.inner.dispatch_due(now_ms, limit, epoch, clock=clock)
         self.queue.relay()  # also re-publishes what a dead leader committed but never sent
         return n
 

@@ -220,7 +220,9 @@ class Scheduler:
         if not self.cfg.fencing or request is not None:
             return self._dispatch_in_two(now, request)
         try:
-            n = self.store.dispatch_due(now, self.cfg.batch, self.lease.epoch)
+            n = self.store.dispatch_due(
+                now, self.cfg.batch, self.lease.epoch, clock=self.clock.now_ms
+            )
         except FencedError as exc:
             self._fenced(exc, now)
             return 0

@@ -643,8 +643,10 @@ class _Recording:
     def __init__(self, store: SqliteStore, ledger: Ledger, proc: Proc, world: World) -> None:
         self.inner, self.ledger, self.proc, self.world = store, ledger, proc, world
 
-    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> int:
-        n = self.inner.dispatch_due(now_ms, limit, epoch)
+    def dispatch_due(
+        self, now_ms: int, limit: int, epoch: int, *, clock: Callable[[], int] | None = None
+    ) -> int:
+        n = self.inner.dispatch_due(now_ms, limit, epoch, clock=clock)
         if n:
             self.ledger.dispatches.append((self.proc.name, epoch, n, self.world.now_ms))
             self.world.log(f"{self.proc.name} dispatched {n} at epoch {epoch}")

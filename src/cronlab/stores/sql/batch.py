@@ -26,6 +26,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from cronlab import execution, handlers
+from cronlab.core import occurrences
 from cronlab.execution import BatchTx, Ending
 from cronlab.ports import Batch, Message, NewTask
 from cronlab.stores.sql.dialect import Conn, fetch
@@ -169,6 +170,13 @@ class SqlBatch:
             self.c.execute(
                 self.q["execution_insert"], {"rows": json.dumps(ends), "worker": self.worker}
             )
+        finished = [
+            {"id": m.task_id, "end": end}
+            for m, _, end, outcome, _ in ending.records
+            if outcome != "error" and m.idempotency_key.startswith(occurrences.PLANNED)
+        ]
+        if finished:  # an occurrence's end: overlap is judged against it (core/planning.py)
+            self.d.executemany(self.c, self.q["task_finished"], finished)
         if ending.done:  # copies of --election off (the others were marked as they started)
             self.c.execute(self.q["task_done"], {"ids": self.d.ints(ending.done)})
         if self.relayed:  # settled on the stream; a retry waits in the outbox for the relay

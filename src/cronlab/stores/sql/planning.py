@@ -32,6 +32,8 @@ def plan(store: SqlStore, c: Conn, rows: Sequence[Any], now_ms: int) -> tuple[li
     targets = [occurrences.planned_target(r[1]) for r in rows]
     stored = _schedules(store, c, {t[0] for t in targets if t is not None})
     batch = Planning(now_ms=now_ms, stored=stored, running=_running(store, c, stored, now_ms))
+    first = min((t[1] for t in targets if t is not None), default=now_ms)
+    batch.finished = _finished(store, c, batch.running.keys() | _skipping(stored), first)
     batch.backfilled = _backfilled(store, c, [r[1] for r in rows])
     runs = judge(batch, rows, targets)
     _write(store, c, batch.writes)
@@ -47,11 +49,31 @@ def _schedules(store: SqlStore, c: Conn, names: Iterable[str]) -> dict[str, Stor
     return found
 
 
+def _skipping(stored: Mapping[str, Stored | None]) -> set[str]:
+    """The schedules that skip an overlap."""
+    return {n for n, s in stored.items() if s is not None and s.overlap == "skip"}
+
+
+def _finished(
+    store: SqlStore, c: Conn, names: Iterable[str], after_ms: int
+) -> dict[str, list[tuple[int, int]]]:
+    """``(trigger ms, finished ms)`` of the named schedules' runs that finished after
+    ``after_ms`` (the batch's first fire time): they were running at any later fire time
+    before they finished."""
+    found: dict[str, list[tuple[int, int]]] = {}
+    names = sorted(names)
+    if names:
+        args = {"names": store.d.texts(names), "after": after_ms}
+        for name, trigger_ms, finished_ms in c.execute(store.q["schedules_finished"], args):
+            found.setdefault(name, []).append((int(trigger_ms), int(finished_ms)))
+    return found
+
+
 def _running(
     store: SqlStore, c: Conn, stored: Mapping[str, Stored | None], now_ms: int
 ) -> dict[str, dict[int, int]]:
     """The DISPATCHED tasks of the schedules that skip an overlap, this batch's included."""
-    names = [n for n, s in stored.items() if s is not None and s.overlap == "skip"]
+    names = sorted(_skipping(stored))
     running: dict[str, dict[int, int]] = {}
     if names:
         args = {"names": store.d.texts(names), "since": now_ms - OVERLAP_MAX_AGE_MS}

@@ -154,8 +154,14 @@ class SqlStore(ScheduleMethods):
                     "nothing changed"
                 )
 
-    def dispatch_due(self, now_ms: int, limit: int, epoch: int) -> int:
-        return self.d.transaction(lambda c: self._dispatch(c, now_ms, limit, epoch))
+    def dispatch_due(
+        self, now_ms: int, limit: int, epoch: int, *, clock: Callable[[], int] | None = None
+    ) -> int:
+        """``clock``: the caller's, read once the transaction holds its locks (SQLite's writer
+        lock may be held by a worker's batch for as long as its handlers run); None: ``now_ms``."""
+        return self.d.transaction(
+            lambda c: self._dispatch(c, clock() if clock else now_ms, limit, epoch)
+        )
 
     def _dispatch(self, c: Conn, now_ms: int, limit: int, epoch: int) -> int:
         """Fence, claim, plan schedules, enqueue — all judged by the store's clock where it has

@@ -182,6 +182,10 @@ RETURNING id, attempts;
 -- name: batch_copies
 SELECT id FROM tasks WHERE id = ANY(%(ids)s::bigint[]) AND epoch IS NULL;
 
+-- name: task_finished
+-- When an occurrence's run finished (schedules_finished reads it).
+UPDATE tasks SET finished_ms = %(end)s WHERE id = %(id)s;
+
 -- name: task_done
 UPDATE tasks SET status = 'DONE', attempts = attempts + 1 WHERE id = ANY(%(ids)s::bigint[]);
 
@@ -380,6 +384,12 @@ FROM schedules WHERE name = ANY(%(names)s::text[]);
 -- (a planned occurrence's backfill twin; a defer_many's keys taken by other arguments).
 SELECT idempotency_key, handler, payload FROM tasks
 WHERE idempotency_key = ANY(%(keys)s::text[]);
+
+-- name: schedules_finished
+-- The runs of the schedules in the names list that finished after the first fire time of a
+-- batch (each row's finished_ms: when its run committed), on the partial index tasks_finished.
+SELECT schedule, trigger_ms, finished_ms FROM tasks
+WHERE schedule = ANY(%(names)s::text[]) AND finished_ms > %(after)s;
 
 -- name: schedules_running
 -- The DISPATCHED tasks of the schedules in %(names)s dispatched since %(since)s (an older one

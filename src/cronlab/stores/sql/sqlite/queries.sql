@@ -159,6 +159,10 @@ RETURNING id, attempts;
 -- name: batch_copies
 SELECT id FROM tasks WHERE id IN (SELECT value FROM json_each(:ids)) AND epoch IS NULL;
 
+-- name: task_finished
+-- When an occurrence's run finished (schedules_finished reads it).
+UPDATE tasks SET finished_ms = :end WHERE id = :id;
+
 -- name: task_done
 UPDATE tasks SET status = 'DONE', attempts = attempts + 1
 WHERE id IN (SELECT value FROM json_each(:ids));
@@ -348,6 +352,12 @@ FROM schedules WHERE name IN (SELECT value FROM json_each(:names));
 -- arguments (a planned occurrence's backfill twin; a defer_many's keys taken by others).
 SELECT idempotency_key, handler, payload FROM tasks
 WHERE idempotency_key IN (SELECT value FROM json_each(:keys));
+
+-- name: schedules_finished
+-- The runs of the schedules in the names list that finished after the first fire time of a
+-- batch (each row's finished_ms: when its run committed), on the partial index tasks_finished.
+SELECT schedule, trigger_ms, finished_ms FROM tasks
+WHERE schedule IN (SELECT value FROM json_each(:names)) AND finished_ms > :after;
 
 -- name: schedules_running
 -- The DISPATCHED tasks of the schedules in :names dispatched since :since (an older one no
