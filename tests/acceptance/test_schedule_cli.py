@@ -74,6 +74,9 @@ def test_without_after_the_fires_are_in_the_future() -> None:
         (["0 * * * *", "--tz", "Mars/Olympus"], "'Mars/Olympus'"),
         (["0 * * * *", "--after", "yesterday"], "'yesterday'"),
         (["0 * * * *", "--count", "0"], "--count"),
+        # Issue 28 item 13: a superscript digit passes str.isdigit() and int() refuses it.
+        (["\u00b9 * * * *"], "'\u00b9' is not a minute value"),
+        (["1-\u0663 * * * *"], "'\u0663' is not a minute value"),
     ],
 )
 def test_mistakes_are_one_line_and_exit_2(args: list[str], needle: str) -> None:

@@ -60,6 +60,15 @@ def test_fire_times_follow_cronie(expr: str, expected: list[str]) -> None:
         ("*/0 * * * *", "a step of 0"),
         ("1-2-3 * * * *", "expected *, N, A-B"),
         ("0 0 * foo *", "'foo' is not a month value"),
+        # Issue 28 items 13-14: only the ASCII digits 0-9 are digits, anywhere in a field.
+        ("\u00b9 * * * *", "'\u00b9' is not a minute value"),
+        ("\u0663 * * * *", "'\u0663' is not a minute value"),
+        ("1-\u0663 * * * *", "'\u0663' is not a minute value"),
+        ("*/\u0663 * * * *", "step '\u0663' is not a number"),
+        ("0 0 * * 1#\u00b2", "'\u00b2' is not a number"),
+        ("0 0 \uff11 * *", "'\uff11' is not a day of month value"),
+        ("0 0 * * \u0665L", "'\u0665' is not a day of week value"),
+        ("1" * 5000 + " * * * *", "is out of range 0-59"),
     ],
 )
 def test_what_is_refused_is_named_in_one_line(expr: str, named: str) -> None:

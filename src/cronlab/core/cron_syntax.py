@@ -47,7 +47,8 @@ _MONTH = _Field("month", 1, 12, {m: i for i, m in enumerate(_MONTHS, 1)})
 _DOW = _Field("day of week", 0, 7, {d: i for i, d in enumerate(_DAYS)})
 _SECOND = _Field("second", 0, 59, {})
 Bad = Callable[[str], ConfigError]
-_ITEM = re.compile(r"^(\*|\w+)(?:-(\w+))?(?:/(\d+))?$")
+_ITEM = re.compile(r"^(\*|[^-/]+)(?:-([^-/]+))?(?:/([^-/]+))?$")
+_DIGITS = re.compile(r"[0-9]+")  # ASCII only: '¹' and '٣' pass str.isdigit()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +97,7 @@ def _item(expr: str, given: str, kind: _Field) -> str:
     if not match:
         raise bad("expected *, N, A-B, */S, A-B/S or N/S")
     start, end, step = match.groups()
-    if step is not None and int(step) == 0:
+    if step is not None and _number(step, bad, f"step {step!r} is not a number") == 0:
         raise bad("a step of 0")
     if start == "*":
         if end is not None:
@@ -115,23 +116,30 @@ def _item(expr: str, given: str, kind: _Field) -> str:
 
 def _dow_special(item: str, bad: Bad) -> str | None:
     """``D#K``, ``DL`` and ``LD`` (as croniter's ``LD``); None for an ordinary item."""
-    if m := re.fullmatch(r"(\w+)#(\d+)", item):
-        day, nth = _value(m[1], _DOW, bad), int(m[2])
+    if m := re.fullmatch(r"(.+)#(.*)", item):
+        day, nth = _value(m[1], _DOW, bad), _number(m[2], bad, f"{m[2]!r} is not a number")
         if not 1 <= nth <= 5:
             raise bad(f"#{nth}: a month has a 1st to a 5th of each weekday")
         return f"{day % 7}#{nth}"
-    if (m := re.fullmatch(r"(\w+)l", item)) or (m := re.fullmatch(r"l(\w+)", item)):
+    if (m := re.fullmatch(r"(.+)l", item)) or (m := re.fullmatch(r"l(.+)", item)):
         return f"l{_value(m[1], _DOW, bad) % 7}"
     return None
 
 
 def _value(token: str, kind: _Field, bad: Bad) -> int:
-    if token.isdigit():
-        value = int(token)
-    elif token in kind.names:
-        value = kind.names[token]
-    else:
-        raise bad(f"{token!r} is not a {kind.name} value")
+    if token in kind.names:
+        return kind.names[token]
+    value = _number(token, bad, f"{token!r} is not a {kind.name} value")
     if not kind.low <= value <= kind.high:
-        raise bad(f"{value} is out of range {kind.low}-{kind.high}")
+        shown = token if len(token) <= 9 else f"{token[:9]}..."
+        raise bad(f"{shown} is out of range {kind.low}-{kind.high}")
     return value
+
+
+def _number(token: str, bad: Bad, why: str) -> int:
+    """``token`` as a number of ASCII digits 0-9; ConfigError ``why`` otherwise (int() alone
+    takes '٣' and refuses '¹', which str.isdigit() passes)."""
+    if not _DIGITS.fullmatch(token):
+        raise bad(why)
+    digits = token.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 12 else 10**12  # int() refuses 4,300 digits
