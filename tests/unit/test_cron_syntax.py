@@ -36,6 +36,8 @@ def fires(expr: str, n: int = 4) -> list[str]:
         # The last and the nth weekday, in either spelling; the last day of the month.
         ("0 0 * * 5L", ["05-29 00:00", "06-26 00:00", "07-31 00:00", "08-28 00:00"]),
         ("0 0 * * L5", ["05-29 00:00", "06-26 00:00", "07-31 00:00", "08-28 00:00"]),
+        ("0 0 * * 0L", ["05-31 00:00", "06-28 00:00", "07-26 00:00", "08-30 00:00"]),
+        ("0 0 * * 7L", ["05-31 00:00", "06-28 00:00", "07-26 00:00", "08-30 00:00"]),
         ("0 0 * * FRI#2", ["05-08 00:00", "06-12 00:00", "07-10 00:00", "08-14 00:00"]),
         ("0 0 L * *", ["05-31 00:00", "06-30 00:00", "07-31 00:00", "08-31 00:00"]),
         ("0 0 * * 7", ["05-03 00:00", "05-10 00:00", "05-17 00:00", "05-24 00:00"]),
@@ -69,6 +71,10 @@ def test_fire_times_follow_cronie(expr: str, expected: list[str]) -> None:
         ("0 0 \uff11 * *", "'\uff11' is not a day of month value"),
         ("0 0 * * \u0665L", "'\u0665' is not a day of week value"),
         ("1" * 5000 + " * * * *", "is out of range 0-59"),
+        # Item 17: L goes with a weekday number (cronsim and croniter refuse a name with L).
+        ("0 0 * * MONL", "day of week 'MONL': L (the last) goes with a weekday number"),
+        ("0 0 * * FRIL", "day of week 'FRIL': L (the last) goes with a weekday number"),
+        ("0 0 * * LFRI", "day of week 'LFRI': L (the last) goes with a weekday number"),
     ],
 )
 def test_what_is_refused_is_named_in_one_line(expr: str, named: str) -> None:

@@ -9,8 +9,8 @@ The grammar (docs/scheduling.md, "Expressions", says the same in prose):
   cronie (croniter would read them as the whole field);
 * month: names ``JAN``-``DEC``; day of week: ``0``-``7`` (0 and 7 Sunday), names
   ``SUN``-``SAT``, ``D#K`` (the K-th weekday D of the month, K 1-5), ``DL`` or ``LD`` (the
-  last weekday D of the month); day of month: ``L`` (its last day); ``?`` is ``*`` in either
-  day field;
+  last weekday D of the month; D a number, as cronsim and croniter: ``MONL`` is refused); day
+  of month: ``L`` (its last day); ``?`` is ``*`` in either day field;
 * refused, naming the token: ``H`` (hashed) and ``R`` (random), whose value would differ
   between processes, so replicas would disagree on when a schedule fires; ``W`` (nearest
   weekday).
@@ -122,6 +122,8 @@ def _dow_special(item: str, bad: Bad) -> str | None:
             raise bad(f"#{nth}: a month has a 1st to a 5th of each weekday")
         return f"{day % 7}#{nth}"
     if (m := re.fullmatch(r"(.+)l", item)) or (m := re.fullmatch(r"l(.+)", item)):
+        if m[1] in _DOW.names:  # cronsim and croniter refuse it too
+            raise bad("L (the last) goes with a weekday number (5L: the last Friday), not a name")
         return f"l{_value(m[1], _DOW, bad) % 7}"
     return None
 
