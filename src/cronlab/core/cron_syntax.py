@@ -4,7 +4,8 @@ The grammar (docs/scheduling.md, "Expressions", says the same in prose):
 
 * every field: a comma-separated list of items, each ``*``, ``N``, ``A-B``, ``*/S``, ``A-B/S``
   or ``N/S`` (from N to the field's end, every S); ``A <= B``: a range that runs backwards
-  (``5-1``) is refused, as cronie refuses it, instead of wrapping round;
+  (``5-1``) is refused, as cronie refuses it, instead of wrapping round; in day of week a
+  range whose end is Sunday (``SUN``, ``0``) ends on Sunday, 7 (``Mon-Sun``, ``5-0``);
 * ranges with equal ends are the one value (``5-5`` is ``5``, ``59-59/15`` is ``59``), as in
   cronie (croniter would read them as the whole field);
 * month: names ``JAN``-``DEC``; day of week: ``0``-``7`` (0 and 7 Sunday), names
@@ -107,6 +108,8 @@ def _item(expr: str, given: str, kind: _Field) -> str:
     if end is None:
         return item
     high = _value(end, kind, bad)
+    if kind is _DOW and high == 0 < low:
+        high = 7  # Sunday is 0 and 7: a range to Sunday ends on it (Mon-Sun, 5-0)
     if low > high:
         raise bad(f"the range runs backwards ({low} > {high}); list both parts instead")
     if low == high:
