@@ -53,6 +53,12 @@ def fires(expr: str, n: int = 4) -> list[str]:
         ("0 0 * * 1-0/2", ["05-03 00:00", "05-04 00:00", "05-06 00:00", "05-08 00:00"]),
         ("0 0 * * 7-0", ["05-03 00:00", "05-10 00:00", "05-17 00:00", "05-24 00:00"]),
         ("0 0 * * Sun-Sun", ["05-03 00:00", "05-10 00:00", "05-17 00:00", "05-24 00:00"]),
+        # Item 16: L ends a day-of-month range: up to the month's last day.
+        ("0 0 29-L * *", ["05-29 00:00", "05-30 00:00", "05-31 00:00", "06-29 00:00"]),
+        ("0 0 25-L 2 *", ["02-25 00:00", "02-26 00:00", "02-27 00:00", "02-28 00:00"]),
+        ("0 0 29-l 2 *", ["02-29 00:00"] * 4),
+        ("0 0 1-L/8 * *", ["05-09 00:00", "05-17 00:00", "05-25 00:00", "06-01 00:00"]),
+        ("0 0 31-L * *", ["05-31 00:00", "07-31 00:00", "08-31 00:00", "10-31 00:00"]),
     ],
 )
 def test_fire_times_follow_cronie(expr: str, expected: list[str]) -> None:
@@ -69,6 +75,10 @@ def test_fire_times_follow_cronie(expr: str, expected: list[str]) -> None:
         ("0 0 * * fri-mon", "the range runs backwards (5 > 1)"),
         ("0 0 * * sat-mon", "the range runs backwards (6 > 1)"),
         ("0 0 * * 7-1", "the range runs backwards (7 > 1)"),
+        ("0 0 L-5 * *", "L (the last day) can only end a range"),
+        ("0 0 L/2 * *", "L (the last day) takes no step"),
+        ("0 L * * *", "'l' is not a hour value"),
+        ("0 0 30-L 2 *", "it never fires"),
         ("0 0 15W * *", "W (the nearest weekday) is not supported"),
         ("0 0 * * 5#6", "a 1st to a 5th"),
         ("61 * * * *", "61 is out of range 0-59"),

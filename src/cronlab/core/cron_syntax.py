@@ -11,7 +11,8 @@ The grammar (docs/scheduling.md, "Expressions", says the same in prose):
 * month: names ``JAN``-``DEC``; day of week: ``0``-``7`` (0 and 7 Sunday), names
   ``SUN``-``SAT``, ``D#K`` (the K-th weekday D of the month, K 1-5), ``DL`` or ``LD`` (the
   last weekday D of the month; D a number, as cronsim and croniter: ``MONL`` is refused); day
-  of month: ``L`` (its last day); ``?`` is ``*`` in either day field;
+  of month: ``L`` (its last day), also as the end of a range (``29-L``, ``1-L/8``: up to the
+  month's last day); ``?`` is ``*`` in either day field;
 * refused, naming the token: ``H`` (hashed) and ``R`` (random), whose value would differ
   between processes, so replicas would disagree on when a schedule fires; ``W`` (nearest
   weekday).
@@ -92,6 +93,8 @@ def _item(expr: str, given: str, kind: _Field) -> str:
         )
     if kind is _DOM and item == "l":
         return item
+    if kind is _DOM and "l" in item:
+        item = _to_last_day(item, bad)
     if kind is _DOW and (special := _dow_special(item, bad)) is not None:
         return special
     match = _ITEM.match(item)
@@ -115,6 +118,18 @@ def _item(expr: str, given: str, kind: _Field) -> str:
     if low == high:
         return str(low)  # one value, with or without a step (cronie's reading)
     return f"{low}-{high}" + (f"/{step}" if step else "")
+
+
+def _to_last_day(item: str, bad: Bad) -> str:
+    """``A-L`` and ``A-L/S`` as ``A-31`` and ``A-31/S``: a day a month lacks never matches, so
+    31 is each month's last day (croniter's reading); ``L`` anywhere else is refused."""
+    if m := re.fullmatch(r"([^-/]+)-l(/[^-/]+)?", item):
+        return f"{m[1]}-31{m[2] or ''}"
+    if item.startswith("l/"):
+        raise bad("L (the last day) takes no step")
+    if item.startswith("l-"):
+        raise bad("L (the last day) can only end a range (29-L: the 29th to the last day)")
+    return item
 
 
 def _dow_special(item: str, bad: Bad) -> str | None:
