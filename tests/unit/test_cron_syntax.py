@@ -59,6 +59,20 @@ def fires(expr: str, n: int = 4) -> list[str]:
         ("0 0 29-l 2 *", ["02-29 00:00"] * 4),
         ("0 0 1-L/8 * *", ["05-09 00:00", "05-17 00:00", "05-25 00:00", "06-01 00:00"]),
         ("0 0 31-L * *", ["05-31 00:00", "07-31 00:00", "08-31 00:00", "10-31 00:00"]),
+        # Item 18: D#K and DL are day-of-week items like any other: with a restricted day of
+        # month either field is enough; with a day field starting with * both must match.
+        ("0 0 1 * 1#1", ["05-04 00:00", "06-01 00:00", "07-01 00:00", "07-06 00:00"]),
+        ("0 0 15 * 5L", ["05-15 00:00", "05-29 00:00", "06-15 00:00", "06-26 00:00"]),
+        ("0 0 1,15 * FRI#2", ["05-08 00:00", "05-15 00:00", "06-01 00:00", "06-12 00:00"]),
+        ("0 0 L * 1#1", ["05-04 00:00", "05-31 00:00", "06-01 00:00", "06-30 00:00"]),
+        ("0 0 * * 5L,6#1", ["05-02 00:00", "05-29 00:00", "06-06 00:00", "06-26 00:00"]),
+        ("0 0 * * 1#1,1#3", ["05-04 00:00", "05-18 00:00", "06-01 00:00", "06-15 00:00"]),
+        ("0 0 1-7 * */7", ["05-03 00:00", "06-07 00:00", "07-05 00:00", "08-02 00:00"]),
+        # ... and a day field holding every day without starting with * is OR-ed too (cronie;
+        # croniter reads 0,* as * and requires both day fields, as cronlab did before)
+        ("0 0 1 * Mon-Sun", ["05-02 00:00", "05-03 00:00", "05-04 00:00", "05-05 00:00"]),
+        ("0 0 1-31 * 1", ["05-02 00:00", "05-03 00:00", "05-04 00:00", "05-05 00:00"]),
+        ("0 0 2 * 0,*", ["05-02 00:00", "05-03 00:00", "05-04 00:00", "05-05 00:00"]),
     ],
 )
 def test_fire_times_follow_cronie(expr: str, expected: list[str]) -> None:
@@ -79,6 +93,7 @@ def test_fire_times_follow_cronie(expr: str, expected: list[str]) -> None:
         ("0 0 L/2 * *", "L (the last day) takes no step"),
         ("0 L * * *", "'l' is not a hour value"),
         ("0 0 30-L 2 *", "it never fires"),
+        ("1 1 */100 * MON#4", "it never fires"),  # the 1st that is a 4th Monday
         ("0 0 15W * *", "W (the nearest weekday) is not supported"),
         ("0 0 * * 5#6", "a 1st to a 5th"),
         ("61 * * * *", "61 is out of range 0-59"),
@@ -105,3 +120,13 @@ def test_what_is_refused_is_named_in_one_line(expr: str, named: str) -> None:
         cron.parse(expr)
     message = str(info.value)
     assert named in message and repr(expr) in message and "\n" not in message
+
+
+def test_the_first_of_the_month_or_its_first_monday() -> None:
+    """Item 18: 2027-01-01 is a Friday, and the 1st of a month."""
+    walk = cron.fires_after(cron.parse("0 0 1 * 1#1"), datetime(2026, 12, 20, tzinfo=UTC))
+    assert [f"{next(walk):%Y-%m-%d %a}" for _ in range(3)] == [
+        "2027-01-01 Fri",
+        "2027-01-04 Mon",
+        "2027-02-01 Mon",
+    ]

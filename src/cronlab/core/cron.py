@@ -1,8 +1,9 @@
 """Cron expressions in a time zone, with Vixie cron / cronie daylight-saving rules.
 
-croniter parses the expression and walks *naive wall-clock* times only; every rule that
-involves a time zone is applied here, in UTC arithmetic, so the result does not depend on a
-library's own DST policy (croniter, cronsim, APScheduler and Quartz all differ there).
+:mod:`cron_syntax` checks and expands the expression and :mod:`cron_walk` walks its *naive
+wall-clock* times only; every rule that involves a time zone is applied here, in UTC
+arithmetic, so the result does not depend on a library's DST policy (croniter, cronsim,
+APScheduler and Quartz all differ there).
 
 The rules (cronie's, see docs/scheduling.md):
 
@@ -51,17 +52,17 @@ _EARLIEST = datetime(1, 1, 3, tzinfo=UTC)
 class Cron:
     """A validated cron expression bound to a time zone.
 
-    ``spec`` is the expression croniter walks (aliases expanded, checked and rewritten by
-    :mod:`cron_syntax`); ``day_or``: either day field is enough (cronie's rule); ``fixed``
-    says which DST rule applies (see the module docstring).
+    ``spec`` is the expression as checked by :mod:`cron_syntax` (aliases expanded, croniter's
+    spelling); ``fields`` what :mod:`cron_walk` walks; ``day_or``: either day field is enough
+    (cronie's rule); ``fixed`` says which DST rule applies (see the module docstring).
     """
 
     expr: str
     tz: ZoneInfo
     spec: str
     fixed: bool
-    day_or: bool = True
-    fields: cron_walk.Fields | None = None  # the values each field matches; None: croniter's
+    day_or: bool
+    fields: cron_walk.Fields  # the values each field matches
 
 
 def zone(name: str) -> ZoneInfo:
@@ -87,39 +88,16 @@ def parse(expr: str, tz: str = "UTC") -> Cron:
             f"{', '.join(ALIASES)}"
         )
     checked = cron_syntax.normalise(expr, spec)
-    fixed = _is_fixed(checked.text.split(" "))
-    values = _check_fires(expr, checked)
+    if not cron_walk.fires_ever(checked.fields, day_or=checked.day_or):
+        raise ConfigError(f"bad cron expression {expr!r}: it never fires")
     return Cron(
-        expr=expr, tz=zone(tz), spec=checked.text, fixed=fixed, day_or=checked.day_or, fields=values
+        expr=expr,
+        tz=zone(tz),
+        spec=checked.text,
+        fixed=_is_fixed(checked.text.split(" ")),
+        day_or=checked.day_or,
+        fields=checked.fields,
     )
-
-
-def _check_fires(expr: str, checked: cron_syntax.Spec) -> cron_walk.Fields | None:
-    """ConfigError unless the expression fires; the values of its fields as croniter expands
-    them, for :func:`cron_walk.walk` (None if it holds ``L`` or ``#``: croniter walks it)."""
-    from croniter import CroniterBadDateError, CroniterError, croniter  # (a process with no
-    # schedule never loads it, nor dateutil)
-
-    spec = checked.text
-    try:
-        walker = croniter(spec, datetime(2000, 1, 1), day_or=checked.day_or)
-        walker.get_next(datetime)
-    except CroniterBadDateError:
-        raise ConfigError(f"bad cron expression {expr!r}: it never fires") from None
-    except (CroniterError, ValueError, KeyError) as exc:
-        reason = str(exc).replace(f"[{spec}] ", "") or type(exc).__name__
-        raise ConfigError(f"bad cron expression {expr!r}: {reason}") from None
-    if walker.nth_weekday_of_month:
-        return None
-    fields: list[frozenset[int] | None] = []
-    for values in walker.expanded:
-        if values[0] == "*":  # croniter's star, also for a list holding '*'
-            fields.append(None)
-        elif all(isinstance(v, int) for v in values):
-            fields.append(frozenset(int(v) for v in values))
-        else:
-            return None
-    return tuple(fields) if len(fields) == 6 else (*fields, frozenset({0}))
 
 
 def _is_fixed(fields: list[str]) -> bool:
@@ -144,8 +122,6 @@ def fires_after(cron: Cron, after: datetime) -> Iterator[datetime]:
 
 
 def _in_range(cron: Cron, after: datetime) -> Iterator[datetime]:
-    from croniter import CroniterError
-
     try:
         # Fire times are whole seconds, so "after the floored second" is "after `after`".
         start = after.astimezone(UTC).replace(microsecond=0)
@@ -154,7 +130,7 @@ def _in_range(cron: Cron, after: datetime) -> Iterator[datetime]:
             yield instant.astimezone(cron.tz)
     except ConfigError:
         raise
-    except (OverflowError, ValueError, CroniterError):
+    except (OverflowError, ValueError):
         message = f"no fire time of {cron.expr!r} after {after.isoformat()} within years 1-9999"
         raise ConfigError(message) from None
 
@@ -162,7 +138,7 @@ def _in_range(cron: Cron, after: datetime) -> Iterator[datetime]:
 def _wildcard_fires(cron: Cron, start: datetime) -> Iterator[datetime]:
     """Every instant after ``start`` whose wall clock matches, walked segment by segment.
 
-    Between two offset changes, wall time minus the offset is UTC: one croniter walk per
+    Between two offset changes, wall time minus the offset is UTC: one wall-clock walk per
     segment; a candidate beyond the segment's end restarts the walk at the change.
     """
     inclusive = False
@@ -175,7 +151,7 @@ def _wildcard_fires(cron: Cron, start: datetime) -> Iterator[datetime]:
                 break
             yield instant
             checked = instant
-        assert change is not None, "croniter walks are endless"
+        assert change is not None, "wall-clock walks are endless"
         start, inclusive = change, True
 
 
@@ -246,11 +222,7 @@ def _bisect(tz: ZoneInfo, lo: datetime, hi: datetime, offset: timedelta) -> date
 def _walls(cron: Cron, start: datetime, *, inclusive: bool) -> Iterator[datetime]:
     """Matching naive wall times after ``start`` (or at it, if ``inclusive``)."""
     origin = start - SECOND if inclusive else start
-    if cron.fields is not None:
-        return cron_walk.walk(cron.fields, origin, day_or=cron.day_or)
-    from croniter import croniter
-
-    return croniter(cron.spec, origin, day_or=cron.day_or).all_next(datetime)
+    return cron_walk.walk(cron.fields, origin, day_or=cron.day_or)
 
 
 def _offset(tz: ZoneInfo, instant: datetime) -> timedelta:

@@ -1,4 +1,4 @@
-"""The cron syntax cronlab accepts, checked field by field and rewritten for croniter.
+"""The cron syntax cronlab accepts, checked and expanded field by field.
 
 The grammar (docs/scheduling.md, "Expressions", says the same in prose):
 
@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cronlab.core import cron_walk
 from cronlab.exceptions import ConfigError
 
 _MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
@@ -55,36 +56,65 @@ _DIGITS = re.compile(r"[0-9]+")  # ASCII only: '¹' and '٣' pass str.isdigit()
 
 @dataclass(frozen=True, kw_only=True)
 class Spec:
-    """An expression rewritten for croniter, and how its day fields combine."""
+    """A checked expression: its text in croniter's spelling (``*`` and steps kept, names and
+    equal ranges resolved; the tests hand it to croniter as the reference), the values each
+    field matches, and how its day fields combine."""
 
     text: str
     day_or: bool
+    fields: cron_walk.Fields
+
+
+@dataclass(frozen=True)
+class _Part:
+    """An item, or a whole field: its text and what it matches."""
+
+    text: str
+    values: frozenset[int] = frozenset()
+    nths: frozenset[tuple[int, int]] = frozenset()  # day of week: (D, K) for D#K, (D, LAST) DL
+    last: bool = False  # day of month: L
 
 
 def normalise(expr: str, spec: str) -> Spec:
     """Check ``spec`` (5 or 6 space-separated fields) against the grammar above; ConfigError
     naming ``expr`` and the bad token otherwise."""
-    fields = spec.split(" ")
-    kinds = [_MINUTE, _HOUR, _DOM, _MONTH, _DOW, _SECOND][: len(fields)]
-    out = [_field(expr, text, kind) for text, kind in zip(fields, kinds, strict=True)]
-    day_or = not (out[2].startswith("*") or out[4].startswith("*"))
-    return Spec(text=" ".join(out), day_or=day_or)
+    texts = spec.split(" ")
+    kinds = [_MINUTE, _HOUR, _DOM, _MONTH, _DOW, _SECOND][: len(texts)]
+    out = [_field(expr, text, kind) for text, kind in zip(texts, kinds, strict=True)]
+    minute, hour, dom, month, dow, *second = out
+    fields = cron_walk.Fields(
+        seconds=second[0].values if second else frozenset({0}),
+        minutes=minute.values,
+        hours=hour.values,
+        doms=dom.values,
+        months=month.values,
+        dows=frozenset(v % 7 for v in dow.values),
+        last_dom=dom.last,
+        nth_dows=dow.nths,
+    )
+    day_or = not (dom.text.startswith("*") or dow.text.startswith("*"))
+    return Spec(text=" ".join(p.text for p in out), day_or=day_or, fields=fields)
 
 
-def _field(expr: str, text: str, kind: _Field) -> str:
+def _field(expr: str, text: str, kind: _Field) -> _Part:
     if text == "?" and kind in (_DOM, _DOW):
-        return "*"
-    return ",".join(_item(expr, item, kind) for item in text.split(","))
+        text = "*"
+    parts = [_item(expr, item, kind) for item in text.split(",")]
+    return _Part(
+        ",".join(p.text for p in parts),
+        frozenset().union(*(p.values for p in parts)),
+        frozenset().union(*(p.nths for p in parts)),
+        any(p.last for p in parts),
+    )
 
 
-def _item(expr: str, given: str, kind: _Field) -> str:
+def _item(expr: str, given: str, kind: _Field) -> _Part:
     def bad(why: str) -> ConfigError:
         return ConfigError(f"bad cron expression {expr!r}: {kind.name} {given!r}: {why}")
 
     item = given.lower()
     if "w" in item and kind is _DOM:
         raise bad("W (the nearest weekday) is not supported")
-
     if item in ("h", "r") or item.startswith(("h(", "r(")):
         which = "hashed" if item.startswith("h") else "random"
         raise bad(
@@ -92,32 +122,55 @@ def _item(expr: str, given: str, kind: _Field) -> str:
             "its own, so replicas would disagree on when the schedule fires; write the value"
         )
     if kind is _DOM and item == "l":
-        return item
+        return _Part(item, last=True)
     if kind is _DOM and "l" in item:
         item = _to_last_day(item, bad)
     if kind is _DOW and (special := _dow_special(item, bad)) is not None:
         return special
+    return _plain(item, kind, bad)
+
+
+def _plain(item: str, kind: _Field, bad: Bad) -> _Part:
+    """``*``, ``N``, ``A-B``, ``*/S``, ``A-B/S`` or ``N/S``."""
     match = _ITEM.match(item)
-    if not match:
+    if not match or (match[1] == "*" and match[2] is not None):
         raise bad("expected *, N, A-B, */S, A-B/S or N/S")
-    start, end, step = match.groups()
-    if step is not None and _number(step, bad, f"step {step!r} is not a number") == 0:
-        raise bad("a step of 0")
-    if start == "*":
-        if end is not None:
-            raise bad("expected *, N, A-B, */S, A-B/S or N/S")
-        return item
-    low = _value(start, kind, bad)
+    start, end, step_text = match.groups()
+    step = 1 if step_text is None else _step(step_text, bad)
     if end is None:
-        return item
-    high = _value(end, kind, bad)
+        low, high = _open_bounds(start, step_text is not None, kind, bad)
+        return _Part(item, frozenset(range(low, high + 1, step)))
+    low, high = _range_bounds(start, end, kind, bad)
+    # A range with equal ends is that one value, with or without a step (cronie's reading)
+    text = str(low) if low == high else f"{low}-{high}" + (f"/{step_text}" if step_text else "")
+    return _Part(text, frozenset(range(low, high + 1, step)))
+
+
+def _step(text: str, bad: Bad) -> int:
+    step = _number(text, bad, f"step {text!r} is not a number")
+    if step == 0:
+        raise bad("a step of 0")
+    return step
+
+
+def _open_bounds(start: str, stepped: bool, kind: _Field, bad: Bad) -> tuple[int, int]:
+    """The bounds of ``*``, ``*/S``, ``N`` and ``N/S`` (from N to the field's end; a week's
+    is Saturday and 7/S is 0/S, croniter's reading, which cronlab has always had)."""
+    if start == "*":
+        return kind.low, kind.high
+    low = _value(start, kind, bad)
+    if not stepped:
+        return low, low
+    return (low % 7, 6) if kind is _DOW else (low, kind.high)
+
+
+def _range_bounds(start: str, end: str, kind: _Field, bad: Bad) -> tuple[int, int]:
+    low, high = _value(start, kind, bad), _value(end, kind, bad)
     if kind is _DOW and high == 0 < low:
         high = 7  # Sunday is 0 and 7: a range to Sunday ends on it (Mon-Sun, 5-0)
     if low > high:
         raise bad(f"the range runs backwards ({low} > {high}); list both parts instead")
-    if low == high:
-        return str(low)  # one value, with or without a step (cronie's reading)
-    return f"{low}-{high}" + (f"/{step}" if step else "")
+    return low, high
 
 
 def _to_last_day(item: str, bad: Bad) -> str:
@@ -132,17 +185,18 @@ def _to_last_day(item: str, bad: Bad) -> str:
     return item
 
 
-def _dow_special(item: str, bad: Bad) -> str | None:
+def _dow_special(item: str, bad: Bad) -> _Part | None:
     """``D#K``, ``DL`` and ``LD`` (as croniter's ``LD``); None for an ordinary item."""
     if m := re.fullmatch(r"(.+)#(.*)", item):
         day, nth = _value(m[1], _DOW, bad), _number(m[2], bad, f"{m[2]!r} is not a number")
         if not 1 <= nth <= 5:
             raise bad(f"#{nth}: a month has a 1st to a 5th of each weekday")
-        return f"{day % 7}#{nth}"
+        return _Part(f"{day % 7}#{nth}", nths=frozenset({(day % 7, nth)}))
     if (m := re.fullmatch(r"(.+)l", item)) or (m := re.fullmatch(r"l(.+)", item)):
         if m[1] in _DOW.names:  # cronsim and croniter refuse it too
             raise bad("L (the last) goes with a weekday number (5L: the last Friday), not a name")
-        return f"l{_value(m[1], _DOW, bad) % 7}"
+        day = _value(m[1], _DOW, bad) % 7
+        return _Part(f"l{day}", nths=frozenset({(day, cron_walk.LAST)}))
     return None
 
 
