@@ -1,11 +1,14 @@
 """The cron syntax cronlab accepts, checked and expanded field by field.
 
-The grammar (docs/scheduling.md, "Expressions", says the same in prose):
+The grammar (docs/scheduling.md, "Expressions", says the same with examples):
 
-* every field: a comma-separated list of items, each ``*``, ``N``, ``A-B``, ``*/S``, ``A-B/S``
-  or ``N/S`` (from N to the field's end, every S); ``A <= B``: a range that runs backwards
-  (``5-1``) is refused, as cronie refuses it, instead of wrapping round; in day of week a
-  range whose end is Sunday (``SUN``, ``0``) ends on Sunday, 7 (``Mon-Sun``, ``5-0``);
+* 5 fields (minute hour day-of-month month day-of-week) or 6, seconds last; each a
+  comma-separated list of items, each ``*``, ``N``, ``A-B``, ``*/S``, ``A-B/S`` or ``N/S`` (from
+  N to the field's end, every S; in day of week to Saturday, ``7/S`` being ``0/S``); numbers
+  are ASCII digits 0-9 only;
+* ``A <= B``: a range that runs backwards (``5-1``) is refused instead of wrapping round (cronie
+  installs it and the item matches nothing); in day of week a range whose end is Sunday
+  (``SUN``, ``0``) ends on Sunday, 7 (``Mon-Sun``, ``5-0``), as cronie's ``get_range`` reads it;
 * ranges with equal ends are the one value (``5-5`` is ``5``, ``59-59/15`` is ``59``), as in
   cronie (croniter would read them as the whole field);
 * month: names ``JAN``-``DEC``; day of week: ``0``-``7`` (0 and 7 Sunday), names
@@ -17,9 +20,10 @@ The grammar (docs/scheduling.md, "Expressions", says the same in prose):
   between processes, so replicas would disagree on when a schedule fires; ``W`` (nearest
   weekday).
 
-Day of month and day of week combine as in cronie: when either field starts with ``*`` both
-must match (``0 16 */2 * sat`` is Saturdays that are odd days); otherwise either is enough
-(``0 0 1,15 * mon`` is the 1st, the 15th and every Monday).
+Day of month and day of week combine as in cronie, whatever their items (``D#K``, ``DL`` and
+``L`` included): when either field starts with ``*`` both must match (``0 16 */2 * sat`` is
+Saturdays that are odd days); otherwise either is enough (``0 0 1,15 * mon`` is the 1st, the
+15th and every Monday; ``0 0 1 * 1#1`` the 1st and each first Monday).
 """
 
 from __future__ import annotations
