@@ -9,6 +9,7 @@ violation. Names and flags are a contract (scripts use them).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -21,9 +22,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
+from cronlab import urls
 from cronlab.exceptions import ConfigError
 from cronlab.sim import checker, verify
 from cronlab.sim import scenario as sc
+from cronlab.urls import redact
 
 MAX_SEEDS = 10_000_000
 
@@ -55,24 +58,53 @@ def _kinds(ctx: click.Context, param: click.Parameter, text: str | None) -> tupl
 @click.option(
     "--jobs", type=click.IntRange(1, 64), default=None, help="Processes (default: cores)."
 )
+@click.option(
+    "--store",
+    envvar="CRONLAB_VERIFY_STORE",
+    default=None,
+    metavar="postgresql://…",
+    help="Run on this PostgreSQL server (a scratch database per process, made and dropped "
+    "here; the role needs CREATEDB). Default: a SQLite file. Env: CRONLAB_VERIFY_STORE.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def verify_cmd(
-    seeds: int | None, seed: int | None, faults: tuple[str, ...], jobs: int | None, as_json: bool
+    seeds: int | None,
+    seed: int | None,
+    faults: tuple[str, ...],
+    jobs: int | None,
+    store: str | None,
+    as_json: bool,
 ) -> None:
     """Run the real engine under simulated faults, seed by seed, and check every run."""
     if seeds is None and seed is None:
         raise ConfigError("give --seeds N (many runs) or --seed S (one run, with its trace)")
-    if seeds is None:
-        assert seed is not None
-        sys.exit(_one(seed, faults, as_json))
-    first = 1 if seed is None else seed
-    sys.exit(_many(range(first, first + seeds), faults, jobs or os.cpu_count() or 1, as_json))
+    if store is not None and urls.parse(store).scheme == "sqlite":
+        raise ConfigError(
+            "verify --store takes a postgresql:// server; without it, runs use a SQLite file"
+        )
+    with _scratch(store):
+        if seeds is None:
+            assert seed is not None
+            code = _one(seed, faults, as_json, store)
+        else:
+            first = 1 if seed is None else seed
+            jobs = jobs or os.cpu_count() or 1
+            code = _many(range(first, first + seeds), faults, jobs, as_json, store)
+    sys.exit(code)
 
 
-def _one(seed: int, kinds: tuple[str, ...], as_json: bool) -> int:
-    r = verify.run_seed(seed, kinds)
+def _scratch(store: str | None) -> Any:
+    if store is None:
+        return contextlib.nullcontext()
+    from cronlab.sim import postgres  # needs psycopg: the postgres extra
+
+    return postgres.scratch_run(store)
+
+
+def _one(seed: int, kinds: tuple[str, ...], as_json: bool, store: str | None) -> int:
+    r = verify.run_seed(seed, kinds, store)
     if as_json:
-        click.echo(json.dumps(_summary([r], kinds, r.seconds)))
+        click.echo(json.dumps(_summary([r], kinds, r.seconds, store)))
         return 1 if r.violations else 0
     s = sc.draw(seed, kinds)
     out = Console()
@@ -88,27 +120,32 @@ def _one(seed: int, kinds: tuple[str, ...], as_json: bool) -> int:
         out.print(f"no violation ({r.seconds * 1000:.0f} ms)", highlight=False)
         return 0
     for kind in sorted({v.kind for v in r.violations}, key=checker.KINDS.index):
-        _explain(out, seed, kinds, kind, [v for v in r.violations if v.kind == kind])
+        _explain(out, seed, kinds, kind, [v for v in r.violations if v.kind == kind], store)
     return 1
 
 
 def _explain(
-    out: Console, seed: int, kinds: tuple[str, ...], kind: str, found: list[checker.Violation]
+    out: Console,
+    seed: int,
+    kinds: tuple[str, ...],
+    kind: str,
+    found: list[checker.Violation],
+    store: str | None,
 ) -> None:
     for v in found[:5]:
         out.print(f"[bold red]{kind}[/] {v.key}: {v.detail}", highlight=False)
     if len(found) > 5:
         out.print(f"  … and {len(found) - 5} more {kind}", highlight=False)
-    smaller, outcome = verify.shrink(seed, kinds, kind)
+    smaller, outcome = verify.shrink(seed, kinds, kind, store)
     needed = ", ".join(f.describe() for f in smaller.faults) or "none"
     out.print(f"  the fewest faults that still show it: {needed}", highlight=False)
     keys = {v.key for v in checker.check(outcome) if v.kind == kind}
     for line in verify.trace(outcome, keys):
         out.print(f"  {line}", highlight=False)
-    out.print(f"  replay: {verify.replay(seed, kinds)}", highlight=False)
+    out.print(f"  replay: {verify.replay(seed, kinds, store)}", highlight=False)
 
 
-def _many(seeds: range, kinds: tuple[str, ...], jobs: int, as_json: bool) -> int:
+def _many(seeds: range, kinds: tuple[str, ...], jobs: int, as_json: bool, store: str | None) -> int:
     started = time.perf_counter()
     console = Console(stderr=True)
     columns = (
@@ -119,9 +156,9 @@ def _many(seeds: range, kinds: tuple[str, ...], jobs: int, as_json: bool) -> int
     )
     with Progress(*columns, console=console, disable=as_json, transient=True) as bar:
         task = bar.add_task("simulating", total=len(seeds))
-        results = verify.run_many(seeds, kinds, jobs, lambda r: bar.advance(task))
+        results = verify.run_many(seeds, kinds, jobs, lambda r: bar.advance(task), store)
     took = time.perf_counter() - started
-    summary = _summary(results, kinds, took)
+    summary = _summary(results, kinds, took, store)
     if as_json:
         click.echo(json.dumps(summary))
     else:
@@ -130,7 +167,7 @@ def _many(seeds: range, kinds: tuple[str, ...], jobs: int, as_json: bool) -> int
 
 
 def _summary(
-    results: list[verify.SeedResult], kinds: tuple[str, ...], took: float
+    results: list[verify.SeedResult], kinds: tuple[str, ...], took: float, store: str | None
 ) -> dict[str, Any]:
     by_fault: dict[str, dict[str, Any]] = defaultdict(
         lambda: {"seeds": 0, "failing": 0, "violations": Counter()}
@@ -149,10 +186,11 @@ def _summary(
                     "kind": v.kind,
                     "key": v.key,
                     "detail": v.detail,
-                    "replay": verify.replay(r.seed, kinds),
+                    "replay": verify.replay(r.seed, kinds, store),
                 }
             )
     return {
+        "store": "sqlite" if store is None else redact(store),
         "seeds": len(results),
         "faults": list(kinds),
         "seconds": round(took, 3),

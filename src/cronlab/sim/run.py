@@ -44,6 +44,7 @@ from cronlab.sim.world import (
     Watched,
     World,
 )
+from cronlab.stores.sql import SqlStore
 from cronlab.stores.sqlite import QUERIES, Seams, SqliteStore
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z: whole seconds line up with the schedule
@@ -112,8 +113,14 @@ class Outcome:
     deadlock: str | None = None
 
 
-def simulate(s: sc.Scenario) -> Outcome:
-    """Run ``s`` to the end; deterministic for a given scenario."""
+def simulate(s: sc.Scenario, store: str | None = None) -> Outcome:
+    """Run ``s`` to the end; deterministic for a given scenario. ``store``: a PostgreSQL
+    server's URL to run it there (``sim/postgres.py``); None: a SQLite file."""
+    if store is not None:
+        from cronlab.sim import postgres
+
+        found: Outcome = postgres.simulate(s, store)
+        return found
     folder = Path(tempfile.mkdtemp(prefix="cronlab-sim-", dir=_fast_tmp()))
     try:
         return _Run(s, folder / "sim.db").go()
@@ -188,6 +195,13 @@ class _Run:
         conn = store.dialect.conn
         conn.create_function("sim_now", 0, self._authority, deterministic=False)
         conn.create_function("sim_turn", 0, self._turn, deterministic=False)
+        self._populate(store)
+        if any(f.kind == "switch" for f in self.s.faults):
+            self._earlier_etcd_era(store)
+        store.close()
+
+    def _populate(self, store: SqlStore) -> None:
+        """The scenario's jobs and schedules, written before any process starts."""
         store.add_tasks(
             NewTask(j.key, _handler(j), T0 + j.due_ms, json.dumps(_payload(j))) for j in self.s.jobs
         )
@@ -204,9 +218,6 @@ class _Run:
             self.defined[rule.name] = self._definition(rule.every_s, rule)
             store.put_schedule(self.defined[rule.name], T0, replace=True)
             self._note(rule.name, T0, 0)
-        if any(f.kind == "switch" for f in self.s.faults):
-            self._earlier_etcd_era(store)
-        store.close()
 
     def _earlier_etcd_era(self, store: SqliteStore) -> None:
         """What a leader elected by etcd leaves in the store: a fence raised to its revision."""
@@ -364,14 +375,17 @@ class _Run:
         if self.wakeups is not None:
             self.wakeups.forget(proc)
         if store is not None:
-            with contextlib.suppress(sqlite3.Error):
-                store.close()
+            self._close(store)
         delay = self.restart_ms(proc.name)
         if self.stopping or delay is None:
             return
         self.restarts += 1
         name = proc.name
         self.world.at(self.world.now_ms + delay, lambda: self._restart(name, body))
+
+    def _close(self, store: Any) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            store.close()
 
     def _restart(self, name: str, body: Callable[[Proc], None]) -> None:
         if not self.stopping:
@@ -412,7 +426,8 @@ class _Run:
         if work := int(payload.get("work_ms", 0)):
             self.world.sleep(work)
         row = (inv.key, ctx.task_id, ctx.attempt, inv.id, self._authority(), self.world.now_ms)
-        ctx.tx.execute("INSERT INTO sim_effects VALUES (?, ?, ?, ?, ?, ?)", row)
+        marks = ", ".join(["?" if ctx.tx.dialect == "sqlite" else "%s"] * len(row))
+        ctx.tx.execute(f"INSERT INTO sim_effects VALUES ({marks})", row)
         inv.completed = True
         return True
 

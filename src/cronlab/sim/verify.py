@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from cronlab.sim import checker
 from cronlab.sim import scenario as sc
 from cronlab.sim.run import T0, Outcome, simulate
+from cronlab.urls import redact
 
 TRACE_LINES = 40
 
@@ -26,46 +27,55 @@ class SeedResult:
     seconds: float
 
 
-def run_seed(seed: int, kinds: tuple[str, ...] = sc.KINDS) -> SeedResult:
-    """Draw, run and check one seed."""
+def run_seed(seed: int, kinds: tuple[str, ...] = sc.KINDS, store: str | None = None) -> SeedResult:
+    """Draw, run and check one seed (``store``: a PostgreSQL server's URL; None: SQLite)."""
     started = time.perf_counter()
     s = sc.draw(seed, kinds)
-    found = checker.check(simulate(s))
+    found = checker.check(simulate(s, store))
     present = tuple(sorted({f.kind for f in s.faults} | _job_kinds(s)))
     return SeedResult(
         seed=seed, faults=present, violations=tuple(found), seconds=time.perf_counter() - started
     )
 
 
-def replay(seed: int, kinds: tuple[str, ...]) -> str:
-    """The command that runs this seed again, alone, with its trace."""
+def replay(seed: int, kinds: tuple[str, ...], store: str | None = None) -> str:
+    """The command that runs this seed again, alone, with its trace (a password in
+    ``store`` shown as ``***``: give it again, or put the URL in ``CRONLAB_STORE``)."""
     faults = "" if kinds == sc.KINDS else f" --faults {','.join(kinds)}"
-    return f"cronlab verify --seed {seed}{faults}"
+    where = "" if store is None else f" --store {redact(store)}"
+    return f"cronlab verify --seed {seed}{faults}{where}"
 
 
 def run_many(
-    seeds: Iterable[int], kinds: tuple[str, ...], jobs: int, done: Callable[[SeedResult], None]
+    seeds: Iterable[int],
+    kinds: tuple[str, ...],
+    jobs: int,
+    done: Callable[[SeedResult], None],
+    store: str | None = None,
 ) -> list[SeedResult]:
     """Every seed, on ``jobs`` processes (hash seed fixed, so each run is the same anywhere)."""
     os.environ["PYTHONHASHSEED"] = "0"
     results = []
     context = multiprocessing.get_context("spawn")
     with context.Pool(jobs) as pool:
-        for r in pool.imap_unordered(_run_one, ((s, kinds) for s in seeds), chunksize=8):
+        args = ((s, kinds, store) for s in seeds)
+        for r in pool.imap_unordered(_run_one, args, chunksize=8):
             results.append(r)
             done(r)
     return sorted(results, key=lambda r: r.seed)
 
 
-def shrink(seed: int, kinds: tuple[str, ...], kind: str) -> tuple[sc.Scenario, Outcome]:
+def shrink(
+    seed: int, kinds: tuple[str, ...], kind: str, store: str | None = None
+) -> tuple[sc.Scenario, Outcome]:
     """The seed's scenario with every fault left out that the violation ``kind`` does not need
     (greedy, one fault at a time), and the run of what is left."""
     s = sc.draw(seed, kinds)
-    outcome = simulate(s)
+    outcome = simulate(s, store)
     i = 0
     while i < len(s.faults):
         smaller = s.without({i})
-        attempt = simulate(smaller)
+        attempt = simulate(smaller, store)
         if any(v.kind == kind for v in checker.check(attempt)):
             s, outcome = smaller, attempt
         else:
@@ -87,7 +97,7 @@ def trace(o: Outcome, keys: set[str]) -> Iterator[str]:
                 return
 
 
-def _run_one(args: tuple[int, tuple[str, ...]]) -> SeedResult:
+def _run_one(args: tuple[int, tuple[str, ...], str | None]) -> SeedResult:
     return run_seed(*args)
 
 

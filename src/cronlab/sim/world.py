@@ -12,6 +12,7 @@ transaction it was in rolls back, as the database does for a dead client) or pau
 from __future__ import annotations
 
 import asyncio
+import bisect
 import random
 import sqlite3
 from collections.abc import Callable
@@ -43,6 +44,11 @@ class Proc:
     paused_until_ms: int = 0
     waiting_lock: bool = False
     lock_deadline_ms: int | None = None
+    # On a database server (sim/postgres.py): a statement of this process waits for a lock
+    # another session holds; its session's idle-in-transaction deadline, when one is set.
+    waiting_db: bool = False
+    idle_deadline_ms: int | None = None
+    timed_out: bool = False  # its lock wait passed lock_deadline_ms
     dead: bool = False
     dying: bool = False
     kill_at: list[tuple[int, int]] = field(default_factory=list)  # (after ms, skip points)
@@ -55,6 +61,7 @@ class Proc:
         return (
             not self.dead
             and not self.waiting_lock
+            and not self.waiting_db
             and self.wake_ms <= now_ms
             and self.paused_until_ms <= now_ms
         )
@@ -77,6 +84,14 @@ class World:
         self.machine_offset_ms = 0  # the one machine's clock against true time (SQLite)
         self.on_point: list[Callable[[Proc, str], None]] = []
         self.quiet: set[str] = set()  # statements of idle polls
+        # What a process's statement raises during an outage (a server's: a lost connection)
+        self.outage_error: Callable[[], Exception] = lambda: BackendUnavailable(
+            "simulated outage: the database is unreachable"
+        )
+        # A process whose session sat idle in its transaction past its deadline (a server
+        # ends that session: sim/postgres.py); called as true time reaches the deadline.
+        self.on_idle_timeout: Callable[[Proc], None] = lambda proc: None
+        self.renames: list[tuple[str, str]] = []  # what the trace says in other words
         self._home = greenlet.getcurrent()  # the world's own: where a process switches back to
         self._order = 0
 
@@ -94,8 +109,7 @@ class World:
     def at(self, when_ms: int, action: Callable[[], None]) -> None:
         """Do ``action`` (a fault, an operator's command) when true time reaches ``when_ms``."""
         self._order += 1
-        self.timers.append((when_ms, self._order, action))
-        self.timers.sort(key=lambda t: (t[0], t[1]))
+        bisect.insort(self.timers, (when_ms, self._order, action), key=lambda t: (t[0], t[1]))
 
     def run_until(self, end_ms: int) -> None:
         """Let the processes run until true time reaches ``end_ms``."""
@@ -124,7 +138,7 @@ class World:
         if not quietly:
             self.log(f"kill {proc.name}")
         proc.dying = proc.faulted = True
-        proc.waiting_lock = False
+        proc.waiting_lock = proc.waiting_db = False
         self._resume(proc)
 
     def pause(self, proc: Proc, ms: int) -> None:
@@ -135,6 +149,8 @@ class World:
             self.log(f"pause {proc.name} for {ms} ms")
 
     def log(self, text: str) -> None:
+        for old, new in self.renames:  # (a scratch database's random name, say)
+            text = text.replace(old, new)
         self.trace.append((self.now_ms, text))
 
     def _main(self, proc: Proc) -> None:
@@ -168,11 +184,20 @@ class World:
             deadline = p.lock_deadline_ms
             if p.waiting_lock and deadline is not None and deadline <= self.now_ms:
                 p.waiting_lock = False  # it wakes to find it timed out
+            if p.waiting_db and deadline is not None and deadline <= self.now_ms:
+                p.waiting_db, p.timed_out = False, True  # its lock_timeout struck
+        for p in list(self.live):
+            idle = p.idle_deadline_ms
+            if idle is not None and idle <= self.now_ms and not p.dead:
+                p.idle_deadline_ms = None
+                self.on_idle_timeout(p)
 
     def _next_time(self) -> int | None:
         times = [t for t, _, _ in self.timers[:1]]
         for p in self.live:
-            if p.waiting_lock:
+            if p.idle_deadline_ms is not None:
+                times.append(p.idle_deadline_ms)
+            if p.waiting_lock or p.waiting_db:
                 if p.lock_deadline_ms is not None:
                     times.append(max(p.lock_deadline_ms, p.paused_until_ms))
                 continue
@@ -207,6 +232,11 @@ class World:
         if not label.startswith("ROLLBACK"):
             self._check_outage(proc)
 
+    def wait_blocked(self, proc: Proc) -> None:
+        """``proc``'s statement waits for a lock (``proc.waiting_db``): the others run until the
+        server answers it (sim/postgres.py settles it) or its lock deadline passes."""
+        self._yield(proc)
+
     def sleep(self, ms: int) -> None:
         proc = self._me()
         proc.wake_ms = self.now_ms + max(0, ms)
@@ -237,10 +267,13 @@ class World:
         proc.lock_deadline_ms = None
         self.lock_holder = proc
 
+    def in_outage(self) -> bool:
+        return self.outage is not None and self.outage[0] <= self.now_ms < self.outage[1]
+
     def _check_outage(self, proc: Proc) -> None:
-        if self.outage and self.outage[0] <= self.now_ms < self.outage[1] and not proc.dying:
+        if self.in_outage() and not proc.dying:
             proc.faulted = True
-            raise BackendUnavailable("simulated outage: the database is unreachable")
+            raise self.outage_error()
 
     def _yield(self, proc: Proc) -> None:
         """Switch back to the world. asyncio's running loop is the thread's, so a process

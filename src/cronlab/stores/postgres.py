@@ -15,14 +15,15 @@ server, for replicas and workers on several machines.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, TypedDict, TypeVar, Unpack, cast
+from contextlib import AbstractContextManager
+from typing import Any, Literal, NamedTuple, Protocol, TypedDict, TypeVar, Unpack, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from cronlab import urls
 from cronlab.exceptions import BackendUnavailable, ConfigError
-from cronlab.ports import Channel, Waiter
+from cronlab.ports import Channel, Clock, Waiter
+from cronlab.runtime.clock import SystemClock
 from cronlab.stores import Fencing, TimeSource, sql
 from cronlab.stores.rows import ENVELOPE
 from cronlab.stores.sql import dialect as base
@@ -67,6 +68,36 @@ def error_kind(exc: BaseException) -> Literal["connection", "conflict", "busy", 
     return "conflict" if state in _CONFLICT else "statement"
 
 
+class Pool(Protocol):
+    """Where a dialect's transactions get their connection (``psycopg_pool.ConnectionPool``)."""
+
+    def connection(self) -> AbstractContextManager[psycopg.Connection[Any]]: ...
+
+    def close(self) -> None: ...
+
+
+class Seams(NamedTuple):
+    """Where the deterministic simulator (``sim/postgres.py``) steps in; None: the real thing.
+
+    ``pool``: one simulated process's connection (its statements become the simulator's
+    points); ``clock``: the server's clock, and the clock a lost connection's retries wait
+    on; ``wakeups``: the wake-up channels between simulated processes (None: no wake-ups —
+    the ``NOTIFY`` statements still run, so commits serialise on the server as they do).
+    """
+
+    pool: Pool
+    clock: Clock
+    wakeups: Wakeups | None = None
+
+
+class Wakeups(Protocol):
+    """Wake-up channels between simulated processes (``sim/world.py`` ``SimWakeups``)."""
+
+    def notify(self, channel: Channel) -> None: ...
+
+    def waiter(self, channel: Channel) -> Waiter | None: ...
+
+
 class PostgresDialect:
     """``sql.Dialect`` for one PostgreSQL database."""
 
@@ -83,12 +114,20 @@ class PostgresDialect:
         connect_timeout_s: float = 5.0,
         retry_s: float = 60.0,
         lock_wait_s: float | None = None,
+        seams: Seams | None = None,
     ) -> None:
         """``lock_wait_s`` (a scheduler's, half its TTL): the session's ``lock_timeout`` and
         ``idle_in_transaction_session_timeout``, so a leader paused inside its transaction
         loses its session and its locks before a standby's lease is due."""
         self.url, self.time_source, self.retry_s = url, time_source, retry_s
-        self._pool = _open_pool(url, pool_size, connect_timeout_s, lock_wait_s)
+        self.seams = seams
+        self._clock: Clock = SystemClock() if seams is None else seams.clock
+        self._pool: Pool = (
+            _open_pool(url, pool_size, connect_timeout_s, lock_wait_s)
+            if seams is None
+            else seams.pool
+        )
+        self._news: set[Channel] = set()
 
     def transaction(self, fn: Callable[[sql.Conn], T], *, replay: bool = True) -> T:
         """``fn`` in one transaction. A lost connection (or a server shutting down) is retried
@@ -96,11 +135,26 @@ class PostgresDialect:
         deadlock is retried ``CONFLICT_TRIES`` times; any other error is raised at once.
         ``replay=False`` (a worker's batch: ``fn`` runs handlers, whose outside effects must
         not repeat uncounted): neither is retried here, both are ``BackendUnavailable``."""
-        deadline, delay, conflicts = time.monotonic() + self.retry_s, 0.1, 0
+        return self._retrying(fn, block=True, replay=replay)
+
+    def read(self, fn: Callable[[sql.Conn], T]) -> T:
+        """``fn`` with each statement on its own (the connections are in autocommit): at READ
+        COMMITTED a transaction block would give its statements no common snapshot anyway,
+        and a one-statement read costs one round trip instead of three (BEGIN, COMMIT)."""
+        return self._retrying(fn, block=False, replay=True)
+
+    def _retrying(self, fn: Callable[[sql.Conn], T], *, block: bool, replay: bool) -> T:
+        deadline_ms, delay, conflicts = self._clock.monotonic_ms() + self.retry_s * 1000, 0.1, 0
         while True:
             try:
-                with self._pool.connection() as conn, conn.transaction():
-                    return fn(cast(sql.Conn, conn))
+                self._news.clear()
+                with self._pool.connection() as conn:
+                    if not block:
+                        return fn(cast(sql.Conn, conn))
+                    with conn.transaction():
+                        result = fn(cast(sql.Conn, conn))
+                self._delivered()
+                return result
             except psycopg.Error as exc:
                 kind = error_kind(exc)
                 if not replay and kind in ("connection", "conflict"):
@@ -111,7 +165,7 @@ class PostgresDialect:
                     ) from exc
                 if kind == "conflict" and conflicts < CONFLICT_TRIES:
                     conflicts += 1
-                    time.sleep(0.01 * conflicts)
+                    self._clock.sleep(0.01 * conflicts)
                     continue
                 if kind == "busy":
                     raise BackendUnavailable(
@@ -119,20 +173,27 @@ class PostgresDialect:
                     ) from exc
                 if kind != "connection":
                     raise
-                if time.monotonic() + delay > deadline:
+                if self._clock.monotonic_ms() + delay * 1000 > deadline_ms:
                     reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
                     reason = urls.scrub(reason, self.url)
                     raise BackendUnavailable(f"postgresql {redact(self.url)}: {reason}") from exc
-                time.sleep(delay)
+                self._clock.sleep(delay)
                 delay = min(2.0, delay * 2)
 
-    def read(self, fn: Callable[[sql.Conn], T]) -> T:
-        return self.transaction(fn)
+    def _delivered(self) -> None:
+        """After a commit: the simulated processes' wake-ups (real ones went with NOTIFY)."""
+        news, self._news = self._news, set()
+        if self.seams is not None and self.seams.wakeups is not None:
+            for channel in sorted(news):
+                self.seams.wakeups.notify(channel)
 
     def notify(self, c: sql.Conn, channel: Channel) -> None:
         c.execute(wakeups.notify_sql(channel))
+        self._news.add(channel)
 
     def waiter(self, channel: Channel) -> Waiter | None:
+        if self.seams is not None:
+            return None if self.seams.wakeups is None else self.seams.wakeups.waiter(channel)
         return wakeups.PostgresWaiter(self.url, channel)
 
     def canceller(self, c: sql.Conn) -> Callable[[], None]:
@@ -158,6 +219,8 @@ class PostgresDialect:
     def now(self, c: sql.Conn, caller_ms: int) -> int:
         if self.time_source == "caller":
             return caller_ms
+        if self.seams is not None:
+            return self.seams.clock.now_ms()  # the simulated server's clock
         return int(c.execute(QUERIES["server_ms"]).fetchone()[0])
 
     def schedules_fired(self, c: sql.Conn, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -197,6 +260,8 @@ class PostgresDialect:
 
     def server_ms(self) -> int:
         """The server's clock, epoch milliseconds (what lease expiry is judged by)."""
+        if self.seams is not None:
+            return self.seams.clock.now_ms()
         return self.read(lambda c: int(c.execute(QUERIES["server_ms"]).fetchone()[0]))
 
     def missing(self) -> bool:
@@ -215,6 +280,7 @@ class Options(TypedDict, total=False):
     connect_timeout_s: float
     retry_s: float
     lock_wait_s: float | None
+    seams: Seams | None
 
 
 class PostgresStore(sql.SqlStore):
@@ -242,7 +308,7 @@ def _open_pool(
 ) -> ConnectionPool[Any]:
     """A pool whose first connection is up, or a one-line ``BackendUnavailable``."""
     _probe(url, timeout_s)  # says why (refused, unknown database …) instead of a pool timeout
-    kwargs: dict[str, Any] = {"connect_timeout": max(1, int(timeout_s))}
+    kwargs: dict[str, Any] = {"connect_timeout": max(1, int(timeout_s)), "autocommit": True}
     if lock_wait_s is not None:
         ms = max(1, int(lock_wait_s * 1000))
         kwargs["options"] = f"-c lock_timeout={ms} -c idle_in_transaction_session_timeout={ms}"

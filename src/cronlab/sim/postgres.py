@@ -1,0 +1,681 @@
+"""The simulator on a real PostgreSQL server: each simulated process has a connection of its
+own, and the seed decides whose next statement goes.
+
+A statement is a *point* of the world (``World.point``: a switch, a kill, a pause may happen
+there) before it is sent. Once sent, the process waits for the server's answer — for real,
+briefly, since nothing else runs meanwhile — unless the server says the statement waits for a
+lock another session holds (``pg_stat_activity.wait_event_type = 'Lock'`` with blockers):
+then the process is *blocked* (``Proc.waiting_db``) and the others go on. After every
+statement that may release locks (COMMIT, ROLLBACK, ROLLBACK TO SAVEPOINT, a session ended)
+each blocked process is settled — answered, or still blocked — before anyone else runs, so
+who gets a lock, and when, is a function of the seed.
+
+The server's own timers run on real time, so the simulator keeps them in simulated time:
+sessions run with ``lock_timeout``, ``statement_timeout``, ``idle_in_transaction_session_
+timeout`` and (in effect) ``deadlock_timeout`` off, and the world applies them itself — a
+scheduler's lock wait past its ``lock_wait`` is cancelled as ``LockNotAvailable``, its
+session idle in a transaction past it is terminated, a wait that closes a cycle is cancelled
+as ``DeadlockDetected`` (the newest waiter, as PostgreSQL's own detector picks it). A killed
+process's session is terminated (``pg_terminate_backend``) and waited for, as a dead
+client's is when the server notices. Commit order is recorded per transaction id: the
+checker's turns and times come from it.
+
+Faults of the server's own, drawn by ``scenario`` (``SERVER_KINDS``): a session terminated
+mid-transaction or between statements; a statement failing with a serialization failure, a
+deadlock or a statement timeout (the server really raises it, and aborts the transaction).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import errors, waiting
+from psycopg.rows import TupleRow
+
+from cronlab import urls
+from cronlab.exceptions import ConfigError
+from cronlab.sim.world import Killed, Proc, World
+from cronlab.stores.postgres import with_database
+from cronlab.urls import redact
+
+PREFIX = "cronlab_verify_"  # the scratch databases' names: PREFIX + run id + random
+RUN_VAR = "CRONLAB_VERIFY_RUN"
+# Server faults a statement can be replaced by: the server raises it and aborts the transaction.
+RAISED = {"serialization": "40001", "deadlock": "40P01", "statement_timeout": "57014"}
+SESSION = (
+    "SET lock_timeout = 0",
+    "SET statement_timeout = 0",
+    "SET idle_in_transaction_session_timeout = 0",
+)
+
+
+class SimCursor(psycopg.Cursor[TupleRow]):
+    """A cursor whose statements are the world's points."""
+
+    def execute(self, query: Any, params: Any = None, **kw: Any) -> Any:
+        link = _link(self.connection, quiet_too=False)
+        if link is not None:
+            query = link.before(_text(query), query)
+        try:
+            return super().execute(query, params, **kw)
+        finally:
+            if link is not None:
+                link.after(_text(query))
+
+    def executemany(self, query: Any, params_seq: Any, **kw: Any) -> None:
+        link = _link(self.connection, quiet_too=False)
+        if link is not None:
+            query = link.before(_text(query), query)
+        try:
+            super().executemany(query, params_seq, **kw)
+        finally:
+            if link is not None:
+                link.after(_text(query))
+
+    def copy(self, statement: Any, params: Any = None, **kw: Any) -> Any:
+        link = _link(self.connection, quiet_too=False)
+        if link is not None:
+            link.before(_text(statement), statement)
+        return super().copy(statement, params, **kw)
+
+
+class SimConnection(psycopg.Connection[TupleRow]):
+    """One simulated process's connection: its waits never block the world."""
+
+    link: Link | None = None
+
+    def wait(self, gen: Any, interval: float = 0.0, timeout: float | None = None) -> Any:
+        link = self.link
+        if link is None:
+            return super().wait(gen, interval, timeout)
+        return link.drive(self, gen)
+
+    def transaction(self, savepoint_name: str | None = None, force_rollback: bool = False) -> Any:
+        inner = super().transaction(savepoint_name, force_rollback)
+        return inner if self.link is None else _Transaction(self.link, inner)
+
+
+class _Transaction:
+    """psycopg's transaction block with the world's points at BEGIN, COMMIT and ROLLBACK."""
+
+    def __init__(self, link: Link, inner: Any) -> None:
+        self.link, self.inner = link, inner
+
+    def __enter__(self) -> Any:
+        self.link.point("BEGIN")
+        found = self.inner.__enter__()
+        self.link.in_transaction = True
+        return found
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> Any:
+        if kind is None:
+            try:
+                xid = self.link.committing()
+            except BaseException as failed:  # killed, or the server gone, at COMMIT
+                return self._roll_back(type(failed), failed, failed.__traceback__, reraise=True)
+            try:
+                done = self.inner.__exit__(None, None, None)
+            finally:
+                self.link.ended()
+            self.link.committed(xid)
+            return done
+        return self._roll_back(kind, exc, tb)
+
+    def _roll_back(self, kind: Any, exc: Any, tb: Any, reraise: bool = False) -> Any:
+        killed: Killed | None = None
+        try:
+            self.link.point("ROLLBACK")
+        except Killed as k:  # killed right there: its transaction rolls back all the same
+            killed = k
+        try:
+            done = self.inner.__exit__(kind, exc, tb)
+        finally:
+            self.link.ended()
+            self.link.sim.settle()
+        if killed is not None:
+            raise killed
+        if reraise:
+            raise exc
+        return done
+
+
+@dataclass(eq=False)
+class Link:
+    """A simulated process's session: its connection, its server pid, its emulated timers."""
+
+    sim: PgSim
+    proc: Proc
+    conn: SimConnection
+    pid: int
+    lock_wait_ms: int | None  # lock_timeout and idle-in-transaction, as ``lock_wait_s`` sets
+    in_transaction: bool = False
+    cancel_as: type[Exception] | None = None  # what a cancel the world sent stands for
+    quiet: bool = False  # the simulator's own statement: not a point
+
+    def point(self, label: str) -> None:
+        self.proc.idle_deadline_ms = None
+        self.sim.world.point(label)
+
+    def before(self, text: str, query: Any) -> Any:
+        """The point before a statement; the statement, or the server fault replacing it."""
+        self.point(text)
+        fault = self.sim.server_fault(self.proc)
+        if fault is not None:
+            self.sim.world.log(f"{self.proc.name}: the server raises {fault} at {text[:40]}")
+            code = RAISED[fault]
+            return f"DO $$BEGIN RAISE EXCEPTION 'simulated {fault}' USING ERRCODE = '{code}'; END$$"
+        return query
+
+    def after(self, text: str) -> None:
+        """A statement answered (or failed): idle in its transaction from now on."""
+        if text.startswith("ROLLBACK"):
+            self.sim.settle()
+        self._idle()
+
+    def committing(self) -> int | None:
+        """The point before COMMIT; the transaction's id (None: it wrote nothing)."""
+        self.point("COMMIT")
+        self.proc.idle_deadline_ms = None
+        self.quiet = True
+        try:
+            found = self.conn.execute("SELECT txid_current_if_assigned()").fetchone()
+        finally:
+            self.quiet = False
+        return None if found is None or found[0] is None else int(found[0])
+
+    def committed(self, xid: int | None) -> None:
+        if xid is not None:
+            self.sim.commits[xid] = (self.sim.run._turn(), self.sim.world.now_ms)
+        self.sim.settle()
+
+    def ended(self) -> None:
+        self.in_transaction = False
+        self.proc.idle_deadline_ms = None
+
+    def _idle(self) -> None:
+        if self.in_transaction and self.lock_wait_ms is not None:
+            self.proc.idle_deadline_ms = self.sim.world.now_ms + self.lock_wait_ms
+
+    def drive(self, conn: SimConnection, gen: Any) -> Any:
+        """psycopg's generator of one exchange with the server, driven without blocking the
+        world: a statement that waits for a lock blocks this process alone."""
+        fileno = conn.pgconn.socket
+        try:
+            state = next(gen)
+            while True:
+                state = gen.send(self._ready(fileno, state))
+        except StopIteration as done:
+            return done.value
+        except errors.QueryCanceled as exc:
+            cancel_as, self.cancel_as = self.cancel_as, None
+            if cancel_as is None:
+                raise
+            raise cancel_as(f"{exc} (simulated: {cancel_as.__name__})") from None
+
+    def _ready(self, fileno: int, state: int) -> int:
+        want_r, want_w = state & waiting.WAIT_R, state & waiting.WAIT_W
+        while True:
+            r, w, _ = select.select(
+                [fileno] if want_r else [], [fileno] if want_w else [], [], 0.002
+            )
+            if r or w:
+                return (waiting.READY_R if r else 0) | (waiting.READY_W if w else 0)
+            if want_r and self.cancel_as is None and self.sim.lock_blocked(self.pid):
+                self._blocked()
+
+    def _blocked(self) -> None:
+        """This statement waits for a lock: the others run until it is settled."""
+        proc, world = self.proc, self.sim.world
+        proc.waiting_db, proc.timed_out = True, False
+        proc.lock_deadline_ms = (
+            None if self.lock_wait_ms is None else world.now_ms + self.lock_wait_ms
+        )
+        world.log(f"  {proc.name} waits for a lock")
+        if self.sim.closes_cycle(self):
+            self.cancel_as = errors.DeadlockDetected
+            self.sim.cancel(self.pid)
+            proc.waiting_db = False
+            return
+        try:
+            world.wait_blocked(proc)
+        except Killed:
+            self.sim.terminate(self)
+            raise
+        finally:
+            proc.lock_deadline_ms = None
+        if proc.timed_out:
+            proc.timed_out = False
+            self.cancel_as = errors.LockNotAvailable
+            self.sim.cancel(self.pid)
+
+
+@dataclass(eq=False)
+class PgSim:
+    """The server side of one simulated run: its sessions, and an admin session of its own."""
+
+    world: World
+    run: Any  # sim.run._PgRun: turn(), server_fault()
+    url: str
+    admin: psycopg.Connection[TupleRow]
+    links: list[Link] = field(default_factory=list)
+    commits: dict[int, tuple[int, int]] = field(default_factory=dict)  # xid: (turn, at ms)
+
+    def connect(self, proc: Proc, lock_wait_ms: int | None) -> Link:
+        """A new session for ``proc`` (a point; refused during an outage)."""
+        self.world.point("CONNECT")
+        if self.world.in_outage():
+            raise psycopg.OperationalError("simulated outage: connection refused")
+        conn = SimConnection.connect(
+            self.url, cursor_factory=SimCursor, prepare_threshold=None, autocommit=True
+        )
+        for setting in SESSION:
+            conn.execute(setting)
+        link = Link(sim=self, proc=proc, conn=conn, pid=conn.info.backend_pid,
+                    lock_wait_ms=lock_wait_ms)  # fmt: skip
+        conn.link = link
+        self.links.append(link)
+        return link
+
+    def server_fault(self, proc: Proc) -> str | None:
+        found: str | None = self.run.server_fault(proc)
+        return found
+
+    def lock_blocked(self, pid: int) -> bool:
+        row = self.admin.execute(
+            "SELECT wait_event_type = 'Lock' AND cardinality(pg_blocking_pids(pid)) > 0 "
+            "FROM pg_stat_activity WHERE pid = %s",
+            (pid,),
+        ).fetchone()
+        return bool(row and row[0])
+
+    def settle(self) -> None:
+        """Each blocked session, answered or still blocked, before anyone runs again."""
+        for link in self._live():
+            if not link.proc.waiting_db:
+                continue
+            fileno = link.conn.pgconn.socket
+            while True:
+                r, _, _ = select.select([fileno], [], [], 0.001)
+                if r:
+                    link.proc.waiting_db = False
+                    break
+                if self.lock_blocked(link.pid):
+                    break
+
+    def closes_cycle(self, link: Link) -> bool:
+        """Does ``link``'s wait close a cycle of waits (a deadlock)?"""
+        by_pid = {x.pid: x for x in self._live() if x.proc.waiting_db or x is link}
+        edges: dict[int, list[int]] = {}
+        for pid in by_pid:
+            row = self.admin.execute("SELECT pg_blocking_pids(%s)", (pid,)).fetchone()
+            edges[pid] = [b for b in (row[0] if row else []) if b in by_pid]
+        seen, todo = set(), list(edges.get(link.pid, []))
+        while todo:
+            pid = todo.pop()
+            if pid == link.pid:
+                return True
+            if pid not in seen:
+                seen.add(pid)
+                todo += edges.get(pid, [])
+        return False
+
+    def cancel(self, pid: int) -> None:
+        self.admin.execute("SELECT pg_cancel_backend(%s)", (pid,))
+
+    def terminate(self, link: Link) -> None:
+        """End ``link``'s session on the server, as a dead client's is ended (its transaction
+        rolled back, its locks released), and wait until it is gone."""
+        if link.conn.closed:
+            return
+        link.proc.faulted = True  # what its transaction loses is the fault's doing
+        self.admin.execute("SELECT pg_terminate_backend(%s)", (link.pid,))
+        while self.admin.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (link.pid,)
+        ).fetchone():
+            select.select([], [], [], 0.001)
+        link.proc.idle_deadline_ms = None
+        self.links.remove(link)  # the client finds out at its next read: the server is gone
+        self.settle()
+
+    def terminate_all(self) -> None:
+        for link in list(self.links):
+            self.terminate(link)
+
+    def idle_timeout(self, proc: Proc) -> None:
+        """A session idle in its transaction past its deadline: the server ends it."""
+        for link in [x for x in self.links if x.proc is proc]:
+            self.world.log(f"{proc.name}: the server ends its session idle in a transaction")
+            self.terminate(link)
+
+    def _live(self) -> list[Link]:
+        return list(self.links)
+
+
+class SimPool:
+    """``postgres.Pool`` for one simulated process: its one session, opened again after it
+    was lost."""
+
+    def __init__(self, sim: PgSim, proc: Proc, lock_wait_ms: int | None) -> None:
+        self.sim, self.proc, self.lock_wait_ms = sim, proc, lock_wait_ms
+        self.link: Link | None = None
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        link = self.link
+        if link is None or link not in self.sim.links or link.conn.closed or link.conn.broken:
+            self.close()
+            link = self.link = self.sim.connect(self.proc, self.lock_wait_ms)
+        yield link.conn
+
+    def close(self) -> None:
+        if self.link is not None:
+            if self.link in self.sim.links:
+                self.sim.terminate(self.link)
+            self.link.conn.link = None
+            with contextlib.suppress(psycopg.Error):
+                self.link.conn.close()
+        self.link = None
+
+
+class Scratch:
+    """A scratch database for one OS process's runs: made once (migrated, with the checker's
+    tables), emptied back to that state before each run, dropped at the end."""
+
+    def __init__(self, admin_url: str, setup_sql: str) -> None:
+        self.admin_url = admin_url
+        self.name = f"{PREFIX}{os.environ.get(RUN_VAR, 'x')}_{uuid.uuid4().hex[:12]}"
+        try:
+            with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as c:
+                c.execute(f'CREATE DATABASE "{self.name}"')
+        except psycopg.Error as exc:
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ConfigError(
+                f"cronlab verify --store {redact(admin_url)}: cannot create a scratch database "
+                f"({urls.scrub(reason, admin_url)})"
+            ) from None
+        self.url = with_database(admin_url, self.name)
+        self._make(setup_sql)
+
+    def _make(self, setup_sql: str) -> None:
+        from cronlab.stores.postgres import PostgresStore
+
+        PostgresStore(self.url, time_source="caller").close()  # migrated as a process would
+        with psycopg.connect(self.url, autocommit=True) as c:
+            c.execute(setup_sql)
+            self.tables = [
+                r[0]
+                for r in c.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"
+                )
+            ]
+            for t in self.tables:  # VACUUM at random times would reorder rows: never
+                c.execute(f'ALTER TABLE "{t}" SET (autovacuum_enabled = false)')
+            # A scratch database outlives no crash: its commits need not wait for the disk
+            # (locks, visibility and ordering are the same).
+            c.execute(f'ALTER DATABASE "{self.name}" SET synchronous_commit = off')
+            self.rows = {t: c.execute(f'SELECT * FROM "{t}"').fetchall() for t in self.tables}
+
+    def reset(self) -> None:
+        """Every table as it was made; sequences from 1."""
+        with psycopg.connect(self.url, autocommit=True) as c, c.transaction():
+            listed = ", ".join(f'"{t}"' for t in self.tables)
+            c.execute(f"TRUNCATE {listed} RESTART IDENTITY")
+            for t, rows in self.rows.items():
+                if rows:
+                    marks = ", ".join(["%s"] * len(rows[0]))
+                    c.cursor().executemany(f'INSERT INTO "{t}" VALUES ({marks})', rows)
+
+    def drop(self) -> None:
+        with psycopg.connect(self.admin_url, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+def _link(conn: Any, quiet_too: bool = True) -> Link | None:
+    """The session's link; None for a connection the simulator does not drive, or (unless
+    ``quiet_too``) for the simulator's own statements on it."""
+    found: Link | None = getattr(conn, "link", None)
+    if found is not None and found.quiet and not quiet_too:
+        return None
+    return found
+
+
+def _text(query: Any) -> str:
+    if isinstance(query, bytes):
+        return query.decode(errors="replace")
+    return query if isinstance(query, str) else str(query)
+
+
+# -- one run on the server -----------------------------------------------------------------
+
+SETUP_SQL = """
+CREATE TABLE sim_effects (
+  key TEXT, task_id BIGINT, attempt INTEGER, inv INTEGER, at_ms BIGINT, true_ms BIGINT
+);
+CREATE TABLE sim_dropped (key TEXT, trigger_ms BIGINT, xid BIGINT);
+CREATE FUNCTION sim_drop() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+  INSERT INTO sim_dropped VALUES (OLD.idempotency_key, OLD.trigger_ms, txid_current());
+  RETURN OLD; END $$;
+CREATE TRIGGER sim_drop AFTER DELETE ON tasks FOR EACH ROW
+  WHEN (OLD.status = 'PENDING') EXECUTE FUNCTION sim_drop();
+CREATE TABLE sim_pruned (key TEXT, status TEXT, trigger_ms BIGINT, xid BIGINT);
+CREATE FUNCTION sim_prune() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+  INSERT INTO sim_pruned VALUES (OLD.idempotency_key, OLD.status, OLD.trigger_ms, txid_current());
+  RETURN OLD; END $$;
+CREATE TRIGGER sim_prune AFTER DELETE ON tasks FOR EACH ROW
+  WHEN (OLD.status <> 'PENDING') EXECUTE FUNCTION sim_prune();
+CREATE TABLE sim_alerts (schedule TEXT, kind TEXT, subject TEXT, xid BIGINT);
+CREATE FUNCTION sim_alert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+  INSERT INTO sim_alerts VALUES (NEW.schedule, NEW.kind, NEW.subject, txid_current());
+  RETURN NEW; END $$;
+CREATE TRIGGER sim_alert AFTER INSERT ON alerts FOR EACH ROW EXECUTE FUNCTION sim_alert();
+CREATE TABLE sim_dispatched (key TEXT, xid BIGINT);
+CREATE FUNCTION sim_dispatch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+  INSERT INTO sim_dispatched VALUES (NEW.idempotency_key, txid_current()); RETURN NEW; END $$;
+CREATE TRIGGER sim_dispatch AFTER UPDATE OF status ON tasks FOR EACH ROW
+  WHEN (OLD.status = 'PENDING' AND NEW.status = 'DISPATCHED') EXECUTE FUNCTION sim_dispatch();
+"""
+_SCRATCH: dict[str, Scratch] = {}
+
+
+def simulate(s: Any, store: str) -> Any:
+    """``run.simulate`` on the PostgreSQL server ``store`` names (a scratch database of its
+    own per OS process, emptied before each run)."""
+    scratch = _SCRATCH.get(store)
+    if scratch is None:
+        scratch = _SCRATCH[store] = Scratch(store, SETUP_SQL)
+    return PgRun(s, scratch).go()
+
+
+def drop_scratch() -> None:
+    """Drop this process's scratch databases."""
+    for scratch in _SCRATCH.values():
+        with contextlib.suppress(psycopg.Error):
+            scratch.drop()
+    _SCRATCH.clear()
+
+
+@contextlib.contextmanager
+def scratch_run(admin_url: str | None) -> Iterator[None]:
+    """Around a ``cronlab verify`` run: the scratch databases its processes make carry one
+    run id (``RUN_VAR``), and every one of them is dropped at the end, whatever became of the
+    process that made it."""
+    if admin_url is None:
+        yield
+        return
+    run_id = uuid.uuid4().hex[:8]
+    os.environ[RUN_VAR] = run_id
+    try:
+        yield
+    finally:
+        drop_scratch()
+        with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as c:
+            names = c.execute(
+                "SELECT datname FROM pg_database WHERE datname LIKE %s",
+                (f"{PREFIX}{run_id}_%",),
+            ).fetchall()
+            for (name,) in names:
+                c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _run_base() -> Any:
+    from cronlab.sim import run
+
+    return run._Run
+
+
+class PgRun(_run_base()):  # type: ignore[misc]
+    """``run._Run`` on a PostgreSQL server: a server always judges by its own clock."""
+
+    def __init__(self, s: Any, scratch: Scratch) -> None:
+        import dataclasses
+
+        from cronlab.stores.postgres import QUERIES
+
+        super().__init__(dataclasses.replace(s, server_clock=True), None)
+        self.scratch = scratch
+        self.pg: PgSim | None = None
+        self.world.outage_error = lambda: psycopg.OperationalError(
+            "simulated outage: the server is unreachable"
+        )
+        self.world.on_idle_timeout = self._idle_timeout
+        self.world.renames.append((scratch.name, "cronlab_verify"))
+        self.world.quiet.add(QUERIES["queue_any_visible"])
+
+    def _idle_timeout(self, proc: Proc) -> None:
+        assert self.pg is not None
+        self.pg.idle_timeout(proc)
+
+    def server_fault(self, proc: Proc) -> str | None:
+        return None
+
+    def _setup_store(self) -> None:
+        from cronlab.stores.postgres import PostgresStore
+
+        self.scratch.reset()
+        admin = psycopg.connect(self.scratch.url, autocommit=True)
+        self.pg = PgSim(world=self.world, run=self, url=self.scratch.url, admin=admin)
+        store = PostgresStore(self.scratch.url, time_source="caller", create=False)
+        self._populate(store)
+        if any(f.kind == "switch" for f in self.s.faults):
+            era = PostgresStore(self.scratch.url, time_source="caller", fencing="epoch")
+            era.dispatch_due(self._t0() - 60_000, 1, 5_000)
+            era.close()
+        store.close()
+
+    def _t0(self) -> int:
+        from cronlab.sim.run import T0
+
+        return T0
+
+    def _open(self, proc: Proc) -> Any:
+        from cronlab.sim.world import TrueClock
+        from cronlab.stores.postgres import PostgresStore
+        from cronlab.stores.postgres import Seams as PgSeams
+
+        assert self.pg is not None
+        from cronlab.sim import scenario as sc
+
+        lock_wait = sc.TTL_MS // 2 if proc.name.startswith("scheduler") else None
+        pool = SimPool(self.pg, proc, lock_wait)
+        seams = PgSeams(pool=pool, clock=TrueClock(self.world), wakeups=self.wakeups)
+        try:
+            return PostgresStore(self.scratch.url, seams=seams)
+        except BaseException:
+            pool.close()
+            raise
+
+    def _close(self, store: Any) -> None:
+        with contextlib.suppress(psycopg.Error):
+            store.close()
+
+    def _outage(self, f: Any) -> None:
+        super()._outage(f)
+        assert self.pg is not None
+        self.pg.terminate_all()  # a server that goes away takes its sessions with it
+
+    def _admin(self) -> Any:
+        raise AssertionError("the SQLite admin connection is not used on PostgreSQL")
+
+    def _sql(self, sql: str, params: Any = ()) -> list[Any]:
+        assert self.pg is not None
+        cur = self.pg.admin.execute(sql, params)
+        return cur.fetchall() if cur.description is not None else []
+
+    def _lose(self, n: int) -> None:
+        self._sql(
+            "DELETE FROM queue WHERE id IN "
+            "(SELECT id FROM queue ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED)",
+            (n,),
+        )
+        self.world.log(f"queue lost {n} envelope(s)")
+
+    def _duplicate(self) -> None:
+        self._sql(
+            "INSERT INTO queue (task_ids, size, attempt, enqueued_ms) "
+            "SELECT task_ids, size, attempt, enqueued_ms FROM queue ORDER BY id LIMIT 1"
+        )
+        self.world.log("queue delivers an envelope twice")
+
+    def _settled(self) -> bool:
+        if self.world.timers or self.ledger.removed_ms is None:
+            return False
+        open_tasks = self._sql(
+            "SELECT count(*) FROM tasks WHERE status IN ('PENDING', 'DISPATCHED')"
+        )[0][0]
+        queued = self._sql("SELECT count(*) FROM queue")[0][0]
+        return bool(open_tasks == 0 and queued == 0)
+
+    def go(self) -> Any:
+        quiet = logging.getLogger("psycopg")  # a rollback on a session the server ended
+        level, quiet.level = quiet.level, logging.ERROR
+        try:
+            return super().go()
+        finally:
+            quiet.setLevel(level)
+            if self.pg is not None:
+                self.pg.terminate_all()
+                self.pg.admin.close()
+
+    def _outcome(self, deadlock: str | None) -> Any:
+        from cronlab.sim.run import T0, Outcome
+
+        assert self.pg is not None
+        self.pg.terminate_all()
+        commits = self.pg.commits
+
+        def turn(xid: int) -> int:
+            return commits.get(int(xid), (0, T0))[0]
+
+        def at(xid: int) -> int:
+            return commits.get(int(xid), (0, T0))[1]
+
+        tasks = self._sql("SELECT idempotency_key, status, trigger_ms, last_error FROM tasks")
+        effects = self._sql("SELECT key, inv, at_ms, true_ms FROM sim_effects")
+        dropped = [(k, t, at(x)) for k, t, x in self._sql("SELECT * FROM sim_dropped")]
+        pruned = [(k, st, t, turn(x)) for k, st, t, x in self._sql("SELECT * FROM sim_pruned")]
+        alerts = [(a, b, c, at(x)) for a, b, c, x in self._sql("SELECT * FROM sim_alerts")]
+        dispatched: dict[str, int] = {}
+        for key, xid in self._sql("SELECT key, xid FROM sim_dispatched"):
+            t = turn(xid)
+            dispatched[key] = min(dispatched.get(key, t), t)
+        return Outcome(
+            scenario=self.s,
+            ledger=self.ledger,
+            tasks=[tuple(r) for r in tasks],
+            effects=[tuple(r) for r in effects],
+            dropped=dropped,
+            pruned=pruned,
+            alerts=alerts,
+            dispatched=dispatched,
+            trace=self.world.trace,
+            end_ms=self.world.now_ms,
+            deadlock=deadlock,
+        )
