@@ -209,6 +209,21 @@ def test_a_reader_refuses_a_database_without_a_store_and_writes_nothing(url: str
         assert tables.fetchone() == (0,)
 
 
+@pytest.mark.parametrize("read_only", [True, False], ids=["reader", "writer"])
+def test_another_programs_schema_version_table_is_not_a_0_1_store(
+    url: str, read_only: bool
+) -> None:
+    """Issue 28: a ``schema_version(version, name)`` table made it one ("start cronlab 0.1")."""
+    with psycopg.connect(url) as c:
+        c.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT)")
+        c.execute("INSERT INTO schema_version VALUES (1, 'create_users')")
+    with pytest.raises(ConfigError, match="is not a cronlab store"):
+        PostgresStore(url, create=not read_only, read_only=read_only)
+    with psycopg.connect(url) as c:
+        tables = c.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        assert tables.fetchall() == [("schema_version",)]
+
+
 def test_id_lists_and_execution_rows_survive_the_wire(store: PostgresStore) -> None:
     got = store.query("SELECT %s::bigint[]", (store.d.ints([1, -2, 1 << 40]),))
     assert got == [([1, -2, 1 << 40],)]

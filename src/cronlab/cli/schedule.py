@@ -98,11 +98,13 @@ def _json(parsed: cron.Cron, start: datetime, times: list[datetime]) -> dict[str
 # -- stored schedules ------------------------------------------------------------------------
 
 
-def open_schedules(url: str, *, create: bool) -> ScheduleStore:
-    """The schedule store behind ``--store``; ``create=False`` refuses a missing one."""
+def open_schedules(url: str, *, create: bool, read_only: bool = False) -> ScheduleStore:
+    """The schedule store behind ``--store``; ``create=False`` refuses a missing one;
+    ``read_only``: never changed (``options.read_store``)."""
     from cronlab import distributed  # the backends load only for the store-backed commands
 
-    return apps.schedule_store(distributed.open_store(url, create=create))
+    store = distributed.open_store(url, create=create, read_only=read_only)
+    return apps.schedule_store(store)
 
 
 def open_store(url: str) -> Any:
@@ -198,7 +200,7 @@ def _no_constant(name: str) -> Any:
 @JSON
 def list_cmd(store_url: str, as_json: bool) -> None:
     """Every schedule: next fire time in its zone, last fire and the last run's outcome."""
-    infos = open_schedules(store_url, create=False).list_schedules()
+    infos = open_schedules(store_url, create=False, read_only=True).list_schedules()
     echo_list(infos, "schedules", as_json, info_json, _line_of)
 
 
@@ -208,7 +210,7 @@ def list_cmd(store_url: str, as_json: bool) -> None:
 @JSON
 def show_cmd(name: str, store_url: str, as_json: bool) -> None:
     """One schedule, every field."""
-    data = info_json(open_schedules(store_url, create=False).get_schedule(name))
+    data = info_json(open_schedules(store_url, create=False, read_only=True).get_schedule(name))
     if as_json:
         click.echo(json.dumps(data))
     else:

@@ -1,0 +1,187 @@
+"""Issue 28, data: writes to a file the user did not name, commands that change a file they
+only read, and silent no-ops. Each case wrote somewhere else, changed a file or reported
+success having done nothing; now it does what was asked, or says in one line why not."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from shell import cronlab
+
+pytestmark = pytest.mark.acceptance
+ODD_NAMES = ["real#1.db", "q?mode=ro.db", "a%20b.db", "a b.db", "pct%41#x?.db"]
+ADD = ["schedule", "add", "nightly", "0 0 * * *", "--handler", "fail"]
+READERS = (
+    ["status"],
+    ["report"],
+    ["runs"],
+    ["schedule", "list"],
+    ["schedule", "show", "nightly"],
+)
+
+
+def one_line_error(done: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert done.returncode == 2 and done.stdout == "", done.stderr[-500:]
+    assert done.stderr.startswith("cronlab: error: ") and done.stderr.count("\n") == 1, done.stderr[
+        -500:
+    ]
+    assert "Traceback" not in done.stderr
+    for word in words:
+        assert word in done.stderr, done.stderr
+
+
+def files(where: Path) -> list[str]:
+    return sorted(p.name for p in where.iterdir())
+
+
+@pytest.mark.parametrize("name", ODD_NAMES)
+def test_a_sqlite_path_with_uri_characters_is_the_file_named(name: str, tmp_path: Path) -> None:
+    """``sqlite:///data/real#1.db`` wrote into ``data/real``; a new such path ended in a
+    traceback (the path went into a ``file:`` URI unescaped)."""
+    url = f"sqlite:///{tmp_path / name}"
+    added = cronlab("schedule", "add", "nightly", "0 0 * * *", "--handler", "fail", "--store", url)
+    assert added.returncode == 0, added.stderr[-500:]
+    assert files(tmp_path) == sorted([name, f"{name}.writer"])
+    listed = cronlab("schedule", "list", "--store", url)
+    assert listed.returncode == 0 and "nightly" in listed.stdout, listed.stderr[-500:]
+
+
+@pytest.mark.parametrize("name", ODD_NAMES)
+def test_read_only_commands_create_no_file(name: str, tmp_path: Path) -> None:
+    """Read-only commands created stray empty files (``jobs``, ``q``, ``a b.db``) beside a
+    store whose name holds ``?``, ``#`` or ``%XX``, and said nothing was written."""
+    store = tmp_path / "s"
+    store.mkdir()
+    plain = f"sqlite:///{store / 'plain.db'}"
+    add = ("schedule", "add", "nightly", "0 0 * * *", "--handler", "fail", "--store", plain)
+    assert cronlab(*add).returncode == 0
+    (store / "plain.db").rename(store / name)
+    (store / "plain.db.writer").unlink()
+    url = f"sqlite:///{store / name}"
+    before = files(store)
+    for command in READERS:
+        done = cronlab(*command, "--store", url)
+        assert done.returncode == 0, (command, done.stderr[-500:])
+    assert files(store) == before
+
+
+@pytest.mark.parametrize("name", ODD_NAMES)
+def test_a_read_only_command_on_a_missing_store_is_one_line_and_creates_nothing(
+    name: str, tmp_path: Path
+) -> None:
+    for command in READERS:
+        one_line_error(cronlab(*command, "--store", f"sqlite:///{tmp_path / name}"), "no store")
+    assert files(tmp_path) == []
+
+
+def _their_db(path: Path, *, wal: bool = False) -> None:
+    """Another program's database that keeps its own ``schema_version(version, name)``."""
+    with sqlite3.connect(path) as conn:
+        if wal:
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO schema_version VALUES (1, 'create_users')")
+        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO users VALUES (1, 'Ada')")
+    conn.close()
+
+
+@pytest.mark.parametrize("wal", [False, True], ids=["rollback journal", "WAL"])
+@pytest.mark.parametrize("command", [*READERS, ["check"]], ids=" ".join)
+def test_a_read_only_command_on_another_programs_schema_version_db_changes_nothing(
+    command: list[str], wal: bool, tmp_path: Path
+) -> None:
+    """``cronlab status`` took a database with a ``schema_version(version, name)`` table for a
+    cronlab 0.1 store: switched it to WAL (its header changed for good), gave it a ``.writer``
+    file and told the user to "start cronlab 0.1 on it"."""
+    db = tmp_path / "theirs.db"
+    _their_db(db, wal=wal)
+    before = db.read_bytes()
+    one_line_error(cronlab(*command, "--store", f"sqlite:///{db}"), "is not a cronlab store")
+    assert db.read_bytes() == before and files(tmp_path) == ["theirs.db"]
+
+
+@pytest.mark.parametrize("command", [["schedule", "add", "n", "0 0 * * *", "--handler", "fail"]])
+def test_a_writer_on_another_programs_schema_version_db_is_refused_untouched(
+    command: list[str], tmp_path: Path
+) -> None:
+    """A writer took it over as a 0.1 store (or said to start cronlab 0.1 on it)."""
+    db = tmp_path / "theirs.db"
+    _their_db(db)
+    before = db.read_bytes()
+    one_line_error(cronlab(*command, "--store", f"sqlite:///{db}"), "is not a cronlab store")
+    assert db.read_bytes() == before and files(tmp_path) == ["theirs.db"]
+
+
+def test_a_read_only_command_never_migrates_a_cronlab_store(tmp_path: Path) -> None:
+    """A reader applied the migrations an older cronlab's store lacked (under that cronlab's
+    running cluster): now it says so, and the file is as it was."""
+    db = tmp_path / "s.db"
+    url = f"sqlite:///{db}"
+    add = cronlab("schedule", "add", "n", "0 0 * * *", "--handler", "fail", "--store", url)
+    assert add.returncode == 0, add.stderr
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM cronlab_schema WHERE version = 11")
+    conn.close()
+    before = db.read_bytes()
+    for command in READERS:
+        one_line_error(cronlab(*command, "--store", url), "older", "nothing was written")
+    assert db.read_bytes() == before and files(tmp_path) == ["s.db", "s.db.writer"]
+
+
+@pytest.mark.parametrize("command", [["status"], ADD])
+def test_a_store_that_is_not_a_regular_file_is_refused(command: list[str]) -> None:
+    """``schedule add --store sqlite:////dev/null`` created ``/dev/null.writer``."""
+    assert not Path("/dev/null.writer").exists(), "left by an earlier run: remove it"
+    one_line_error(cronlab(*command, "--store", "sqlite:////dev/null"), "not a regular file")
+    assert not Path("/dev/null.writer").exists() and not Path("/dev/null-journal").exists()
+
+
+def _on_a_small_disk(tmp_path: Path, script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` (sh, ``$C`` runs cronlab, ``$D`` is the disk) on a 256 kB tmpfs of its own,
+    in a user and mount namespace (no root needed); skipped where the kernel refuses one."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    body = f'mount -t tmpfs -o size=256k tmpfs "$D" || exit 77\n{script}'
+    env = {**os.environ, "C": f"{sys.executable} -m cronlab", "D": str(disk)}
+    done = subprocess.run(
+        ["unshare", "-Urm", "sh", "-c", body], capture_output=True, text=True, env=env, timeout=120
+    )
+    if done.returncode == 77 or "unshare failed" in done.stderr:
+        pytest.skip(f"no mount namespace here: {done.stderr.strip()[:200]}")
+    return done
+
+
+def test_a_full_disk_is_reported_as_a_full_disk(tmp_path: Path) -> None:
+    """Issue 28: ``database or disk is full`` was reported as "the store is damaged"."""
+    done = _on_a_small_disk(
+        tmp_path,
+        'url="sqlite:///$D/s.db"\n'
+        '$C invoices seed --store "$url" --count 100 --at +60 >/dev/null || exit 3\n'
+        "while :; do\n"
+        '  $C invoices seed --store "$url" --count 2000 --at +60 >/dev/null 2>"$D/../err"\n'
+        '  rc=$?; [ "$rc" = 0 ] || break\n'
+        "done\n"
+        'cat "$D/../err" >&2; exit "$rc"',
+    )
+    one_line_error(done, "disk", "full")
+    assert "damaged" not in done.stderr
+
+
+def test_a_read_only_disk_is_reported_as_read_only(tmp_path: Path) -> None:
+    """Issue 28: a write to a store on a read-only disk was a traceback (its ``.writer`` lock
+    file) or "the store is damaged"."""
+    done = _on_a_small_disk(
+        tmp_path,
+        'url="sqlite:///$D/s.db"\n'
+        '$C schedule add a "0 0 * * *" --handler fail --store "$url" >/dev/null || exit 3\n'
+        'mount -o remount,ro "$D" || exit 77\n'
+        '$C schedule add b "0 0 * * *" --handler fail --store "$url"',
+    )
+    one_line_error(done, "read-only")
+    assert "damaged" not in done.stderr
