@@ -185,3 +185,32 @@ def test_a_read_only_disk_is_reported_as_read_only(tmp_path: Path) -> None:
     )
     one_line_error(done, "read-only")
     assert "damaged" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("key", "words"),
+    [
+        ("", "1-500 characters"),  # replaced by a random key: a retry added a duplicate
+        ("k" * 501, "1-500 characters"),
+        ("k" * 600, "1-500 characters"),  # stored
+        ("k" * 100_000, "1-500 characters"),  # stored
+    ],
+    ids=["empty", "501", "600", "100000"],
+)
+def test_enqueue_key_has_the_one_rule_of_idempotency_keys(
+    key: str, words: str, tmp_path: Path
+) -> None:
+    db = tmp_path / "s.db"
+    done = cronlab("enqueue", "fail", "--in", "1h", "--key", key, "--store", f"sqlite:///{db}")
+    one_line_error(done, "idempotency key", words)
+    assert len(done.stderr) < 300 and not db.exists()
+
+
+def test_enqueue_key_of_500_characters_is_stored_as_given(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    url = f"sqlite:///{db}"
+    done = cronlab("enqueue", "fail", "--in", "1h", "--key", "é" * 500, "--store", url)
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT idempotency_key FROM tasks").fetchall() == [("é" * 500,)]
+    conn.close()

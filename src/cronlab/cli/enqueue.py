@@ -45,7 +45,9 @@ SPOOL_MEMORY = 16 * 1024 * 1024  # bytes of checked lines kept in memory, then a
 @click.option("--payload", default="{}", metavar="JSON", help="A JSON object for the handler.")
 @click.option("--in", "delay", metavar="DELAY", help="Due after this delay: 3d, 2h, 15m, 90s.")
 @click.option("--at", metavar="ISO8601", help="Due at this instant (with a UTC offset).")
-@click.option("--key", default=None, help="Idempotency key (default: a fresh one).")
+@click.option(
+    "--key", default=None, help="Idempotency key, 1-500 characters (default: a fresh one)."
+)
 @click.option(
     "--store",
     "store_url",
@@ -81,9 +83,11 @@ def enqueue_cmd(
     if many is not None:
         _enqueue_many(handler, many, delay, at, store_url, app_spec, as_json, key)
         return
+    if key is not None:
+        check_key(key)  # (an empty one is refused: a fresh key would make a retry a duplicate)
     due = delays.due_ms(now_ms=CLOCK.now_ms(), delay=delay, at=at)
     task = NewTask(
-        idempotency_key=key or f"timer:{uuid.uuid4()}",
+        idempotency_key=f"timer:{uuid.uuid4()}" if key is None else key,
         handler=handler,
         trigger_ms=due,
         payload=json.dumps(schedule_cli.parse_payload(payload)),
