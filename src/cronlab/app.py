@@ -35,6 +35,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
 
 from cronlab import urls
+from cronlab.core import zones
 from cronlab.core.policy import Catchup, Overlap, Schedule
 from cronlab.exceptions import ConfigError
 from cronlab.handlers import Context, Handler, Options, Registry
@@ -253,6 +254,7 @@ class App:
         overlap: Overlap,
         alerts: Alerts = (None, None),
     ) -> Schedule:
+        zones.check(tz)  # (the Schedule value takes one a store holds already)
         schedule = Schedule(
             name=name,
             cron=expr,

@@ -509,6 +509,8 @@ class ScheduleStore(Protocol):
         Without ``replace`` an existing name is a ``ConflictError`` (nothing written). A changed
         definition drops its occurrence still to come and materialises ``next_fire(now)``; one
         already due stays and runs (it was due under the definition in force at its time).
+        A zone whose meaning depends on the host (``localtime``, ``core/zones.py``) is a
+        ``ConfigError``, here and in ``sync_schedules`` (nothing written).
         """
         ...
 

@@ -214,3 +214,22 @@ def test_enqueue_key_of_500_characters_is_stored_as_given(tmp_path: Path) -> Non
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT idempotency_key FROM tasks").fetchall() == [("é" * 500,)]
     conn.close()
+
+
+HOST_ZONES = [
+    ("localtime", "depends on the host"),  # /etc/localtime: each replica's own zone
+    ("posixrules", "depends on the host"),
+    ("Factory", "no zone set"),
+    ("right/UTC", "time zone"),  # leap seconds, on the hosts that have it (unknown elsewhere)
+    ("posix/Europe/Berlin", "time zone"),
+]
+
+
+@pytest.mark.parametrize(("tz", "words"), HOST_ZONES)
+def test_a_zone_that_depends_on_the_host_is_refused(tz: str, words: str, tmp_path: Path) -> None:
+    """``--tz localtime`` was accepted: the same stored schedule fired at 09:00 UTC on one
+    replica and 09:00+09:00 on another."""
+    db = tmp_path / "s.db"
+    one_line_error(cronlab(*ADD, "--tz", tz, "--store", f"sqlite:///{db}"), f"{tz!r}", words)
+    assert not db.exists()
+    one_line_error(cronlab("schedule", "next", "0 9 * * *", "--tz", tz), f"{tz!r}", words)

@@ -17,7 +17,7 @@ import click
 
 from cronlab import app as apps
 from cronlab.cli.knobs import echo_list, optional
-from cronlab.core import cron, delays
+from cronlab.core import cron, delays, zones
 from cronlab.core.policy import Schedule, from_ms, to_ms
 from cronlab.exceptions import ConfigError
 from cronlab.ports import ScheduleInfo, ScheduleStore
@@ -41,7 +41,13 @@ def schedule_group() -> None:
 
 @schedule_group.command("next")
 @click.argument("expr", metavar="CRON")
-@click.option("--tz", default="UTC", show_default=True, help="IANA time zone of the schedule.")
+@click.option(
+    "--tz",
+    default="UTC",
+    show_default=True,
+    callback=lambda ctx, param, value: zones.check(value),
+    help="IANA time zone of the schedule.",
+)
 @click.option(
     "--after",
     metavar="ISO8601",
@@ -125,7 +131,13 @@ def known_handlers(app_spec: str | None) -> list[str]:
 @NAME
 @click.argument("cron", metavar="CRON")
 @click.option("--handler", required=True, help="Registered handler name.")
-@click.option("--tz", default="UTC", show_default=True, help="IANA time zone.")
+@click.option(
+    "--tz",
+    default="UTC",
+    show_default=True,
+    callback=lambda ctx, param, value: zones.check(value),
+    help="IANA time zone (not one whose meaning is the host's: localtime, posixrules).",
+)
 @click.option("--payload", default="{}", metavar="JSON", help="A JSON object for the handler.")
 @click.option("--catchup", type=click.Choice(["all", "latest", "none"]), default="latest")
 @click.option("--catchup-window", default="1h", show_default=True, metavar="DELAY")

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cronlab.core import occurrences, policy
+from cronlab.core import occurrences, policy, zones
 from cronlab.core.policy import Schedule
 from cronlab.exceptions import ConflictError, NotFoundError
 from cronlab.ports import Backfill, NewTask, ScheduleInfo, SyncReport
@@ -34,6 +34,7 @@ class ScheduleMethods:
         return int(c.execute(self.q["add_task"], task._asdict()).rowcount)
 
     def put_schedule(self, schedule: Schedule, now_ms: int, *, replace: bool) -> bool:
+        zones.check(schedule.tz)  # a new definition: in a zone every replica reads alike
         stored = self.d.read(lambda c: self._schedule(c, schedule.name))
         if (
             stored is not None
@@ -56,6 +57,9 @@ class ScheduleMethods:
         return self.d.transaction(put)
 
     def sync_schedules(self, app: str, wanted: Sequence[Schedule], now_ms: int) -> SyncReport:
+        for s in wanted:
+            zones.check(s.tz)
+
         def sync(c: Conn) -> SyncReport:
             added: list[str] = []
             changed: list[str] = []
