@@ -517,7 +517,8 @@ class ScheduleStore(Protocol):
     def sync_schedules(self, app: str, wanted: Sequence[Schedule], now_ms: int) -> SyncReport:
         """Make the schedules ``app`` declares exactly ``wanted``, in one transaction: add,
         change (as ``put_schedule`` with ``replace``) and remove (as ``remove_schedule``)
-        those of ``app``'s; one added by hand is adopted; one of another app is a
+        those of ``app``'s; one added by hand, or synced under the old default name ``"app"``
+        (every App's, once), is adopted, and never removed; one of another app is a
         ``ConflictError`` (nothing written)."""
         ...
 

@@ -4,6 +4,7 @@ success having done nothing; now it does what was asked, or says in one line why
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -233,3 +234,28 @@ def test_a_zone_that_depends_on_the_host_is_refused(tz: str, words: str, tmp_pat
     one_line_error(cronlab(*ADD, "--tz", tz, "--store", f"sqlite:///{db}"), f"{tz!r}", words)
     assert not db.exists()
     one_line_error(cronlab("schedule", "next", "0 9 * * *", "--tz", tz), f"{tz!r}", words)
+
+
+SERVICE = """
+import cronlab
+
+app = cronlab.App()  # no name: the default
+
+
+@app.cron("0 {hour} * * *", name="{name}")
+@app.task(name="{name}")
+def job(ctx: cronlab.Context) -> None: ...
+"""
+
+
+def test_two_services_with_default_app_names_keep_each_others_schedules(tmp_path: Path) -> None:
+    """Syncing service B removed service A's schedule: both Apps were named "app"."""
+    (tmp_path / "billing.py").write_text(SERVICE.format(hour=1, name="invoices"))
+    (tmp_path / "reports.py").write_text(SERVICE.format(hour=2, name="digest"))
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    for spec in ("billing:app", "reports:app", "billing:app"):
+        done = cronlab("schedule", "sync", "--app", spec, "--store", url, "--json", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-500:]
+        assert json.loads(done.stdout)["removed"] == [], (spec, done.stdout)
+    listed = json.loads(cronlab("schedule", "list", "--store", url, "--json").stdout)
+    assert sorted(s["name"] for s in listed["schedules"]) == ["digest", "invoices"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -51,7 +53,7 @@ def test_a_declared_schedule_is_written_by_sync_with_its_next_occurrence(tmp_pat
     store = SqliteStore(tmp_path / "cron.db", create=False)
     (info,) = store.list_schedules()
     assert info.schedule.payload == {"plan": "pro"} and info.schedule.catchup == "all"
-    assert info.app == "app" and store.counts()["PENDING"] == 1
+    assert info.app == __name__ and store.counts()["PENDING"] == 1  # the default name
     keys = store.query("SELECT idempotency_key FROM tasks")
     assert keys == [(f"schedule:monthly-invoices:{info.next_fire_ms}",)]
     store.close()
@@ -182,6 +184,37 @@ def test_load_imports_the_users_module_from_the_working_directory(
         load("no_such_module_x:app")
     with pytest.raises(ConfigError, match="module:attribute"):
         load("myjobs_for_load")
+
+
+def test_the_default_name_is_the_module_that_makes_the_app(tmp_path: Path) -> None:
+    """Issue 28: every App was named "app", so two services syncing one store removed each
+    other's schedules. A script run as ``python jobs.py`` is named as ``--app jobs:app``."""
+    assert cronlab.App(store=MemoryStore()).name == __name__
+    assert cronlab.App(store=MemoryStore(), name="billing").name == "billing"
+    (tmp_path / "jobs.py").write_text("import cronlab\nprint(cronlab.App().name)\n")
+    env = {k: v for k, v in os.environ.items() if k != "CRONLAB_STORE"}
+    ran = subprocess.run(
+        [sys.executable, "jobs.py"], cwd=tmp_path, capture_output=True, text=True, env=env
+    )
+    assert (ran.returncode, ran.stdout) == (0, "jobs\n"), ran.stderr
+
+
+def test_schedules_synced_under_the_old_default_name_are_adopted_and_never_removed(
+    tmp_path: Path,
+) -> None:
+    """A store whose schedules an App synced as "app" (the old default, which every service
+    shared): the app that declares one adopts it; one no app declares stays (whose was it?)."""
+    app, bill = app_on(tmp_path / "cron.db")
+    store = app.store()
+    old = [Schedule(name=n, cron="0 6 * * *", handler="bill") for n in ("mine", "theirs")]
+    store.sync_schedules("app", old, T0)
+    app.cron("0 6 * * *", name="mine")(bill)
+    assert app.sync() == SyncReport()
+    owners = {i.schedule.name: i.app for i in store.list_schedules()}
+    assert owners == {"mine": app.name, "theirs": "app"}
+    still_app = cronlab.App(store=store, clock=FakeClock(T0), name="app")
+    assert still_app.sync() == SyncReport()  # declares nothing, removes nothing
+    assert len(store.list_schedules()) == 2
 
 
 @pytest.mark.parametrize("tz", ["localtime", "posixrules", "Factory", "right/UTC"])

@@ -21,6 +21,10 @@ from cronlab.stores.sql import operations
 from cronlab.stores.sql.dialect import Conn, Dialect
 
 MAX_PASSED_OVER = 1_000  # occurrences a redefinition passes over that exist already
+# The name every App had unless given one, before the default became its module: every
+# service shared it, so a schedule stored under it is adopted by the app that declares it
+# and removed by no sync (not even of an App still named "app": it may be another's).
+OLD_DEFAULT_APP = "app"
 
 
 class ScheduleMethods:
@@ -65,7 +69,7 @@ class ScheduleMethods:
             changed: list[str] = []
             for s in wanted:
                 old = self._schedule(c, s.name, lock=True)
-                if old is not None and old.app not in (None, app):
+                if old is not None and old.app not in (None, OLD_DEFAULT_APP, app):
                     raise ConflictError(
                         f"schedule {s.name!r} is declared by app {old.app!r}, not {app!r}: "
                         "nothing was written (give one of them another name)"
@@ -81,7 +85,8 @@ class ScheduleMethods:
                     self._rematerialise(c, s, now_ms, paused)
             declared = {s.name for s in wanted}
             names = c.execute(self.q["schedule_names_of_app"], {"app": app}).fetchall()
-            removed = [n for (n,) in names if n not in declared]
+            mine = app != OLD_DEFAULT_APP
+            removed = [n for (n,) in names if n not in declared and mine]
             for name in removed:
                 self._remove(c, name, now_ms)
             return SyncReport(added=tuple(added), changed=tuple(changed), removed=tuple(removed))
