@@ -84,7 +84,8 @@ class Lease:
 
 @dataclass(frozen=True, kw_only=True)
 class ProcessInfo:
-    """A process the cluster started: role ``scheduler`` or ``worker``, its index and pid."""
+    """A process the cluster started: role ``scheduler`` or ``worker``, its index and pid, and
+    where that pid is it (``place``: machine and boot, PID namespace, start time)."""
 
     role: str
     index: int
@@ -93,6 +94,7 @@ class ProcessInfo:
     started_ms: int
     exited_ms: int | None = None
     heartbeat_ms: int | None = None  # when it last said it was alive
+    place: str | None = None  # where its pid means it (runtime/proc.py); None: not known
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,15 +4,20 @@ success having done nothing; now it does what was asked, or says in one line why
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from shell import cronlab
+
+from cronlab.ports import ProcessInfo
+from cronlab.stores.sqlite import SqliteStore
 
 pytestmark = pytest.mark.acceptance
 ODD_NAMES = ["real#1.db", "q?mode=ro.db", "a%20b.db", "a b.db", "pct%41#x?.db"]
@@ -131,7 +136,8 @@ def test_a_read_only_command_never_migrates_a_cronlab_store(tmp_path: Path) -> N
     conn.close()
     before = db.read_bytes()
     for command in READERS:
-        one_line_error(cronlab(*command, "--store", url), "older", "nothing was written")
+        done = cronlab(*command, "--store", url)
+        one_line_error(done, "lacks migration 011, older than", "nothing was written")
     assert db.read_bytes() == before and files(tmp_path) == ["s.db", "s.db.writer"]
 
 
@@ -259,3 +265,67 @@ def test_two_services_with_default_app_names_keep_each_others_schedules(tmp_path
         assert json.loads(done.stdout)["removed"] == [], (spec, done.stdout)
     listed = json.loads(cronlab("schedule", "list", "--store", url, "--json").stdout)
     assert sorted(s["name"] for s in listed["schedules"]) == ["digest", "invoices"]
+
+
+def _their_leader(db: Path, pid: int, place: str | None) -> None:
+    """The store as pod B's cluster left it: its replica 0 holds the lease, registered as
+    ``pid`` (a number in pod B's PID namespace) with ``place`` (where that number means it)."""
+    store = SqliteStore(db)
+    owner = f"scheduler-0@pod-b:{pid}:beef0001"
+    assert store.lease_cas(owner, int(time.time() * 1000), 60_000) is not None
+    info = ProcessInfo(role="scheduler", index=0, pid=pid, owner=owner, started_ms=0)
+    store.register_process(dataclasses.replace(info, place=place) if place else info)
+    store.close()
+
+
+def _place(pid: int, template: str) -> str:
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    start = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    return template.format(boot=boot, ns=os.stat("/proc/self/ns/pid").st_ino, start=start)
+
+
+@pytest.mark.parametrize(
+    "place",
+    [
+        None,  # registered with no proof of where (an older cronlab)
+        "00000000-0000-0000-0000-000000000000:{ns}:{start}",  # another host (or boot)
+        "{boot}:1:{start}",  # this boot, another PID namespace (pod B's)
+        "{boot}:{ns}:1",  # this namespace, but not the process that started then (pid reused)
+    ],
+    ids=["no proof", "another host", "another pid namespace", "pid reused"],
+)
+def test_crash_leader_signals_no_process_it_cannot_prove_is_the_leader(
+    place: str | None, tmp_path: Path
+) -> None:
+    """Two pods on one store: `chaos crash-leader` in pod A SIGKILLed pod A's own process
+    whose pid number was pod B's leader's."""
+    db = tmp_path / "s.db"
+    with subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", "cronlab-standby"]
+    ) as standby:
+        try:
+            _their_leader(db, standby.pid, place and _place(standby.pid, place))
+            for command in (
+                ["crash-leader"],
+                ["crash-replica", "0"],
+                ["pause-leader", "--for", "1"],
+            ):
+                done = cronlab("chaos", *command, "--store", f"sqlite:///{db}")
+                assert standby.poll() is None, "the process was signalled"
+                one_line_error(done, "scheduler-0@pod-b", "not signalled")
+        finally:
+            standby.kill()
+
+
+def test_crash_leader_signals_the_leader_it_proves_is_here(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", "cronlab-leader"]
+    ) as leader:
+        try:
+            _their_leader(db, leader.pid, _place(leader.pid, "{boot}:{ns}:{start}"))
+            done = cronlab("chaos", "crash-leader", "--store", f"sqlite:///{db}")
+            assert done.returncode == 0, done.stderr
+            assert leader.wait(timeout=10) == -9
+        finally:
+            leader.kill()

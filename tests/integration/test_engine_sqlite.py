@@ -34,7 +34,7 @@ def test_due_scan_uses_the_partial_pending_index(tmp_path: Path, query: str) -> 
 def test_migrations_are_numbered_applied_once_and_recorded(tmp_path: Path) -> None:
     SqliteStore(tmp_path / "m.db").close()
     again = SqliteStore(tmp_path / "m.db")
-    assert again.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12]
+    assert again.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13]
     names = again.query("SELECT name FROM cronlab_schema ORDER BY version")
     assert names == [
         ("001_base.sql",),
@@ -44,6 +44,8 @@ def test_migrations_are_numbered_applied_once_and_recorded(tmp_path: Path) -> No
         ("005_processes_by_owner.sql",),
         ("010_operations.sql",),
         ("011_history_horizon.sql",),
+        ("012_run_finished.sql",),
+        ("013_process_place.sql",),
     ]
 
 
@@ -71,7 +73,7 @@ def _old_store(path: Path, applied: list[str]) -> None:
 def test_a_store_of_the_last_release_is_taken_over_with_its_rows(tmp_path: Path) -> None:
     _old_store(tmp_path / "old.db", OLD)
     store = SqliteStore(tmp_path / "old.db")
-    assert store.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12]
+    assert store.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13]
     assert store.counts()["PENDING"] == 1
     assert not store.query("SELECT name FROM sqlite_master WHERE name = 'schema_version'")
 
@@ -134,7 +136,7 @@ def test_an_apps_own_schema_version_table_in_a_store_is_left_alone(tmp_path: Pat
     conn.commit()
     conn.close()
     store = SqliteStore(tmp_path / "s.db")
-    assert store.schema_versions() == [1, 2, 3, 4, 5, 10, 11]
+    assert store.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13]
     assert store.query("SELECT * FROM schema_version") == [(1, "create_users")]
     store.close()
 
@@ -142,7 +144,7 @@ def test_an_apps_own_schema_version_table_in_a_store_is_left_alone(tmp_path: Pat
 def test_a_read_only_store_is_never_migrated_nor_taken_over(tmp_path: Path) -> None:
     _old_store(tmp_path / "old.db", OLD)
     before = (tmp_path / "old.db").read_bytes()
-    with pytest.raises(ConfigError, match=r"a cronlab 0\.1 store, older than"):
+    with pytest.raises(ConfigError, match=r"is a cronlab 0\.1 store, older than"):
         SqliteStore(tmp_path / "old.db", create=False, read_only=True)
     assert (tmp_path / "old.db").read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.db"]

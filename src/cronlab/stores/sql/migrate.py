@@ -53,16 +53,17 @@ def migrate(d: Dialect, create: bool, *, read_only: bool = False) -> None:
     if not missing:
         return
     if read_only:
-        raise ConfigError(_not_migrated(d, applied, max(m.version for m in steps)))
+        raise ConfigError(_not_migrated(d, applied, missing))
     d.transaction(lambda c: _apply(d, c, steps, create))
 
 
-def _not_migrated(d: Dialect, applied: set[int], newest: int) -> str:
-    was = f"at schema version {max(applied)}" if applied else "a cronlab 0.1 store"
+def _not_migrated(d: Dialect, applied: set[int], missing: set[int]) -> str:
+    numbers = ", ".join(f"{v:03d}" for v in sorted(missing))
+    was = f"lacks migration {numbers}" if applied else "is a cronlab 0.1 store"
     return (
-        f"store {d.describe()} is {was}, older than this cronlab's {newest}: a read-only "
-        "command does not migrate it; run a writing one on it first (cronlab schedule sync, "
-        "scheduler or cluster): nothing was written"
+        f"store {d.describe()} {was}, older than this cronlab: a read-only command does not "
+        "migrate it; run a writing one on it first (cronlab schedule sync, scheduler or "
+        "cluster): nothing was written"
     )
 
 

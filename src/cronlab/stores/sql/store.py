@@ -44,7 +44,7 @@ RECONCILE_AGE_MS = 10_000  # DISPATCHED this long with no message: the message w
 RECONCILE_LIMIT = 1_000  # tasks a reconcile looks at
 RECONCILE_MAX_QUEUED = 200_000  # messages waiting above which a reconcile waits its turn
 # processes_beat's columns: ProcessInfo's fields
-PROCESS = ("role", "index", "pid", "owner", "started_ms", "exited_ms", "heartbeat_ms")
+PROCESS = ("role", "index", "pid", "owner", "started_ms", "exited_ms", "heartbeat_ms", "place")
 
 
 class SqlStore(ScheduleMethods):
