@@ -48,9 +48,10 @@ def _running(store: SqlStore) -> list[ProcessInfo]:
 
 
 def _unproven(p: ProcessInfo, what: str) -> NotFoundError:
-    where = "alive" if proc.here(p.pid, p.place) else "here"
+    if proc.here(p.pid, p.place):
+        return NotFoundError(f"{what} {p.owner!r} was not signalled: pid {p.pid} has exited")
     return NotFoundError(
-        f"{what} {p.owner!r} was not signalled: nothing proves pid {p.pid} {where} is it (it "
+        f"{what} {p.owner!r} was not signalled: nothing proves pid {p.pid} here is it (it "
         "may run on another host or in another PID namespace, or have exited and its pid "
         "been reused)"
     )
