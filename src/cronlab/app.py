@@ -35,6 +35,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
 
 from cronlab import urls
+from cronlab.core import zones
 from cronlab.core.policy import Catchup, Overlap, Schedule
 from cronlab.exceptions import ConfigError
 from cronlab.handlers import Context, Handler, Options, Registry
@@ -59,7 +60,9 @@ class App:
     environment variable), a store object (``cronlab.testing.MemoryStore`` in tests), or
     neither, for an app that runs on whatever store the engine is started with. ``name``
     tells this app's schedules from another's on a shared store (``sync`` removes only its
-    own). Every mistake is a ConfigError, with nothing written.
+    own); by default, the module that makes the App (``jobs`` for ``--app jobs:app`` and for
+    ``python jobs.py``), so two services differ unless their modules share a name (then
+    give each a ``name``). Every mistake is a ConfigError, with nothing written.
     """
 
     def __init__(
@@ -76,7 +79,7 @@ class App:
             store_url = os.environ.get("CRONLAB_STORE") or None
         if store_url is not None:
             urls.parse(store_url)  # a malformed URL fails here, before any task is defined
-        self.name = name or "app"
+        self.name = name or _maker()
         self.store_url = store_url
         self._store = store
         self._local = threading.local()
@@ -253,6 +256,7 @@ class App:
         overlap: Overlap,
         alerts: Alerts = (None, None),
     ) -> Schedule:
+        zones.check(tz)  # (the Schedule value takes one a store holds already)
         schedule = Schedule(
             name=name,
             cron=expr,
@@ -385,18 +389,30 @@ def _caller(fn: Callable[..., Any]) -> Handler:
     return call
 
 
+def _maker() -> str:
+    """The module whose code makes the App (the first frame outside this one)."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    return _module(frame.f_globals.get("__name__") or "__main__")
+
+
+def _module(name: str) -> str:
+    """A module's name, a script run as ``python jobs.py`` named after its file, as a worker
+    that imports ``--app jobs:app`` names it."""
+    if name != "__main__":
+        return name
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    path = getattr(main, "__file__", None)
+    if spec is not None and spec.name:
+        return str(spec.name)
+    return os.path.splitext(os.path.basename(path))[0] if path else name
+
+
 def _default_name(fn: Callable[..., Any]) -> str:
-    """``module.qualname``; a script run as ``python jobs.py`` is named after its file, as a
-    worker that imports ``--app jobs:app`` names it."""
-    module = getattr(fn, "__module__", None) or "task"
-    if module == "__main__":
-        main = sys.modules.get("__main__")
-        spec = getattr(main, "__spec__", None)
-        path = getattr(main, "__file__", None)
-        if spec is not None and spec.name:
-            module = spec.name
-        elif path:
-            module = os.path.splitext(os.path.basename(path))[0]
+    """``module.qualname`` (a script's module named as ``_module`` names it)."""
+    module = _module(getattr(fn, "__module__", None) or "task")
     qualname = getattr(fn, "__qualname__", getattr(fn, "__name__", "task"))
     name = f"{module}.{qualname.replace('.<locals>', '')}"  # a function made inside another
     if "<" in name:

@@ -29,11 +29,18 @@ ELECTIONS = "lease, off or etcd://host:2379"
 
 
 def open_store(
-    url: str, *, create: bool, election: str = "lease", lock_wait_s: float | None = None
+    url: str,
+    *,
+    create: bool,
+    read_only: bool = False,
+    election: str = "lease",
+    lock_wait_s: float | None = None,
 ) -> SqlStore:
     """The store behind ``--store``, fencing as ``--election`` needs."""
     fencing: stores.Fencing = "epoch" if election.startswith("etcd://") else "lease"
-    return stores.open_store(url, create=create, fencing=fencing, lock_wait_s=lock_wait_s)
+    return stores.open_store(
+        url, create=create, read_only=read_only, fencing=fencing, lock_wait_s=lock_wait_s
+    )
 
 
 def check_election(text: str) -> str:

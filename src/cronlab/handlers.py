@@ -170,7 +170,7 @@ class Context:
         self._follow_ups += 1
         trigger = to_ms(at) if at is not None else self.now_ms + int(delay.total_seconds() * 1000)
         name = task if isinstance(task, str) else task.name
-        key = f"{self.idempotency_key}/then/{name}/{self._follow_ups}"
+        key = tasks.follow_up_key(self.idempotency_key, name, self._follow_ups)
         if isinstance(task, str):
             if arguments is not None and not isinstance(arguments, Mapping):
                 raise tasks.TaskArgumentError(

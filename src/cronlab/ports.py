@@ -84,7 +84,8 @@ class Lease:
 
 @dataclass(frozen=True, kw_only=True)
 class ProcessInfo:
-    """A process the cluster started: role ``scheduler`` or ``worker``, its index and pid."""
+    """A process the cluster started: role ``scheduler`` or ``worker``, its index and pid, and
+    where that pid is it (``place``: machine and boot, PID namespace, start time)."""
 
     role: str
     index: int
@@ -93,6 +94,7 @@ class ProcessInfo:
     started_ms: int
     exited_ms: int | None = None
     heartbeat_ms: int | None = None  # when it last said it was alive
+    place: str | None = None  # where its pid means it (runtime/proc.py); None: not known
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -509,13 +511,16 @@ class ScheduleStore(Protocol):
         Without ``replace`` an existing name is a ``ConflictError`` (nothing written). A changed
         definition drops its occurrence still to come and materialises ``next_fire(now)``; one
         already due stays and runs (it was due under the definition in force at its time).
+        A zone whose meaning depends on the host (``localtime``, ``core/zones.py``) is a
+        ``ConfigError``, here and in ``sync_schedules`` (nothing written).
         """
         ...
 
     def sync_schedules(self, app: str, wanted: Sequence[Schedule], now_ms: int) -> SyncReport:
         """Make the schedules ``app`` declares exactly ``wanted``, in one transaction: add,
         change (as ``put_schedule`` with ``replace``) and remove (as ``remove_schedule``)
-        those of ``app``'s; one added by hand is adopted; one of another app is a
+        those of ``app``'s; one added by hand, or synced under the old default name ``"app"``
+        (every App's, once), is adopted, and never removed; one of another app is a
         ``ConflictError`` (nothing written)."""
         ...
 

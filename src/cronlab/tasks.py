@@ -11,6 +11,7 @@ more than one batch in memory.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import uuid
@@ -35,6 +36,7 @@ R = TypeVar("R")
 RESERVED = frozenset({"delay", "at", "key"})  # defer()'s own keywords
 MAX_ARGUMENTS_BYTES = 64 * 1024  # as the CLI's --payload
 DEFER_BATCH = 10_000  # tasks per transaction in defer_many
+MAX_KEY = 500  # characters of an idempotency key, everywhere
 Item = Mapping[str, Any] | tuple[Mapping[str, Any], str | None]
 
 
@@ -301,7 +303,7 @@ def check_key(key: object) -> None:
     """ConfigError unless ``key`` is an idempotency key: 1-500 characters, no NUL (which
     PostgreSQL's text refuses), not in the engine's own namespaces (``schedule:``,
     ``backfill:``, ``trigger:``)."""
-    if not isinstance(key, str) or not 0 < len(key) <= 500 or "\x00" in key:
+    if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY or "\x00" in key:
         shown = key if not isinstance(key, str) or len(key) <= 60 else key[:60] + "…"
         raise ConfigError(
             f"an idempotency key is a string of 1-500 characters without NUL, got {shown!r}"
@@ -311,3 +313,14 @@ def check_key(key: object) -> None:
             f"idempotency key {key[:60]!r}: keys starting {', '.join(occurrences.RESERVED)} "
             "are the engine's own (a schedule's occurrences); choose another"
         )
+
+
+def follow_up_key(parent: str, task: str, n: int) -> str:
+    """The key of the ``n``-th follow-up a run of ``parent`` defers: the same for a duplicate
+    execution, and within ``MAX_KEY`` however long a chain grows (a digest past it)."""
+    key = f"{parent}/then/{task}/{n}"
+    return (
+        key
+        if len(key) <= MAX_KEY
+        else f"then:{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()}"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -180,18 +181,104 @@ def test_a_bad_line_past_the_first_batch_is_one_line_and_nothing_is_written(
     assert tasks_in(workdir / "cron.db") == []
 
 
-def test_from_stdin_a_bad_line_says_how_many_went_in_before_it(workdir: Path) -> None:
-    lines = [{"customer": c} for c in range(GOOD)] + [{"customer": 1, "plan": "é" * 20_000}]
-    out = subprocess.run(
-        [sys.executable, "-m", "cronlab", "enqueue", "bill", "--many", "-", "--app", "jobs:app"],
-        input="".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines),
+def _many_from(
+    workdir: Path, source: str, text: str, shell: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``enqueue bill --many SOURCE`` with ``text`` on its stdin (``shell``: SOURCE is bash)."""
+    many = f"exec {sys.executable} -m cronlab enqueue bill --many {source} --app jobs:app --json"
+    return subprocess.run(
+        ["bash", "-c", many] if shell else many.split()[1:],
+        input=text,
         capture_output=True,
         text=True,
         timeout=120,
         cwd=workdir,
     )
-    *bar, error = out.stderr.splitlines()  # the progress bar's last state, then the error
-    assert out.returncode == 2 and error.startswith("cronlab: error: --many line"), out.stderr
-    assert not any("error" in line for line in bar), out.stderr
-    assert f"line {GOOD + 1}" in error and "(10,000 written before it" in error
-    assert len(tasks_in(workdir / "cron.db")) == 10_000  # whole batches: the first
+
+
+def test_from_stdin_a_bad_line_past_the_first_batch_writes_nothing(workdir: Path) -> None:
+    """Issue 28: stdin was checked as it was written, in whole batches: 10,000 runs went in
+    before the bad line stopped it. Every input is now read once and checked whole first."""
+    lines = [{"customer": c} for c in range(GOOD)] + [{"customer": 1, "plan": "é" * 20_000}]
+    out = _many_from(workdir, "-", "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr[-500:]
+    assert out.stderr.startswith(f"cronlab: error: --many line {GOOD + 1}: "), out.stderr
+    assert tasks_in(workdir / "cron.db") == []
+
+
+BILLS = "".join(json.dumps([{"customer": c}, f"bill:{c}"]) + "\n" for c in range(5))
+
+
+@pytest.mark.parametrize(
+    ("source", "shell"),
+    [("-", False), ("/dev/stdin", False), ("<(cat)", True), ("/dev/fd/0", False)],
+)
+def test_many_from_a_pipe_writes_every_line(workdir: Path, source: str, shell: bool) -> None:
+    """Issue 28: a pipe (``<(…)``, ``/dev/stdin``) was read twice, once to check and once to
+    write: "deferred 0 run(s)", exit 0, nothing written."""
+    out = _many_from(workdir, source, BILLS, shell)
+    assert out.returncode == 0, out.stderr[-500:]
+    assert json.loads(out.stdout) == {"task": "bill", "added": 5, "existing": 0}
+    assert sorted(k for k, _ in tasks_in(workdir / "cron.db")) == [f"bill:{c}" for c in range(5)]
+
+
+def test_many_from_a_fifo_writes_every_line_and_does_not_hang(workdir: Path) -> None:
+    """Issue 28: a FIFO hung (the second read waited for a writer that had gone)."""
+    fifo = workdir / "bills.fifo"
+    os.mkfifo(fifo)
+    many = [sys.executable, "-m", "cronlab", "enqueue", "bill", "--many", str(fifo)]
+    with subprocess.Popen(
+        [*many, "--app", "jobs:app", "--json"],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        fifo.write_text(BILLS)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert proc.returncode == 0, err[-500:]
+    assert json.loads(out) == {"task": "bill", "added": 5, "existing": 0}
+    assert len(tasks_in(workdir / "cron.db")) == 5
+
+
+@pytest.mark.parametrize(
+    ("source", "words"),
+    [
+        ("/nonexistent", "No such file"),  # tracebacks (issue 28, item 13)
+        ("/proc/self/mem", "cannot read"),
+        ("/dev/zero", "longer than 65,536 bytes"),
+        ("/proc/self/environ", "line 1:"),
+    ],
+)
+def test_many_from_a_file_it_cannot_read_is_one_line(
+    workdir: Path, source: str, words: str
+) -> None:
+    out = cronlab("enqueue", "bill", "--many", source, "--app", "jobs:app", cwd=workdir)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr[-500:]
+    assert out.stderr.startswith("cronlab: error: --many") and words in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
+    assert not (workdir / "cron.db").exists()
+
+
+def test_many_reads_a_bounded_input(workdir: Path) -> None:
+    """Every input is bounded by what it costs: an endless stream of good lines stops at the
+    line limit, with nothing written (it was written, batch after batch, for ever)."""
+    many = [sys.executable, "-m", "cronlab", "enqueue", "bill", "--many", "-", "--app", "jobs:app"]
+    with (
+        subprocess.Popen(["yes", json.dumps({"customer": 1})], stdout=subprocess.PIPE) as yes,
+        subprocess.Popen(
+            many, stdin=yes.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=workdir
+        ) as proc,
+    ):
+        try:
+            _, err = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+            yes.kill()
+    assert proc.returncode == 2 and err.count(b"\n") == 1, err[-500:]
+    assert b"more than 1,000,000 lines" in err, err
+    assert not (workdir / "cron.db").exists()

@@ -245,7 +245,9 @@ def test_two_processes_in_one_slot_are_both_listed_and_a_restart_replaces_the_ex
 
 
 def test_process_registry_and_event_log(backend: Backend) -> None:
-    info = ProcessInfo(role="worker", index=0, pid=42, owner="worker-0@42", started_ms=1)
+    info = ProcessInfo(
+        role="worker", index=0, pid=42, owner="worker-0@42", started_ms=1, place="b00t:4026:99"
+    )
     backend.store.register_process(info)
     backend.store.process_exited("worker-0@41", 5)  # another process: ignored
     assert backend.store.processes() == [info]

@@ -109,15 +109,8 @@ def test_migrations_are_applied_once_by_replicas_starting_together(url: str) -> 
     for t in threads:
         t.join(60)
     assert len(stores) == 3
-    assert stores[0].schema_versions() == [
-        1,
-        2,
-        4,
-        5,
-        10,
-        11,
-        12,
-    ]  # 003 is an index of SQLite's own
+    versions = stores[0].schema_versions()
+    assert versions == [1, 2, 4, 5, 10, 11, 12, 13]  # 003 is an index of SQLite's own
     for s in stores:
         s.close()
 
@@ -207,6 +200,21 @@ def test_a_reader_refuses_a_database_without_a_store_and_writes_nothing(url: str
     with psycopg.connect(url) as c:
         tables = c.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
         assert tables.fetchone() == (0,)
+
+
+@pytest.mark.parametrize("read_only", [True, False], ids=["reader", "writer"])
+def test_another_programs_schema_version_table_is_not_a_0_1_store(
+    url: str, read_only: bool
+) -> None:
+    """Issue 28: a ``schema_version(version, name)`` table made it one ("start cronlab 0.1")."""
+    with psycopg.connect(url) as c:
+        c.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT)")
+        c.execute("INSERT INTO schema_version VALUES (1, 'create_users')")
+    with pytest.raises(ConfigError, match="is not a cronlab store"):
+        PostgresStore(url, create=not read_only, read_only=read_only)
+    with psycopg.connect(url) as c:
+        tables = c.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        assert tables.fetchall() == [("schema_version",)]
 
 
 def test_id_lists_and_execution_rows_survive_the_wire(store: PostgresStore) -> None:

@@ -34,7 +34,7 @@ def test_due_scan_uses_the_partial_pending_index(tmp_path: Path, query: str) -> 
 def test_migrations_are_numbered_applied_once_and_recorded(tmp_path: Path) -> None:
     SqliteStore(tmp_path / "m.db").close()
     again = SqliteStore(tmp_path / "m.db")
-    assert again.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12]
+    assert again.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13]
     names = again.query("SELECT name FROM cronlab_schema ORDER BY version")
     assert names == [
         ("001_base.sql",),
@@ -44,6 +44,8 @@ def test_migrations_are_numbered_applied_once_and_recorded(tmp_path: Path) -> No
         ("005_processes_by_owner.sql",),
         ("010_operations.sql",),
         ("011_history_horizon.sql",),
+        ("012_run_finished.sql",),
+        ("013_process_place.sql",),
     ]
 
 
@@ -71,7 +73,7 @@ def _old_store(path: Path, applied: list[str]) -> None:
 def test_a_store_of_the_last_release_is_taken_over_with_its_rows(tmp_path: Path) -> None:
     _old_store(tmp_path / "old.db", OLD)
     store = SqliteStore(tmp_path / "old.db")
-    assert store.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12]
+    assert store.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13]
     assert store.counts()["PENDING"] == 1
     assert not store.query("SELECT name FROM sqlite_master WHERE name = 'schema_version'")
 
@@ -84,6 +86,68 @@ def test_a_half_migrated_old_store_is_refused_and_left_as_it_was(tmp_path: Path)
 
     left = sqlite3.connect(tmp_path / "old.db").execute("SELECT count(*) FROM schema_version")
     assert left.fetchone() == (4,)
+
+
+@pytest.mark.parametrize(
+    ("columns", "rows", "tables"),
+    [
+        ("version INTEGER PRIMARY KEY, name TEXT", [(1, "create_users")], "users"),
+        ("version INTEGER PRIMARY KEY, name TEXT", [(1, "001_init.sql")], "users"),  # 0.1's name
+        (
+            "version INTEGER PRIMARY KEY, name TEXT",
+            [(7, "001_init.sql")],
+            "tasks lease fence queue",
+        ),
+        ("version INTEGER PRIMARY KEY, name TEXT, at TEXT", [(1, "001_init.sql", "x")], ""),
+        ("version INTEGER PRIMARY KEY, name TEXT", [(2, "002_invoices.sql")], ""),  # no 001
+    ],
+)
+def test_a_schema_version_table_alone_is_not_a_cronlab_0_1_store(
+    tmp_path: Path, columns: str, rows: list[tuple[object, ...]], tables: str
+) -> None:
+    """Issue 28: any ``schema_version(version, name)`` table made a database a 0.1 store."""
+    import sqlite3
+
+    db = tmp_path / "theirs.db"
+    conn = sqlite3.connect(db)
+    conn.execute(f"CREATE TABLE schema_version ({columns})")
+    conn.executemany(f"INSERT INTO schema_version VALUES ({', '.join('?' * len(rows[0]))})", rows)
+    for table in tables.split() or ["tasks", "lease", "fence", "queue"]:
+        conn.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY)")
+    conn.commit()
+    conn.close()
+    before = db.read_bytes()
+    with pytest.raises(ConfigError, match="is not a cronlab store"):
+        SqliteStore(db)
+    assert db.read_bytes() == before
+
+
+def test_an_apps_own_schema_version_table_in_a_store_is_left_alone(tmp_path: Path) -> None:
+    """Issue 28: a migration on a store whose app keeps a ``schema_version`` table of its own
+    took the store for 0.1's (and refused it, or dropped the app's table)."""
+    import sqlite3
+
+    SqliteStore(tmp_path / "s.db").close()
+    conn = sqlite3.connect(tmp_path / "s.db")
+    conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT)")
+    conn.execute("INSERT INTO schema_version VALUES (1, 'create_users')")
+    conn.execute("DELETE FROM cronlab_schema WHERE version = 11")  # a store before 011
+    conn.execute("ALTER TABLE schedules DROP COLUMN pruned_through_ms")
+    conn.commit()
+    conn.close()
+    store = SqliteStore(tmp_path / "s.db")
+    assert store.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13]
+    assert store.query("SELECT * FROM schema_version") == [(1, "create_users")]
+    store.close()
+
+
+def test_a_read_only_store_is_never_migrated_nor_taken_over(tmp_path: Path) -> None:
+    _old_store(tmp_path / "old.db", OLD)
+    before = (tmp_path / "old.db").read_bytes()
+    with pytest.raises(ConfigError, match=r"is a cronlab 0\.1 store, older than"):
+        SqliteStore(tmp_path / "old.db", create=False, read_only=True)
+    assert (tmp_path / "old.db").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.db"]
 
 
 def _contend(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -51,7 +53,7 @@ def test_a_declared_schedule_is_written_by_sync_with_its_next_occurrence(tmp_pat
     store = SqliteStore(tmp_path / "cron.db", create=False)
     (info,) = store.list_schedules()
     assert info.schedule.payload == {"plan": "pro"} and info.schedule.catchup == "all"
-    assert info.app == "app" and store.counts()["PENDING"] == 1
+    assert info.app == __name__ and store.counts()["PENDING"] == 1  # the default name
     keys = store.query("SELECT idempotency_key FROM tasks")
     assert keys == [(f"schedule:monthly-invoices:{info.next_fire_ms}",)]
     store.close()
@@ -182,3 +184,65 @@ def test_load_imports_the_users_module_from_the_working_directory(
         load("no_such_module_x:app")
     with pytest.raises(ConfigError, match="module:attribute"):
         load("myjobs_for_load")
+
+
+def test_the_default_name_is_the_module_that_makes_the_app(tmp_path: Path) -> None:
+    """Issue 28: every App was named "app", so two services syncing one store removed each
+    other's schedules. A script run as ``python jobs.py`` is named as ``--app jobs:app``."""
+    assert cronlab.App(store=MemoryStore()).name == __name__
+    assert cronlab.App(store=MemoryStore(), name="billing").name == "billing"
+    (tmp_path / "jobs.py").write_text("import cronlab\nprint(cronlab.App().name)\n")
+    env = {k: v for k, v in os.environ.items() if k != "CRONLAB_STORE"}
+    ran = subprocess.run(
+        [sys.executable, "jobs.py"], cwd=tmp_path, capture_output=True, text=True, env=env
+    )
+    assert (ran.returncode, ran.stdout) == (0, "jobs\n"), ran.stderr
+
+
+def test_schedules_synced_under_the_old_default_name_are_adopted_and_never_removed(
+    tmp_path: Path,
+) -> None:
+    """A store whose schedules an App synced as "app" (the old default, which every service
+    shared): the app that declares one adopts it; one no app declares stays (whose was it?)."""
+    app, bill = app_on(tmp_path / "cron.db")
+    store = app.store()
+    old = [Schedule(name=n, cron="0 6 * * *", handler="bill") for n in ("mine", "theirs")]
+    store.sync_schedules("app", old, T0)
+    app.cron("0 6 * * *", name="mine")(bill)
+    assert app.sync() == SyncReport()
+    owners = {i.schedule.name: i.app for i in store.list_schedules()}
+    assert owners == {"mine": app.name, "theirs": "app"}
+    still_app = cronlab.App(store=store, clock=FakeClock(T0), name="app")
+    assert still_app.sync() == SyncReport()  # declares nothing, removes nothing
+    assert len(store.list_schedules()) == 2
+
+
+@pytest.mark.parametrize("tz", ["localtime", "posixrules", "Factory", "right/UTC"])
+def test_a_zone_that_depends_on_the_host_is_refused_in_code_and_by_the_store(tz: str) -> None:
+    """Issue 28: ``@app.cron(tz="localtime")`` fired at each replica's own 09:00."""
+    app = cronlab.App(store=MemoryStore(), clock=FakeClock(T0))
+    bill = app.task(name="bill")(lambda ctx: None)
+    with pytest.raises(ConfigError, match=f"time zone '{tz}'"):
+        app.cron("0 9 * * *", name="daily", tz=tz)(bill)
+    schedule = Schedule(name="daily", cron="0 9 * * *", handler="bill", tz=tz)
+    with pytest.raises(ConfigError, match=f"time zone '{tz}'"):
+        app.store().put_schedule(schedule, T0, replace=False)
+    with pytest.raises(ConfigError, match=f"time zone '{tz}'"):
+        app.store().sync_schedules("app", [schedule], T0)
+    assert app.store().list_schedules() == []
+
+
+def test_a_stored_schedule_in_such_a_zone_still_reads_and_fires() -> None:
+    """One an older cronlab stored is left to its owner to fix (the next deploy refuses it):
+    the leader does not stop on it."""
+    store = MemoryStore()
+    store.put_schedule(Schedule(name="daily", cron="0 9 * * *", handler="bill"), T0, replace=False)
+    store.write(lambda tx: tx.execute("UPDATE schedules SET tz = 'localtime'"))
+    (info,) = store.list_schedules()
+    assert info.schedule.tz == "localtime"
+    assert info.next_fire_ms is not None
+    now = info.next_fire_ms
+    lease = store.lease_cas("me", now, 10_000)
+    assert lease is not None
+    assert store.dispatch_due(now, 10, lease.epoch) == 1
+    assert store.counts()["PENDING"] == 1  # the next occurrence, planned

@@ -186,6 +186,24 @@ def test_a_follow_up_deferred_by_name_is_checked_as_task_defer_checks_it(
             notify.defer(**arguments)
 
 
+def test_a_follow_up_of_a_long_key_has_a_key_of_at_most_500_characters(app: cronlab.App) -> None:
+    """Issue 28, one rule for keys everywhere: a follow-up's key derives from its parent's, so
+    a chain of them (or a parent of 500 characters) grew past 500; it stays the same key for
+    a duplicate execution (added once)."""
+
+    @app.task(name="step")
+    def step(ctx: cronlab.Context, n: int) -> None:
+        if n < 3:
+            ctx.defer(step, {"n": n + 1})
+            ctx.defer(step, {"n": n + 1})  # a second follow-up: another key
+
+    step.defer(n=0, key="k" * 500)
+    app.run_until_idle()
+    keys = [k for (k,) in app.store().query("SELECT idempotency_key FROM tasks")]
+    assert len(keys) == 1 + 2 + 4 + 8 and len(set(keys)) == len(keys)
+    assert max(map(len, keys)) == 500, sorted(map(len, keys))
+
+
 def test_run_until_idle_returns_typed_counts_that_read_as_a_dict(app: cronlab.App) -> None:
     @app.task
     def ping(ctx: cronlab.Context) -> None: ...

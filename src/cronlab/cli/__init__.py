@@ -102,8 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if not _from_the_store(exc):
             raise
-        why = redact(f"{type(exc).__name__}: {exc}")
-        return _fail(f"the store is damaged or not what this cronlab expects ({why})")
+        from cronlab.stores import errors
+
+        return _fail(redact(errors.explain(exc)))
     return 0
 
 

@@ -7,7 +7,7 @@ import json
 import click
 
 from cronlab.cli.knobs import Finite
-from cronlab.cli.options import CLOCK, JSON, STORE, open_store
+from cronlab.cli.options import CLOCK, JSON, STORE, read_store
 from cronlab.runtime.check import KINDS, check
 
 
@@ -34,7 +34,7 @@ def check_cmd(
 ) -> None:
     """The checker's verdict on what the store holds: exit 1 when anything is wrong."""
     verdict = check(
-        open_store(store_url, create=False),
+        read_store(store_url),
         CLOCK.now_ms(),
         final=final,
         capacity=capacity,

@@ -5,17 +5,21 @@ it falls due dispatches it. ``--key`` makes a retried ``enqueue`` add nothing tw
 
 ``--many FILE.jsonl`` is ``Task.defer_many`` over a file: each line is the task's arguments
 (a JSON object) or ``[arguments, "key"]`` (an array: the object and the run's idempotency
-key). Every line of a file is checked before anything is written.
+key). The input is read once — a pipe or a FIFO cannot be read twice — into a spool, every
+line checked as it comes, and at most ``MAX_LINES`` lines; only then is anything written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
+from typing import IO, Any, BinaryIO
 
 import click
 from rich.console import Console
@@ -31,6 +35,9 @@ from cronlab.runtime.clock import SystemClock
 from cronlab.tasks import DeferResult, Item, Task, check_key
 
 CLOCK = SystemClock()
+MAX_LINES = 1_000_000  # lines of --many: 100 transactions of defer_many
+MAX_BYTES = 256 * 1024 * 1024  # bytes of --many (and about as much spooled)
+SPOOL_MEMORY = 16 * 1024 * 1024  # bytes of checked lines kept in memory, then a temporary file
 
 
 @click.command("enqueue")
@@ -38,7 +45,9 @@ CLOCK = SystemClock()
 @click.option("--payload", default="{}", metavar="JSON", help="A JSON object for the handler.")
 @click.option("--in", "delay", metavar="DELAY", help="Due after this delay: 3d, 2h, 15m, 90s.")
 @click.option("--at", metavar="ISO8601", help="Due at this instant (with a UTC offset).")
-@click.option("--key", default=None, help="Idempotency key (default: a fresh one).")
+@click.option(
+    "--key", default=None, help="Idempotency key, 1-500 characters (default: a fresh one)."
+)
 @click.option(
     "--store",
     "store_url",
@@ -74,9 +83,11 @@ def enqueue_cmd(
     if many is not None:
         _enqueue_many(handler, many, delay, at, store_url, app_spec, as_json, key)
         return
+    if key is not None:
+        check_key(key)  # (an empty one is refused: a fresh key would make a retry a duplicate)
     due = delays.due_ms(now_ms=CLOCK.now_ms(), delay=delay, at=at)
     task = NewTask(
-        idempotency_key=key or f"timer:{uuid.uuid4()}",
+        idempotency_key=f"timer:{uuid.uuid4()}" if key is None else key,
         handler=handler,
         trigger_ms=due,
         payload=json.dumps(schedule_cli.parse_payload(payload)),
@@ -119,9 +130,8 @@ def _enqueue_many(
     as_json: bool,
     key: str | None,
 ) -> None:
-    """``Task.defer_many`` over a JSON Lines file, with a progress bar. A file is read twice:
-    every line is checked before anything is written; stdin is checked as it is written, in
-    whole batches (an error then says how many went in before it)."""
+    """``Task.defer_many`` over a JSON Lines file, with a progress bar. The input (a file, a
+    pipe, a FIFO, stdin) is read once and every line checked before anything is written."""
     if app_spec is None or key is not None:
         raise ConfigError(
             "--many needs --app MODULE:APP (the task's arguments are checked) and no --key "
@@ -139,13 +149,11 @@ def _enqueue_many(
     )
     instant = None if when is None else from_ms(when)
     url = _store_url(store_url, app)
-    if path != "-":
-        for _ in _items(path, task):  # the check: nothing is written before the last line
-            pass
-    if url != app.store_url:
-        app.use_store(url)
-    app.defer_store()  # opened before the bar: a store that fails says so on one line
-    result = _defer(task, path, instant, as_json)
+    with _read_once(path, task) as spool:  # nothing is written before its last line is checked
+        if url != app.store_url:
+            app.use_store(url)
+        app.defer_store()  # opened before the bar: a store that fails says so on one line
+        result = _defer(task, spool, instant, as_json)
     if as_json:
         click.echo(json.dumps({"task": name, "added": result.added, "existing": result.existing}))
     else:
@@ -154,8 +162,10 @@ def _enqueue_many(
         )
 
 
-def _defer(task: Task[Any, Any], path: str, instant: datetime | None, as_json: bool) -> DeferResult:
-    """``task.defer_many`` over the file's lines, a progress bar on stderr."""
+def _defer(
+    task: Task[Any, Any], spool: IO[str], instant: datetime | None, as_json: bool
+) -> DeferResult:
+    """``task.defer_many`` over the spooled lines, a progress bar on stderr."""
     written = 0
     with Progress(
         TextColumn("{task.description}"),
@@ -173,22 +183,43 @@ def _defer(task: Task[Any, Any], path: str, instant: datetime | None, as_json: b
             bar.advance(job, n)
 
         try:
-            return task.defer_many(_items(path, task), at=instant, progress=advance)
+            return task.defer_many(_spooled(spool), at=instant, progress=advance)
         except ConfigError as exc:
             raise ConfigError(f"{exc} ({written:,} written before it, in whole batches)") from None
 
 
-def _items(path: str, task: Task[Any, Any]) -> Iterator[Item]:
-    """Each line's item, checked as ``defer_many`` checks it; ConfigError naming the line."""
-    for n, line in _lines(path):
+@contextlib.contextmanager
+def _read_once(path: str, task: Task[Any, Any]) -> Iterator[IO[str]]:
+    """The input's lines, each checked as ``defer_many`` checks it, in a spool (memory, then a
+    temporary file) as ``[arguments, key]``; ConfigError naming the line, or the input."""
+    with tempfile.SpooledTemporaryFile(SPOOL_MEMORY, mode="w+", encoding="utf-8") as spool:
+        stream = _open(path)
         try:
-            arguments, key = _parse(line)
-            task.new(arguments, 0, key or "check")  # the signature, JSON and its size
-            if key is not None:
-                check_key(key)
-        except ConfigError as exc:
-            raise ConfigError(f"--many line {n}: {exc}") from None
+            for n, line in _lines(path, stream):
+                spool.write(json.dumps(_item(n, line, task)) + "\n")
+        finally:
+            if stream is not sys.stdin.buffer:
+                stream.close()
+        spool.seek(0)
+        yield spool
+
+
+def _spooled(spool: IO[str]) -> Iterator[Item]:
+    for line in spool:
+        arguments, key = json.loads(line)
         yield arguments if key is None else (arguments, key)
+
+
+def _item(n: int, line: str, task: Task[Any, Any]) -> tuple[dict[str, Any], str | None]:
+    """A line's arguments and key, checked; ConfigError naming the line."""
+    try:
+        arguments, key = _parse(line)
+        task.new(arguments, 0, key or "check")  # the signature, JSON and its size
+        if key is not None:
+            check_key(key)
+    except ConfigError as exc:
+        raise ConfigError(f"--many line {n}: {exc}") from None
+    return arguments, key
 
 
 def _parse(line: str) -> tuple[dict[str, Any], str | None]:
@@ -209,17 +240,43 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _lines(path: str) -> Iterator[tuple[int, str]]:
-    """The file's non-blank lines, numbered from 1; ConfigError for one too long or not UTF-8."""
-    limit = schedule_cli.MAX_PAYLOAD + 1
+def _open(path: str) -> BinaryIO:
+    """The input as bytes (``-``: stdin); ConfigError for one that cannot be opened."""
+    if path == "-":
+        return sys.stdin.buffer
     try:
-        with click.open_file(path, encoding="utf-8") as lines:
-            for n, line in enumerate(iter(lambda: lines.readline(limit), ""), 1):
-                if len(line) >= limit and not line.endswith("\n"):
-                    raise ConfigError(
-                        f"--many line {n}: longer than {schedule_cli.MAX_PAYLOAD:,} bytes"
-                    )
-                if line.strip():
-                    yield n, line
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"--many: {path} is not UTF-8 text ({exc.reason})") from None
+        return open(path, "rb")
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+
+
+def _unreadable(path: str, exc: OSError) -> ConfigError:
+    return ConfigError(f"--many {path!r}: cannot read it ({exc.strerror or exc})")
+
+
+def _lines(path: str, stream: BinaryIO) -> Iterator[tuple[int, str]]:
+    """The input's non-blank lines, numbered from 1; ConfigError for a line too long or not
+    UTF-8, or an input past ``MAX_LINES`` or ``MAX_BYTES``."""
+    limit, total = schedule_cli.MAX_PAYLOAD + 1, 0
+    for n, raw in enumerate(iter(lambda: _readline(path, stream, limit), b""), 1):
+        if len(raw) >= limit and not raw.endswith(b"\n"):
+            raise ConfigError(f"--many line {n}: longer than {schedule_cli.MAX_PAYLOAD:,} bytes")
+        total += len(raw)
+        if n > MAX_LINES or total > MAX_BYTES:
+            raise ConfigError(
+                f"--many {path!r}: more than {MAX_LINES:,} lines or {MAX_BYTES >> 20:,} MB "
+                "(split it)"
+            )
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"--many line {n}: not UTF-8 text ({exc.reason})") from None
+        if line.strip():
+            yield n, line
+
+
+def _readline(path: str, stream: BinaryIO, limit: int) -> bytes:
+    try:
+        return stream.readline(limit)
+    except OSError as exc:  # (/proc/self/mem, a disk error)
+        raise _unreadable(path, exc) from None

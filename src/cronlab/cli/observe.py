@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cronlab import distributed
-from cronlab.cli.options import CLOCK, JSON, OBSERVE_ELECTION, STORE, open_store
+from cronlab.cli.options import CLOCK, JSON, OBSERVE_ELECTION, STORE, read_store
 from cronlab.ports import Event, Lease, LeaseElector, ProcessInfo
 from cronlab.runtime import chaos, cluster, report
 from cronlab.runtime.clock import to_datetime
@@ -26,7 +26,7 @@ from cronlab.stores.sql import SqlStore
 @JSON
 def status_cmd(store_url: str, election: str, as_json: bool) -> None:
     """The leader, every process, task counts and queue depth."""
-    data = status(open_store(store_url, create=False), distributed.observer(election, CLOCK))
+    data = status(read_store(store_url), distributed.observer(election, CLOCK))
     if as_json:
         click.echo(json.dumps(data))
     else:
@@ -130,7 +130,7 @@ def _leader_line(lead: dict[str, Any] | None) -> str:
 @JSON
 def report_cmd(store_url: str, as_json: bool) -> None:
     """Measured totals (the model's names), duplicate invoices, dispatch lateness."""
-    r = report.measure(open_store(store_url, create=False), CLOCK.now_ms())
+    r = report.measure(read_store(store_url), CLOCK.now_ms())
     if as_json:
         click.echo(json.dumps(r.as_dict()))
         return

@@ -185,6 +185,12 @@ def open_store(
     return distributed.open_store(url, create=create, election=election, lock_wait_s=lock_wait_s)
 
 
+def read_store(url: str) -> SqlStore:
+    """The store behind ``--store`` for a command that only reads: never created, migrated or
+    otherwise changed (a SQLite file is opened read-only)."""
+    return distributed.open_store(url, create=False, read_only=True)
+
+
 def app_for(spec: str | None) -> App:
     """The ``--app`` named, or the lab's invoice workload when none is."""
     from cronlab.lab import invoices

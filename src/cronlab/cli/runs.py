@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from cronlab.cli.knobs import echo_list, optional
-from cronlab.cli.options import CLOCK, JSON, STORE, open_store
+from cronlab.cli.options import CLOCK, JSON, STORE, read_store
 from cronlab.core import delays
 from cronlab.exceptions import ConfigError
 from cronlab.ports import MAX_RUNS, RunQuery, RunRecord
@@ -42,7 +42,7 @@ def runs_cmd(
     query = RunQuery(
         schedule=schedule, task=task, failed=failed, since_ms=since_ms(since, now), limit=limit
     )
-    rows = open_store(store_url, create=False).runs(query, now)
+    rows = read_store(store_url).runs(query, now)
     echo_list(rows, "runs", as_json, as_dict, line)
 
 

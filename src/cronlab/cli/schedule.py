@@ -17,7 +17,7 @@ import click
 
 from cronlab import app as apps
 from cronlab.cli.knobs import echo_list, optional
-from cronlab.core import cron, delays
+from cronlab.core import cron, delays, zones
 from cronlab.core.policy import Schedule, from_ms, to_ms
 from cronlab.exceptions import ConfigError
 from cronlab.ports import ScheduleInfo, ScheduleStore
@@ -41,7 +41,13 @@ def schedule_group() -> None:
 
 @schedule_group.command("next")
 @click.argument("expr", metavar="CRON")
-@click.option("--tz", default="UTC", show_default=True, help="IANA time zone of the schedule.")
+@click.option(
+    "--tz",
+    default="UTC",
+    show_default=True,
+    callback=lambda ctx, param, value: zones.check(value),
+    help="IANA time zone of the schedule.",
+)
 @click.option(
     "--after",
     metavar="ISO8601",
@@ -98,11 +104,13 @@ def _json(parsed: cron.Cron, start: datetime, times: list[datetime]) -> dict[str
 # -- stored schedules ------------------------------------------------------------------------
 
 
-def open_schedules(url: str, *, create: bool) -> ScheduleStore:
-    """The schedule store behind ``--store``; ``create=False`` refuses a missing one."""
+def open_schedules(url: str, *, create: bool, read_only: bool = False) -> ScheduleStore:
+    """The schedule store behind ``--store``; ``create=False`` refuses a missing one;
+    ``read_only``: never changed (``options.read_store``)."""
     from cronlab import distributed  # the backends load only for the store-backed commands
 
-    return apps.schedule_store(distributed.open_store(url, create=create))
+    store = distributed.open_store(url, create=create, read_only=read_only)
+    return apps.schedule_store(store)
 
 
 def open_store(url: str) -> Any:
@@ -123,7 +131,13 @@ def known_handlers(app_spec: str | None) -> list[str]:
 @NAME
 @click.argument("cron", metavar="CRON")
 @click.option("--handler", required=True, help="Registered handler name.")
-@click.option("--tz", default="UTC", show_default=True, help="IANA time zone.")
+@click.option(
+    "--tz",
+    default="UTC",
+    show_default=True,
+    callback=lambda ctx, param, value: zones.check(value),
+    help="IANA time zone (not one whose meaning is the host's: localtime, posixrules).",
+)
 @click.option("--payload", default="{}", metavar="JSON", help="A JSON object for the handler.")
 @click.option("--catchup", type=click.Choice(["all", "latest", "none"]), default="latest")
 @click.option("--catchup-window", default="1h", show_default=True, metavar="DELAY")
@@ -198,7 +212,7 @@ def _no_constant(name: str) -> Any:
 @JSON
 def list_cmd(store_url: str, as_json: bool) -> None:
     """Every schedule: next fire time in its zone, last fire and the last run's outcome."""
-    infos = open_schedules(store_url, create=False).list_schedules()
+    infos = open_schedules(store_url, create=False, read_only=True).list_schedules()
     echo_list(infos, "schedules", as_json, info_json, _line_of)
 
 
@@ -208,7 +222,7 @@ def list_cmd(store_url: str, as_json: bool) -> None:
 @JSON
 def show_cmd(name: str, store_url: str, as_json: bool) -> None:
     """One schedule, every field."""
-    data = info_json(open_schedules(store_url, create=False).get_schedule(name))
+    data = info_json(open_schedules(store_url, create=False, read_only=True).get_schedule(name))
     if as_json:
         click.echo(json.dumps(data))
     else:

@@ -1,7 +1,9 @@
 """Chaos: real signals to the processes the store lists, each recorded as an event.
 
-A pid is signalled only if it is alive and its command line is a cronlab process, so a stale
-registry can never make chaos hit an unrelated process that reused the pid.
+A pid is signalled only where it provably is the process the registry lists: on this machine
+and boot, in the PID namespace its number was registered in, started when it was (its
+``place``, ``runtime/proc.py``), and a cronlab process. Another host's leader, another pod's
+(the same pid number, another namespace) or a pid reused since is never hit: one line says so.
 
 The leader is whoever holds the lease: the store's lease row by default, or, when the
 election lives elsewhere (etcd), the ``LeaseElector`` passed as ``elector`` (its ``current()``).
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from cronlab.exceptions import NotFoundError
 from cronlab.ports import Clock, Event, Lease, LeaseElector, ProcessInfo
+from cronlab.runtime import proc
 from cronlab.stores.sql import SqlStore
 
 
@@ -31,7 +34,27 @@ def alive(pid: int) -> bool:
 
 
 def live_processes(store: SqlStore, role: str) -> list[ProcessInfo]:
-    return [p for p in store.processes() if p.role == role and p.exited_ms is None and alive(p.pid)]
+    """The registered processes of ``role`` running here, provably (see the module)."""
+    return [p for p in _running(store) if p.role == role and ours(p)]
+
+
+def ours(p: ProcessInfo) -> bool:
+    """True when ``p.pid`` here is the process ``p`` registered, alive."""
+    return proc.here(p.pid, p.place) and alive(p.pid)
+
+
+def _running(store: SqlStore) -> list[ProcessInfo]:
+    return [p for p in store.processes() if p.exited_ms is None]
+
+
+def _unproven(p: ProcessInfo, what: str) -> NotFoundError:
+    if proc.here(p.pid, p.place):
+        return NotFoundError(f"{what} {p.owner!r} was not signalled: pid {p.pid} has exited")
+    return NotFoundError(
+        f"{what} {p.owner!r} was not signalled: nothing proves pid {p.pid} here is it (it "
+        "may run on another host or in another PID namespace, or have exited and its pid "
+        "been reused)"
+    )
 
 
 def current_lease(
@@ -51,10 +74,12 @@ def leader(store: SqlStore, clock: Clock, elector: LeaseElector | None = None) -
     lease = current_lease(store, clock, elector)
     if lease is None:
         raise NotFoundError("no leader to crash: the lease is free or expired")
-    for p in live_processes(store, "scheduler"):
+    for p in _running(store):
         if p.owner == lease.holder:
+            if not ours(p):
+                raise _unproven(p, "the leader")
             return p
-    raise NotFoundError(f"no leader to crash: holder {lease.holder!r} is not a live process")
+    raise NotFoundError(f"no leader to crash: holder {lease.holder!r} is not a registered process")
 
 
 def crash_leader(store: SqlStore, clock: Clock, elector: LeaseElector | None = None) -> Event:
@@ -165,10 +190,13 @@ def stopped(pid: int) -> bool:
 
 
 def _find(store: SqlStore, role: str, index: int) -> ProcessInfo:
-    for p in live_processes(store, role):
-        if p.index == index:
-            return p
     label = "scheduler replica" if role == "scheduler" else role
+    found = [p for p in _running(store) if p.role == role and p.index == index]
+    for p in found:
+        if ours(p):
+            return p
+    if found:  # (one per cluster: two clusters, or one per host, each have a replica 0)
+        raise _unproven(found[0], f"{label} {index}")
     raise NotFoundError(f"no live {label} {index} to hit")
 
 
@@ -184,6 +212,8 @@ def _hit(
     lease = current_lease(store, clock, elector) if elector else None
     epoch = lease.epoch if lease else store.lease_read().epoch
     at = clock.now_ms()
+    if not ours(p):  # (asked again just before: it may have exited since)
+        raise _unproven(p, "process")
     os.kill(p.pid, signum)
     if signum == signal.SIGKILL:
         _wait_dead(p.pid)

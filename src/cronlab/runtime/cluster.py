@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from cronlab.exceptions import ConfigError
 from cronlab.ports import Clock, Event, ProcessInfo, Store
-from cronlab.runtime import chaos
+from cronlab.runtime import chaos, proc
 from cronlab.runtime.duties import Operations
 from cronlab.urls import redact
 
@@ -303,12 +303,14 @@ class Cluster:
 
     def _register(self, slot: tuple[str, int]) -> None:
         role, index = slot
+        pid = self.children[slot].pid
         info = ProcessInfo(
             role=role,
             index=index,
-            pid=self.children[slot].pid,
+            pid=pid,
             owner=self.owners[slot],
             started_ms=self.started_ms[slot],
+            place=proc.place(pid),  # (its child: the same machine and PID namespace)
         )
         self.store.register_process(info)
 

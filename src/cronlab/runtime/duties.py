@@ -11,7 +11,7 @@ from cronlab.metrics import NO_METRICS, Metrics
 
 __all__ = ["NO_METRICS", "Operations", "heartbeat", "leader_duties", "metrics"]
 from cronlab.ports import Clock, ProcessInfo
-from cronlab.runtime import alerts
+from cronlab.runtime import alerts, proc
 from cronlab.runtime.heartbeat import Heartbeat
 from cronlab.runtime.retention import Retention
 from cronlab.runtime.scheduler import Duty
@@ -62,7 +62,13 @@ def metrics(ops: Operations, url: str, clock: Clock) -> Metrics:
 
 def heartbeat(store: SqlStore, clock: Clock, role: str, index: int, owner: str) -> Heartbeat:
     """The heartbeat of this process, registering it under ``role`` and ``index`` if nobody did."""
+    pid = os.getpid()
     info = ProcessInfo(
-        role=role, index=index, pid=os.getpid(), owner=owner, started_ms=clock.now_ms()
+        role=role,
+        index=index,
+        pid=pid,
+        owner=owner,
+        started_ms=clock.now_ms(),
+        place=proc.place(pid),
     )
     return Heartbeat(store, clock, info)

@@ -36,13 +36,16 @@ def open_store(
     url: str,
     *,
     create: bool,
+    read_only: bool = False,
     fencing: Fencing = "lease",
     lock_wait_s: float | None = None,
     time_source: TimeSource = "server",
 ) -> SqlStore:
     """The store behind ``--store``: ``sqlite:///PATH`` or ``postgresql://…``.
 
-    ``create=False`` refuses a store that does not exist yet (nothing written).
+    ``create=False`` refuses a store that does not exist yet (nothing written); ``read_only``
+    (a command that only reads) also never changes it: no migration, and a SQLite file is
+    opened read-only, with no lock file beside it.
     ``lock_wait_s``: how long a write may wait for a lock before ``BackendUnavailable`` (a
     scheduler passes half its lease TTL, so a writer paused inside its transaction cannot
     hold it past a takeover); None: ``LOCK_WAIT_S`` on SQLite, no limit on PostgreSQL (where
@@ -55,9 +58,16 @@ def open_store(
         from cronlab.stores.sqlite import SqliteStore
 
         wait_s = LOCK_WAIT_S if lock_wait_s is None else lock_wait_s
-        return SqliteStore(parsed.path, create=create, fencing=fencing, lock_wait_s=wait_s)
+        return SqliteStore(
+            parsed.path, create=create, read_only=read_only, fencing=fencing, lock_wait_s=wait_s
+        )
     from cronlab.stores.postgres import PostgresStore
 
     return PostgresStore(
-        url, create=create, fencing=fencing, lock_wait_s=lock_wait_s, time_source=time_source
+        url,
+        create=create,
+        read_only=read_only,
+        fencing=fencing,
+        lock_wait_s=lock_wait_s,
+        time_source=time_source,
     )

@@ -291,12 +291,13 @@ class PostgresStore(sql.SqlStore):
         url: str,
         *,
         create: bool = True,
+        read_only: bool = False,
         fencing: Fencing = "lease",
         **options: Unpack[Options],
     ) -> None:
         self.url = url
         self.dialect = PostgresDialect(url, **options)
-        super().__init__(self.dialect, create=create, fencing=fencing)
+        super().__init__(self.dialect, create=create, read_only=read_only, fencing=fencing)
 
     def server_ms(self) -> int:
         """The server's clock, epoch milliseconds."""

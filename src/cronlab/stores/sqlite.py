@@ -9,13 +9,16 @@ Id lists go over the wire as JSON arrays (``json_each`` unpacks them).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import signal
 import sqlite3
+import stat
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -98,13 +101,20 @@ class SqliteDialect:
         path: str | Path,
         *,
         create: bool = True,
+        read_only: bool = False,
         seams: Seams | None = None,
         lock_wait_s: float = LOCK_WAIT_S,
     ) -> None:
         self.path = Path(path)
         self.memory = str(path) == MEMORY
+        self.read_only = read_only
         self.seams = seams = seams or REAL
-        conn = _connect(str(path), create, self.memory, lock_wait_s)
+        mode = "rwc" if create and not read_only else "rw"
+        conn = _connect(str(path), mode, self.memory, lock_wait_s)
+        if read_only:
+            # Not mode=ro: a read-only connection to a WAL file leaves its -wal and -shm
+            # behind; a read-write one that writes nothing removes them as it closes.
+            conn.execute("PRAGMA query_only = ON")
         self.conn: Any = conn if seams.wrap is None else seams.wrap(conn)
         # A :memory: store's threads take turns on its one connection.
         self._writer: AbstractContextManager[Any] = seams.lock or (
@@ -129,6 +139,8 @@ class SqliteDialect:
 
     def transaction(self, fn: Callable[[sql.Conn], T], *, replay: bool = True) -> T:
         """``fn`` in one write transaction (never replayed: no connection to lose)."""
+        if self.read_only:  # (never a PRAGMA, a lock file or a write on a file only read)
+            raise ConfigError(f"{self.describe()} was opened read-only: nothing was written")
         with self._writer:
             if not self._wal:  # a write: only once the store is known to be ours
                 self.conn.execute("PRAGMA journal_mode = WAL")
@@ -219,13 +231,18 @@ class SqliteStore(sql.SqlStore):
         path: str | Path,
         *,
         create: bool = True,
+        read_only: bool = False,
         fencing: Fencing = "lease",
         seams: Seams | None = None,
         lock_wait_s: float = LOCK_WAIT_S,
     ) -> None:
+        """``create=False``: a missing file is a ConfigError; ``read_only``: the file is
+        opened read-only and never changed (no journal mode, lock file or migration)."""
         self.path = Path(path)
-        self.dialect = SqliteDialect(path, create=create, seams=seams, lock_wait_s=lock_wait_s)
-        super().__init__(self.dialect, create=create, fencing=fencing)
+        self.dialect = SqliteDialect(
+            path, create=create, read_only=read_only, seams=seams, lock_wait_s=lock_wait_s
+        )
+        super().__init__(self.dialect, create=create, read_only=read_only, fencing=fencing)
 
 
 class _WaitExpired(Exception):
@@ -255,8 +272,18 @@ class _WriterLock:
     def _fd(self) -> int:
         with self._opening:
             if self._opened is None:
-                self._opened = os.open(f"{self.db}.writer", os.O_RDWR | os.O_CREAT, 0o600)
+                self._opened = self._open()
             return self._opened
+
+    def _open(self) -> int:
+        try:
+            return os.open(f"{self.db}.writer", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:  # (a read-only disk, a directory the user may not write)
+            why = "the store is read-only" if exc.errno in (errno.EROFS, errno.EACCES) else ""
+            raise ConfigError(
+                f"sqlite {self.db}: cannot create its lock file {self.db.name}.writer "
+                f"({exc.strerror}){': ' + why if why else ''}; nothing was written"
+            ) from None
 
     def __enter__(self) -> None:
         """Take the lock, waiting at most ``wait_s``: a writer paused or stuck inside its
@@ -312,13 +339,13 @@ class _WriterLock:
             self._opened = None
 
 
-def _connect(path: str, create: bool, memory: bool, wait_s: float) -> sqlite3.Connection:
-    if not memory and not create and not Path(path).is_file():
-        raise ConfigError(f"no store at {path!r} (file does not exist)")
-    uri = MEMORY if memory else f"file:{path}?mode={'rwc' if create else 'rw'}"
+def _connect(path: str, mode: str, memory: bool, wait_s: float) -> sqlite3.Connection:
+    """A connection to ``path`` in SQLite's ``mode`` (``rwc`` or ``rw``)."""
+    if not memory:
+        _check_file(path, create=mode == "rwc")
     try:
         conn = sqlite3.connect(
-            uri,
+            MEMORY if memory else uri(path, mode),
             uri=not memory,
             isolation_level=None,
             timeout=wait_s,
@@ -329,3 +356,26 @@ def _connect(path: str, create: bool, memory: bool, wait_s: float) -> sqlite3.Co
     except sqlite3.Error as exc:
         raise ConfigError(f"cannot open store {path!r}: {exc}") from exc
     return conn
+
+
+def uri(path: str, mode: str) -> str:
+    """The ``file:`` URI of ``path``: every character a URI gives a meaning to (``?``, ``#``,
+    ``%``) percent-encoded, so SQLite opens the file named and no other. An absolute path
+    gets an empty authority (``file:///…``): ``//x`` is then a path, not a host."""
+    quoted = urllib.parse.quote(path, safe="/")
+    return f"file://{quoted}?mode={mode}" if path.startswith("/") else f"file:{quoted}?mode={mode}"
+
+
+def _check_file(path: str, *, create: bool) -> None:
+    """ConfigError for a store that is missing (unless ``create``) or is not a regular file
+    (``/dev/null``, a directory, a FIFO): nothing is created beside it."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        if create:
+            return
+        raise ConfigError(f"no store at {path!r} (file does not exist)") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot open store {path!r}: {exc.strerror}") from None
+    if not stat.S_ISREG(found.st_mode):
+        raise ConfigError(f"store {path!r} is not a regular file: nothing was written")

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cronlab.core import occurrences, policy
+from cronlab.core import occurrences, policy, zones
 from cronlab.core.policy import Schedule
 from cronlab.exceptions import ConflictError, NotFoundError
 from cronlab.ports import Backfill, NewTask, ScheduleInfo, SyncReport
@@ -21,6 +21,10 @@ from cronlab.stores.sql import operations
 from cronlab.stores.sql.dialect import Conn, Dialect
 
 MAX_PASSED_OVER = 1_000  # occurrences a redefinition passes over that exist already
+# The name every App had unless given one, before the default became its module: every
+# service shared it, so a schedule stored under it is adopted by the app that declares it
+# and removed by no sync (not even of an App still named "app": it may be another's).
+OLD_DEFAULT_APP = "app"
 
 
 class ScheduleMethods:
@@ -34,6 +38,7 @@ class ScheduleMethods:
         return int(c.execute(self.q["add_task"], task._asdict()).rowcount)
 
     def put_schedule(self, schedule: Schedule, now_ms: int, *, replace: bool) -> bool:
+        zones.check(schedule.tz)  # a new definition: in a zone every replica reads alike
         stored = self.d.read(lambda c: self._schedule(c, schedule.name))
         if (
             stored is not None
@@ -56,12 +61,15 @@ class ScheduleMethods:
         return self.d.transaction(put)
 
     def sync_schedules(self, app: str, wanted: Sequence[Schedule], now_ms: int) -> SyncReport:
+        for s in wanted:
+            zones.check(s.tz)
+
         def sync(c: Conn) -> SyncReport:
             added: list[str] = []
             changed: list[str] = []
             for s in wanted:
                 old = self._schedule(c, s.name, lock=True)
-                if old is not None and old.app not in (None, app):
+                if old is not None and old.app not in (None, OLD_DEFAULT_APP, app):
                     raise ConflictError(
                         f"schedule {s.name!r} is declared by app {old.app!r}, not {app!r}: "
                         "nothing was written (give one of them another name)"
@@ -77,7 +85,8 @@ class ScheduleMethods:
                     self._rematerialise(c, s, now_ms, paused)
             declared = {s.name for s in wanted}
             names = c.execute(self.q["schedule_names_of_app"], {"app": app}).fetchall()
-            removed = [n for (n,) in names if n not in declared]
+            mine = app != OLD_DEFAULT_APP
+            removed = [n for (n,) in names if n not in declared and mine]
             for name in removed:
                 self._remove(c, name, now_ms)
             return SyncReport(added=tuple(added), changed=tuple(changed), removed=tuple(removed))

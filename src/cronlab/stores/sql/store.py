@@ -44,7 +44,7 @@ RECONCILE_AGE_MS = 10_000  # DISPATCHED this long with no message: the message w
 RECONCILE_LIMIT = 1_000  # tasks a reconcile looks at
 RECONCILE_MAX_QUEUED = 200_000  # messages waiting above which a reconcile waits its turn
 # processes_beat's columns: ProcessInfo's fields
-PROCESS = ("role", "index", "pid", "owner", "started_ms", "exited_ms", "heartbeat_ms")
+PROCESS = ("role", "index", "pid", "owner", "started_ms", "exited_ms", "heartbeat_ms", "place")
 
 
 class SqlStore(ScheduleMethods):
@@ -53,13 +53,22 @@ class SqlStore(ScheduleMethods):
     ``fencing="lease"``: a dispatch must carry the epoch of the unexpired lease row in this
     store. ``"epoch"``: the lease lives elsewhere (etcd); a dispatch must carry an epoch no
     lower than the highest one seen. Both raise the stored ``max_epoch``.
+    ``create=False`` refuses a database with no store; ``read_only`` also never migrates one
+    (a store that needs a migration is refused, nothing written).
     """
 
-    def __init__(self, dialect: Dialect, *, create: bool = True, fencing: Fencing = "lease"):
+    def __init__(
+        self,
+        dialect: Dialect,
+        *,
+        create: bool = True,
+        read_only: bool = False,
+        fencing: Fencing = "lease",
+    ):
         self.d, self.q, self.fencing = dialect, dialect.queries, fencing
         self._resume: tuple[int, int] | None = None  # (trigger_ms, id) the due scan resumes after
         try:
-            migrate.migrate(dialect, create)
+            migrate.migrate(dialect, create, read_only=read_only)
         except BaseException:
             dialect.close()
             raise

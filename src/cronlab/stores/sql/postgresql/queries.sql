@@ -207,9 +207,10 @@ FROM tasks WHERE idempotency_key = %(key)s;
 DELETE FROM processes WHERE role = %(role)s AND idx = %(index)s AND exited_ms IS NOT NULL;
 
 -- name: register_process
-INSERT INTO processes (role, idx, pid, owner, started_ms)
-VALUES (%(role)s, %(index)s, %(pid)s, %(owner)s, %(started_ms)s)
-ON CONFLICT (owner) DO UPDATE SET started_ms = excluded.started_ms, exited_ms = NULL;
+INSERT INTO processes (role, idx, pid, owner, started_ms, place)
+VALUES (%(role)s, %(index)s, %(pid)s, %(owner)s, %(started_ms)s, %(place)s)
+ON CONFLICT (owner) DO UPDATE SET started_ms = excluded.started_ms, exited_ms = NULL,
+  place = excluded.place;
 
 -- name: process_exited
 UPDATE processes SET exited_ms = %(now)s WHERE owner = %(owner)s;

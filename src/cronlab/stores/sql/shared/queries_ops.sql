@@ -2,7 +2,7 @@
 -- both dialects take as they are; each dialect's queries_ops.sql holds the rest.
 
 -- name: processes_beat
-SELECT role, idx, pid, owner, started_ms, exited_ms, heartbeat_ms FROM processes
+SELECT role, idx, pid, owner, started_ms, exited_ms, heartbeat_ms, place FROM processes
 ORDER BY role, idx;
 
 -- name: schedules_all

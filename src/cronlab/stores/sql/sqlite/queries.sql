@@ -186,9 +186,10 @@ FROM tasks WHERE idempotency_key = :key;
 DELETE FROM processes WHERE role = :role AND idx = :index AND exited_ms IS NOT NULL;
 
 -- name: register_process
-INSERT INTO processes (role, idx, pid, owner, started_ms)
-VALUES (:role, :index, :pid, :owner, :started_ms)
-ON CONFLICT (owner) DO UPDATE SET started_ms = excluded.started_ms, exited_ms = NULL;
+INSERT INTO processes (role, idx, pid, owner, started_ms, place)
+VALUES (:role, :index, :pid, :owner, :started_ms, :place)
+ON CONFLICT (owner) DO UPDATE SET started_ms = excluded.started_ms, exited_ms = NULL,
+  place = excluded.place;
 
 -- name: process_exited
 UPDATE processes SET exited_ms = :now WHERE owner = :owner;
