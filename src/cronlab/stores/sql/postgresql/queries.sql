@@ -228,10 +228,12 @@ SELECT count(*), min(trigger_ms) FROM tasks WHERE trigger_ms <= %(now)s;
 -- name: report_runs
 SELECT
   count(*) FILTER (WHERE outcome IN ('ok', 'noop')),
-  count(*) - count(DISTINCT task_id) + coalesce(sum(greatest(receive - 1, 0)), 0),
+  count(*) FILTER (WHERE outcome IN ('ok', 'noop', 'failed'))
+    - count(DISTINCT task_id) FILTER (WHERE outcome IN ('ok', 'noop', 'failed'))
+    + coalesce(sum(greatest(receive - 1, 0)), 0),
   max(end_ms) FILTER (WHERE outcome IN ('ok', 'noop')),
   coalesce(sum(greatest(receive - 1, 0)), 0)
-FROM executions WHERE outcome IN ('ok', 'noop', 'failed');
+FROM executions;
 
 -- name: report_lateness_at
 SELECT dispatched_ms - trigger_ms AS late FROM tasks WHERE dispatched_ms IS NOT NULL
