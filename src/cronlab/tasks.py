@@ -40,6 +40,11 @@ MAX_KEY = 500  # characters of an idempotency key, everywhere
 Item = Mapping[str, Any] | tuple[Mapping[str, Any], str | None]
 
 
+def random_hex() -> str:
+    """The random part of a default key (the simulator draws it from its seed instead)."""
+    return uuid.uuid4().hex
+
+
 class TaskArgumentError(ConfigError, TypeError):
     """Arguments that do not fit the task's signature, or are not JSON; nothing was written."""
 
@@ -172,7 +177,7 @@ class Task(Generic[P, R]):
         """The task row for these arguments, checked; a fresh key unless one is given."""
         self.signature.check(arguments)
         return NewTask(
-            idempotency_key=key if key is not None else f"{self.name}:{uuid.uuid4().hex}",
+            idempotency_key=key if key is not None else f"{self.name}:{random_hex()}",
             handler=self.name,
             trigger_ms=trigger_ms,
             payload=encode(self.name, arguments),
@@ -258,7 +263,7 @@ class Task(Generic[P, R]):
         return DeferResult(added=added, existing=total - added)
 
     def _rows(self, items: Iterable[Item], due: int) -> Iterator[NewTask]:
-        prefix, check, name = f"{self.name}:{uuid.uuid4().hex}:", self.signature.check, self.name
+        prefix, check, name = f"{self.name}:{random_hex()}:", self.signature.check, self.name
         for i, item in enumerate(items):
             arguments, key = item if isinstance(item, tuple) else (item, None)
             if not isinstance(arguments, Mapping):

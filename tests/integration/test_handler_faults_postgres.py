@@ -101,3 +101,26 @@ def test_a_task_that_outlasts_the_servers_idle_transaction_timeout_is_not_rerun_
     (error, attempts) = app.store().query("SELECT last_error, attempts FROM tasks")[0]
     assert error.startswith("LostRun") and attempts == 3
     app.store().close()
+
+
+def test_a_worker_whose_clock_is_behind_keeps_its_messages_invisible(url: str) -> None:
+    """Found by ``cronlab verify --seed 11 --store postgresql://…`` (issue 27): a claim's
+    visibility was judged by the worker's own clock, so a worker whose clock had stepped back
+    5 s claimed messages already visible again to the others: two workers ran one task, and a
+    deadlock between them undid a completed run, which ran again. On a server, the server's
+    clock judges it, as it judges the lease."""
+    from cronlab.runtime.clock import FakeClock
+    from cronlab.stores.postgres import PostgresStore
+
+    store = PostgresStore(url)  # time_source="server"
+    now = store.server_ms()
+    lease = StoreElector(store, FakeClock(now)).acquire_or_renew("leader", 10_000)
+    assert lease is not None
+    from cronlab.ports import NewTask
+
+    store.add_tasks([NewTask("k", "h", now - 1_000, "{}")])
+    assert store.dispatch_due(now, 10, lease.epoch) == 1
+    behind, on_time = FakeClock(now - 5_000), FakeClock(now)
+    assert len(StoreQueue(store, behind).claim("a", 10, 5_000)) == 1
+    assert StoreQueue(store, on_time).claim("b", 10, 5_000) == []
+    store.close()

@@ -24,9 +24,16 @@ from dataclasses import dataclass
 from cronlab.core import occurrences, policy
 from cronlab.sim import scenario as sc
 from cronlab.sim.run import T0, Outcome
+from cronlab.sim.tasks import POISON
 
 KINDS = ("lost", "duplicated", "unexpected", "late", "stuck", "split_brain")
 SETTLED = ("DONE", "SKIPPED", "FAILED", "MISSED")
+MAX_ATTEMPTS = 5  # the simulated workers' retry policy (run.py worker_config)
+# Faults that lose runs (each lost run counts as a failed attempt: execution.LostRun)
+LOSING = {"kill", "pause", "outage", "terminate", "server_error", "slow", "jump", "lose"}
+POISON_ROWS = tuple(k for k, _, _ in POISON)
+POISON_KEYS = "poison:"
+API_KEYS = "api:"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,19 +47,24 @@ def check(o: Outcome) -> list[Violation]:
     """Every violation the run shows, in a stable order."""
     found = [*_tasks(o), *_external(o), *_dropped(o), *_split_brain(o)]
     found += [*_pruned_open(o), *_backfilled_twice(o), *_alerted_twice(o)]
+    found += [*_follow_ups(o), *_poison(o), *_wrong_task(o)]
     if o.deadlock:
         found.append(Violation(kind="stuck", key="*", detail=f"the world froze: {o.deadlock}"))
     return sorted(set(found), key=lambda v: (KINDS.index(v.kind), v.key))
 
 
 def _tasks(o: Outcome) -> list[Violation]:
-    effects = Counter(e[0] for e in o.effects)
-    first = {key: at for key, _, at, _ in sorted(o.effects, key=lambda e: e[3], reverse=True)}
-    first_true = {key: t for key, _, _, t in sorted(o.effects, key=lambda e: e[3], reverse=True)}
+    effects = _effect_counts(o)
+    # The first effect's time, by each clock, of each key's newest row (a key's rows follow one
+    # another only once the retention deleted the one before: _effect_counts)
+    newest_row = {e[0]: e[5] for e in sorted(o.effects, key=lambda e: e[5])}
+    newest_first = sorted(o.effects, key=lambda e: e[3], reverse=True)
+    first = {e[0]: e[2] for e in newest_first if e[5] == newest_row[e[0]]}
+    first_true = {e[0]: e[3] for e in newest_first if e[5] == newest_row[e[0]]}
     bound = sc.late_bound_ms(o.scenario)
     out = []
     kept = {t[0] for t in o.tasks}
-    pruned = [(key, status, trigger, None) for key, status, trigger, _ in o.pruned]
+    pruned = [(key, status, trigger, None) for key, status, trigger, _, _ in o.pruned]
     for key, status, trigger_ms, error in [*o.tasks, *(p for p in pruned if p[0] not in kept)]:
         if not _expected(o, key, trigger_ms, o.dispatched.get(key)):
             if effects[key]:
@@ -64,7 +76,9 @@ def _tasks(o: Outcome) -> list[Violation]:
         waiting = status == "PENDING" and trigger_ms > _clock_at_end(o)
         if status not in SETTLED and not waiting:  # (a clock set back delays what is due)
             out.append(Violation(kind="stuck", key=key, detail=f"{status} at the end"))
-        elif status in ("DONE", "FAILED") and n == 0:
+        elif (status == "DONE" and n == 0) or (
+            status == "FAILED" and n == 0 and not _spent(o, key)
+        ):
             out.append(Violation(kind="lost", key=key, detail=f"{status} without effect ({error})"))
         if n and first[key] - trigger_ms > bound:
             late = first[key] - trigger_ms
@@ -72,10 +86,91 @@ def _tasks(o: Outcome) -> list[Violation]:
         if n and (reached := _high_water(o, first_true[key])) < trigger_ms:
             ahead = trigger_ms - reached
             out.append(Violation(kind="unexpected", key=key, detail=f"ran {ahead} ms early"))
-    seen = kept | {d[0] for d in o.dropped} | {p[0] for p in o.pruned}
+    seen = _seen(o)
     for job in o.scenario.jobs:
         if job.key not in seen:
             out.append(Violation(kind="lost", key=job.key, detail="its row is gone"))
+    return out
+
+
+def _seen(o: Outcome) -> set[str]:
+    """Every key that had a row: still there, deleted while due, or pruned once finished."""
+    return {t[0] for t in o.tasks} | {d[0] for d in o.dropped} | {p[0] for p in o.pruned}
+
+
+def _effect_counts(o: Outcome) -> Counter[str]:
+    """Committed effects per key — for a key the App API deferred again after the retention
+    deleted its finished task (a key is free once its task is gone: docs/api.md), per task
+    row: a second row of such a key may run again, once."""
+    pruned = {p[4] for p in o.pruned}
+    counts: Counter[str] = Counter()
+    by_row: dict[str, Counter[int]] = defaultdict(Counter)
+    for e in o.effects:
+        by_row[e[0]][e[5]] += 1
+    for key, rows in by_row.items():
+        if key.startswith(API_KEYS) and len(rows) > 1:
+            last = max(rows)  # rows before the last one must have been deleted first
+            ok = all(task_id in pruned for task_id in rows if task_id != last)
+            counts[key] = max(rows.values()) if ok else sum(rows.values())
+        else:
+            counts[key] = sum(rows.values())
+    return counts
+
+
+def _spent(o: Outcome, key: str) -> bool:
+    """A task FAILED without effect is not lost when it could not run (a poison row) or
+    used every attempt failing — the failures its handler was made to have, or runs lost to
+    the scenario's faults (a killed or stopped worker, a session ended)."""
+    if key.startswith(POISON_KEYS):
+        return True
+    if o.failures.get(key, 0) < MAX_ATTEMPTS:
+        return False
+    job = next((j for j in o.scenario.jobs if j.key == key), None)
+    scripted = 0 if job is None else max(job.fail_first, job.timeout_first)
+    if job is not None and job.timeout_first and job.work_ms >= sc.TIMEOUT_MS:
+        scripted = MAX_ATTEMPTS  # its work outlasts its timeout: every attempt fails
+    losing = {f.kind for f in o.scenario.faults} & LOSING or o.scenario.idle_ms is not None
+    return scripted >= MAX_ATTEMPTS or bool(losing)
+
+
+def _follow_ups(o: Outcome) -> list[Violation]:
+    """A run that committed deferred its follow-up: the follow-up's row exists (its own
+    checks are the generic ones: once, not lost, not stuck)."""
+    committed = {e[1] for e in o.effects}
+    seen = _seen(o)
+    return [
+        Violation(kind="lost", key=inv.follow_up, detail=f"deferred by run {inv.id}, never written")
+        for inv in o.ledger.invocations
+        if inv.follow_up is not None and inv.id in committed and inv.follow_up not in seen
+    ]
+
+
+def _poison(o: Outcome) -> list[Violation]:
+    """A row the engine cannot run ends FAILED with its reason; it never stops the engine."""
+    if not o.scenario.poison:
+        return []
+    status = {t[0]: (t[1], t[3]) for t in o.tasks} | {p[0]: (p[1], None) for p in o.pruned}
+    out = []
+    for key in POISON_ROWS:
+        found, _ = status.get(key, (None, None))
+        if found != "FAILED":
+            detail = f"a row the engine cannot run ended {found}, not FAILED"
+            out.append(Violation(kind="stuck", key=key, detail=detail))
+    return out
+
+
+def _wrong_task(o: Outcome) -> list[Violation]:
+    """An occurrence runs the task of the definition in force when it was dispatched."""
+    out = []
+    for key, _, _, _, task, _ in o.effects:
+        if occurrences.planned_target(key) is None or not key.startswith(
+            occurrences.OCCURRENCE_PREFIX
+        ):
+            continue
+        found = _definition(o, key, o.dispatched.get(key))
+        if found is not None and found.handler != task:
+            detail = f"ran task {task}; the definition in force runs {found.handler}"
+            out.append(Violation(kind="unexpected", key=key, detail=detail))
     return out
 
 
@@ -107,7 +202,7 @@ def _pruned_open(o: Outcome) -> list[Violation]:
     """The retention deletes finished rows only: one still DISPATCHED was work in flight."""
     return [
         Violation(kind="lost", key=key, detail=f"deleted by the retention while {status}")
-        for key, status, _, _ in o.pruned
+        for key, status, _, _, _ in o.pruned
         if status not in SETTLED
     ]
 
@@ -119,7 +214,10 @@ def _backfilled_twice(o: Outcome) -> list[Violation]:
     ran = {e[0] for e in o.effects}
     out = []
     for key in sorted(k for k in ran if k.startswith(occurrences.BACKFILL_PREFIX)):
-        twin = policy.occurrence_key(*occurrences.parse_backfill_key(key))
+        target = occurrences.planned_target(key)
+        if target is None:
+            continue  # a backfilled occurrence's follow-up: judged as any task
+        twin = policy.occurrence_key(*target)
         if twin in ran:
             detail = f"ran on time as {twin} and again by a backfill"
             out.append(Violation(kind="duplicated", key=key, detail=detail))
@@ -176,12 +274,20 @@ def _expected(o: Outcome, key: str, trigger_ms: int, dispatched: int | None = No
     was dispatched is judged by the definitions committed before its dispatch (a change that
     committed later — it waited for the write lock, or came at a clock set back — cannot undo
     what was due when it was dispatched)."""
-    if not key.startswith(occurrences.OCCURRENCE_PREFIX):
+    target = occurrences.planned_target(key)
+    if target is None or not key.startswith(occurrences.OCCURRENCE_PREFIX):
         return True
-    name, fire_ms = policy.parse_occurrence_key(key)
+    found = _definition(o, key, dispatched)
+    return found is not None and policy.next_fire(found, target[1] - 1) == target[1]
+
+
+def _definition(o: Outcome, key: str, dispatched: int | None) -> policy.Schedule | None:
+    """The definition of occurrence ``key``'s schedule in force at its fire time, among those
+    committed before its dispatch (None: none was, or the schedule was paused or removed)."""
+    target = occurrences.planned_target(key)
+    assert target is not None
+    name, fire_ms = target
     defs = o.ledger.definitions.get(name, [])
     changes = [(a, d) for a, turn, d in defs if dispatched is None or turn < dispatched]
     in_force = [d for since, d in changes if since < fire_ms]
-    if not in_force or in_force[-1] is None:
-        return False
-    return policy.next_fire(in_force[-1], fire_ms - 1) == fire_ms
+    return in_force[-1] if in_force else None

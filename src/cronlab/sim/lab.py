@@ -377,7 +377,7 @@ def _late(scaled: Scaled, o: Outcome) -> int:
     """First effects more than LATE_S behind the same-rank one of the model's calm run (tasks
     run oldest first; the simulated run's k-th is the model's k / factor-th)."""
     first: dict[str, int] = {}
-    for key, _, _, true_ms in sorted(o.effects, key=lambda e: e[3]):
+    for key, _, _, true_ms, *_ in sorted(o.effects, key=lambda e: e[3]):
         first.setdefault(key, true_ms)
     calm = _rank_seconds(scaled.calm_firsts)
     late = 0

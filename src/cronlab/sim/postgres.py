@@ -156,9 +156,11 @@ class Link:
     conn: SimConnection
     pid: int
     lock_wait_ms: int | None  # lock_timeout and idle-in-transaction, as ``lock_wait_s`` sets
+    idle_ms: int | None = None  # an idle-in-transaction limit of the server's own (``idle``)
     in_transaction: bool = False
     cancel_as: type[Exception] | None = None  # what a cancel the world sent stands for
     quiet: bool = False  # the simulator's own statement: not a point
+    statement: str = ""  # the newest one sent
 
     def point(self, label: str) -> None:
         self.proc.idle_deadline_ms = None
@@ -167,8 +169,10 @@ class Link:
     def before(self, text: str, query: Any) -> Any:
         """The point before a statement; the statement, or the server fault replacing it."""
         self.point(text)
+        self.statement = text
         fault = self.sim.server_fault(self.proc)
         if fault is not None:
+            self.proc.faulted = True  # what its transaction loses is the fault's doing
             self.sim.world.log(f"{self.proc.name}: the server raises {fault} at {text[:40]}")
             code = RAISED[fault]
             return f"DO $$BEGIN RAISE EXCEPTION 'simulated {fault}' USING ERRCODE = '{code}'; END$$"
@@ -201,8 +205,9 @@ class Link:
         self.proc.idle_deadline_ms = None
 
     def _idle(self) -> None:
-        if self.in_transaction and self.lock_wait_ms is not None:
-            self.proc.idle_deadline_ms = self.sim.world.now_ms + self.lock_wait_ms
+        limits = [x for x in (self.lock_wait_ms, self.idle_ms) if x is not None]
+        if self.in_transaction and limits:
+            self.proc.idle_deadline_ms = self.sim.world.now_ms + min(limits)
 
     def drive(self, conn: SimConnection, gen: Any) -> Any:
         """psycopg's generator of one exchange with the server, driven without blocking the
@@ -238,8 +243,9 @@ class Link:
         proc.lock_deadline_ms = (
             None if self.lock_wait_ms is None else world.now_ms + self.lock_wait_ms
         )
-        world.log(f"  {proc.name} waits for a lock")
+        world.log(f"  {proc.name} waits for a lock at {' '.join(self.statement.split())[:60]}")
         if self.sim.closes_cycle(self):
+            world.log(f"  {proc.name}'s wait closes a cycle: the server cancels it (deadlock)")
             self.cancel_as = errors.DeadlockDetected
             self.sim.cancel(self.pid)
             proc.waiting_db = False
@@ -268,7 +274,7 @@ class PgSim:
     links: list[Link] = field(default_factory=list)
     commits: dict[int, tuple[int, int]] = field(default_factory=dict)  # xid: (turn, at ms)
 
-    def connect(self, proc: Proc, lock_wait_ms: int | None) -> Link:
+    def connect(self, proc: Proc, lock_wait_ms: int | None, idle_ms: int | None = None) -> Link:
         """A new session for ``proc`` (a point; refused during an outage)."""
         self.world.point("CONNECT")
         if self.world.in_outage():
@@ -279,7 +285,7 @@ class PgSim:
         for setting in SESSION:
             conn.execute(setting)
         link = Link(sim=self, proc=proc, conn=conn, pid=conn.info.backend_pid,
-                    lock_wait_ms=lock_wait_ms)  # fmt: skip
+                    lock_wait_ms=lock_wait_ms, idle_ms=idle_ms)  # fmt: skip
         conn.link = link
         self.links.append(link)
         return link
@@ -363,8 +369,10 @@ class SimPool:
     """``postgres.Pool`` for one simulated process: its one session, opened again after it
     was lost."""
 
-    def __init__(self, sim: PgSim, proc: Proc, lock_wait_ms: int | None) -> None:
-        self.sim, self.proc, self.lock_wait_ms = sim, proc, lock_wait_ms
+    def __init__(
+        self, sim: PgSim, proc: Proc, lock_wait_ms: int | None, idle_ms: int | None = None
+    ) -> None:
+        self.sim, self.proc, self.lock_wait_ms, self.idle_ms = sim, proc, lock_wait_ms, idle_ms
         self.link: Link | None = None
 
     @contextlib.contextmanager
@@ -372,7 +380,7 @@ class SimPool:
         link = self.link
         if link is None or link not in self.sim.links or link.conn.closed or link.conn.broken:
             self.close()
-            link = self.link = self.sim.connect(self.proc, self.lock_wait_ms)
+            link = self.link = self.sim.connect(self.proc, self.lock_wait_ms, self.idle_ms)
         yield link.conn
 
     def close(self) -> None:
@@ -457,17 +465,25 @@ def _text(query: Any) -> str:
 
 SETUP_SQL = """
 CREATE TABLE sim_effects (
-  key TEXT, task_id BIGINT, attempt INTEGER, inv INTEGER, at_ms BIGINT, true_ms BIGINT
+  key TEXT, task_id BIGINT, attempt INTEGER, inv INTEGER, at_ms BIGINT, true_ms BIGINT, task TEXT
 );
+CREATE TABLE sim_failures (key TEXT, task_id BIGINT, outcome TEXT, error TEXT);
+CREATE FUNCTION sim_failure() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+  INSERT INTO sim_failures VALUES ((SELECT idempotency_key FROM tasks WHERE id = NEW.task_id),
+    NEW.task_id, NEW.outcome, NEW.error);
+  RETURN NEW; END $$;
+CREATE TRIGGER sim_failure AFTER INSERT ON executions FOR EACH ROW
+  WHEN (NEW.outcome IN ('error', 'failed')) EXECUTE FUNCTION sim_failure();
 CREATE TABLE sim_dropped (key TEXT, trigger_ms BIGINT, xid BIGINT);
 CREATE FUNCTION sim_drop() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
   INSERT INTO sim_dropped VALUES (OLD.idempotency_key, OLD.trigger_ms, txid_current());
   RETURN OLD; END $$;
 CREATE TRIGGER sim_drop AFTER DELETE ON tasks FOR EACH ROW
   WHEN (OLD.status = 'PENDING') EXECUTE FUNCTION sim_drop();
-CREATE TABLE sim_pruned (key TEXT, status TEXT, trigger_ms BIGINT, xid BIGINT);
+CREATE TABLE sim_pruned (key TEXT, status TEXT, trigger_ms BIGINT, xid BIGINT, id BIGINT);
 CREATE FUNCTION sim_prune() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
-  INSERT INTO sim_pruned VALUES (OLD.idempotency_key, OLD.status, OLD.trigger_ms, txid_current());
+  INSERT INTO sim_pruned VALUES (OLD.idempotency_key, OLD.status, OLD.trigger_ms,
+    txid_current(), OLD.id);
   RETURN OLD; END $$;
 CREATE TRIGGER sim_prune AFTER DELETE ON tasks FOR EACH ROW
   WHEN (OLD.status <> 'PENDING') EXECUTE FUNCTION sim_prune();
@@ -554,7 +570,17 @@ class PgRun(_run_base()):  # type: ignore[misc]
         self.pg.idle_timeout(proc)
 
     def server_fault(self, proc: Proc) -> str | None:
-        return None
+        found: str | None = self.world.due_fault(proc)
+        return found
+
+    def _terminate(self, name: str) -> None:
+        assert self.pg is not None
+        proc = self._live(name)
+        if proc is None:
+            return
+        for link in [x for x in self.pg.links if x.proc is proc]:
+            self.world.log(f"the server ends the session of {name}")
+            self.pg.terminate(link)
 
     def _setup_store(self) -> None:
         from cronlab.stores.postgres import PostgresStore
@@ -584,7 +610,8 @@ class PgRun(_run_base()):  # type: ignore[misc]
         from cronlab.sim import scenario as sc
 
         lock_wait = sc.TTL_MS // 2 if proc.name.startswith("scheduler") else None
-        pool = SimPool(self.pg, proc, lock_wait)
+        idle = self.s.idle_ms if proc.name.startswith("worker") else None
+        pool = SimPool(self.pg, proc, lock_wait, idle)
         seams = PgSeams(pool=pool, clock=TrueClock(self.world), wakeups=self.wakeups)
         try:
             return PostgresStore(self.scratch.url, seams=seams)
@@ -658,9 +685,12 @@ class PgRun(_run_base()):  # type: ignore[misc]
             return commits.get(int(xid), (0, T0))[1]
 
         tasks = self._sql("SELECT idempotency_key, status, trigger_ms, last_error FROM tasks")
-        effects = self._sql("SELECT key, inv, at_ms, true_ms FROM sim_effects")
+        effects = self._sql("SELECT key, inv, at_ms, true_ms, task, task_id FROM sim_effects")
         dropped = [(k, t, at(x)) for k, t, x in self._sql("SELECT * FROM sim_dropped")]
-        pruned = [(k, st, t, turn(x)) for k, st, t, x in self._sql("SELECT * FROM sim_pruned")]
+        pruned = [
+            (k, st, t, turn(x), i) for k, st, t, x, i in self._sql("SELECT * FROM sim_pruned")
+        ]
+        failures = dict(self._sql("SELECT key, count(*) FROM sim_failures GROUP BY key"))
         alerts = [(a, b, c, at(x)) for a, b, c, x in self._sql("SELECT * FROM sim_alerts")]
         dispatched: dict[str, int] = {}
         for key, xid in self._sql("SELECT key, xid FROM sim_dispatched"):
@@ -678,4 +708,5 @@ class PgRun(_run_base()):  # type: ignore[misc]
             trace=self.world.trace,
             end_ms=self.world.now_ms,
             deadlock=deadlock,
+            failures={k: int(n) for k, n in failures.items()},
         )

@@ -8,7 +8,6 @@ table — every PENDING row that was ever dropped, and when.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import functools
@@ -24,8 +23,8 @@ from typing import Any
 
 from cronlab.core.policy import Schedule
 from cronlab.election.store import StoreElector
-from cronlab.exceptions import BackendUnavailable, ConfigError
-from cronlab.handlers import Context, Registry
+from cronlab.exceptions import BackendUnavailable, ConfigError, ConflictError
+from cronlab.handlers import Registry
 from cronlab.ports import LeaseElector, NewTask, Retry
 from cronlab.queues.store import StoreQueue
 from cronlab.runtime import alerts, cluster
@@ -33,6 +32,16 @@ from cronlab.runtime.retention import Retention
 from cronlab.runtime.scheduler import Duty, Scheduler, SchedulerConfig
 from cronlab.runtime.worker import WOKEN_IDLE_MS, Worker, WorkerConfig
 from cronlab.sim import scenario as sc
+from cronlab.sim.tasks import (
+    API_SCHEDULE,
+    SimTasks,
+    api_app,
+    api_call,
+    api_definition,
+    handler_of,
+    poison_rows,
+    seeded_keys,
+)
 from cronlab.sim.world import (
     Deadlock,
     Killed,
@@ -51,14 +60,20 @@ T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z: whole seconds line up with the s
 SCHEDULE = "tick"
 SETUP_SQL = """
 CREATE TABLE sim_effects (
-  key TEXT, task_id INTEGER, attempt INTEGER, inv INTEGER, at_ms INTEGER, true_ms INTEGER
+  key TEXT, task_id INTEGER, attempt INTEGER, inv INTEGER, at_ms INTEGER, true_ms INTEGER,
+  task TEXT
 );
+CREATE TABLE sim_failures (key TEXT, task_id INTEGER, outcome TEXT, error TEXT);
+CREATE TRIGGER sim_failure AFTER INSERT ON executions WHEN new.outcome IN ('error', 'failed')
+BEGIN INSERT INTO sim_failures VALUES ((SELECT idempotency_key FROM tasks WHERE id = new.task_id),
+  new.task_id, new.outcome, new.error); END;
 CREATE TABLE sim_dropped (key TEXT, trigger_ms INTEGER, at_ms INTEGER);
 CREATE TRIGGER sim_drop AFTER DELETE ON tasks WHEN old.status = 'PENDING'
 BEGIN INSERT INTO sim_dropped VALUES (old.idempotency_key, old.trigger_ms, sim_now()); END;
-CREATE TABLE sim_pruned (key TEXT, status TEXT, trigger_ms INTEGER, turn INTEGER);
+CREATE TABLE sim_pruned (key TEXT, status TEXT, trigger_ms INTEGER, turn INTEGER, id INTEGER);
 CREATE TRIGGER sim_prune AFTER DELETE ON tasks WHEN old.status != 'PENDING' BEGIN
-INSERT INTO sim_pruned VALUES (old.idempotency_key, old.status, old.trigger_ms, sim_turn()); END;
+INSERT INTO sim_pruned VALUES (old.idempotency_key, old.status, old.trigger_ms, sim_turn(),
+  old.id); END;
 CREATE TABLE sim_alerts (schedule TEXT, kind TEXT, subject TEXT, at_ms INTEGER);
 CREATE TRIGGER sim_alert AFTER INSERT ON alerts
 BEGIN INSERT INTO sim_alerts VALUES (new.schedule, new.kind, new.subject, sim_now()); END;
@@ -80,6 +95,7 @@ class Invocation:
     at_ms: int
     completed: bool = False  # returned normally: its outside effect (an e-mail) happened
     undone_by_engine: bool = False  # completed, then rolled back with no fault to blame
+    follow_up: str | None = None  # the key of the follow-up it deferred (ctx.defer)
 
 
 @dataclass
@@ -103,14 +119,17 @@ class Outcome:
     scenario: sc.Scenario
     ledger: Ledger
     tasks: list[tuple[str, str, int, str | None]]  # key, status, trigger_ms, last_error
-    effects: list[tuple[str, int, int, int]]  # key, inv, at_ms (authority), true_ms
+    effects: list[tuple[str, int, int, int, str, int]]  # key, inv, at_ms (authority),
+    # true_ms, the task that ran, its task id
     dropped: list[tuple[str, int, int]]  # key, trigger_ms, dropped at
-    pruned: list[tuple[str, str, int, int]]  # key, status, trigger_ms, turn: finished, deleted
+    pruned: list[tuple[str, str, int, int, int]]  # key, status, trigger_ms, turn, task id:
+    # finished tasks the retention deleted
     alerts: list[tuple[str, str, str, int]]  # schedule, kind, subject, raised at
     dispatched: dict[str, int]  # key: the turn of its first dispatch
     trace: list[tuple[int, str]]
     end_ms: int
     deadlock: str | None = None
+    failures: dict[str, int] = field(default_factory=dict)  # key: its failed attempts
 
 
 def simulate(s: sc.Scenario, store: str | None = None) -> Outcome:
@@ -145,12 +164,17 @@ class _Run:
         self.removed: set[str] = set()
         self.wakeups = None if s.wakeups is None else SimWakeups(self.world, s.wakeups, s.seed)
         self.stopping = False
+        self.tasks = SimTasks(self)
         self.world.on_point.append(self._watch_transactions)
         self.world.quiet.add(QUERIES["queue_any_visible"])
 
     # -- setup -------------------------------------------------------------------------------
 
     def go(self) -> Outcome:
+        with seeded_keys(self.s.seed):
+            return self._go()
+
+    def _go(self) -> Outcome:
         self._setup_store()
         for i in range(self.s.replicas):
             self._start(f"scheduler-{i}", self._scheduler_body(i))
@@ -158,6 +182,9 @@ class _Run:
             self._start(f"worker-{i}", self._worker_body(i))
         for fault in self.s.faults:
             self._arm(fault)
+        if self.s.api is not None:
+            for i, call in enumerate(self.s.api.calls):
+                self.world.at(T0 + call.at_ms, partial(self._api_call, call, i))
         self._plan_operator()
         deadlock = None
         try:
@@ -203,8 +230,15 @@ class _Run:
     def _populate(self, store: SqlStore) -> None:
         """The scenario's jobs and schedules, written before any process starts."""
         store.add_tasks(
-            NewTask(j.key, _handler(j), T0 + j.due_ms, json.dumps(_payload(j))) for j in self.s.jobs
+            NewTask(j.key, handler_of(j), T0 + j.due_ms, json.dumps(j.payload()))
+            for j in self.s.jobs
         )
+        if self.s.poison:
+            store.add_tasks(poison_rows(T0 + 1_000))
+        if self.s.api is not None:
+            api_app(store, lambda: T0, 1).sync(store)
+            self.defined[API_SCHEDULE] = api_definition(1)
+            self._note(API_SCHEDULE, T0, 0)
         rules = [
             sc.Rule(
                 name=SCHEDULE,
@@ -241,6 +275,8 @@ class _Run:
                 "alert_after_ms": duties.alert_after_ms,
                 "alert_on_failures": duties.failures,
             }
+        if self.s.follow_ms is not None:
+            extra["payload"] = {"follow_ms": self.s.follow_ms}
         return Schedule(
             name=rule.name,
             cron=f"* * * * * */{every_s}",
@@ -396,40 +432,7 @@ class _Run:
         return live[-1].offset_ms if live else 0
 
     def _registry(self) -> Registry:
-        registry = Registry()
-        registry.handler("effect")(self._effect)
-        registry.handler("aeffect")(self._effect_async)
-        return registry
-
-    async def _effect_async(self, ctx: Context, payload: dict[str, Any]) -> bool:
-        """``_effect`` as an async handler: the worker runs it on its event loop next to the
-        batch's others; its row goes through the queued ``ctx.tx`` into its own savepoint."""
-        await asyncio.sleep(0)
-        return self._effect(ctx, payload)
-
-    def _effect(self, ctx: Context, payload: dict[str, Any]) -> bool:
-        """The handler: an outside effect (noted when it returns) and a row through ctx.tx."""
-        proc = self.world.current
-        assert proc is not None
-        inv = Invocation(
-            id=len(self.ledger.invocations) + 1,
-            key=ctx.idempotency_key,
-            attempt=ctx.attempt,
-            proc=proc.name,
-            at_ms=self.world.now_ms,
-        )
-        self.ledger.invocations.append(inv)
-        self.tx_invs.setdefault(proc.name, []).append(inv)
-        self.world.log(f"{proc.name} runs {inv.key} attempt {inv.attempt}")
-        if ctx.attempt <= int(payload.get("fail_first", 0)):
-            raise RuntimeError(f"{inv.key} fails on attempt {ctx.attempt}")
-        if work := int(payload.get("work_ms", 0)):
-            self.world.sleep(work)
-        row = (inv.key, ctx.task_id, ctx.attempt, inv.id, self._authority(), self.world.now_ms)
-        marks = ", ".join(["?" if ctx.tx.dialect == "sqlite" else "%s"] * len(row))
-        ctx.tx.execute(f"INSERT INTO sim_effects VALUES ({marks})", row)
-        inv.completed = True
-        return True
+        return self.tasks.registry()
 
     def _watch_transactions(self, proc: Proc, label: str) -> None:
         """Which completed invocations a plain ROLLBACK undid with no fault to blame."""
@@ -460,6 +463,13 @@ class _Run:
             self.world.at(at, lambda: self._redeploy(f.amount))
         elif f.kind == "operator":
             self.world.at(at, lambda: self._operate(f))
+        elif f.kind == "server_error":
+            self.world.at(at, lambda: self._strike(f))
+        elif f.kind == "terminate":
+            self.world.at(at, lambda: self._terminate(f.target))
+
+    def _terminate(self, name: str) -> None:
+        """A server ends a session (``terminate``): SQLite has no sessions to end."""
 
     def _live(self, name: str) -> Proc | None:
         live = [p for p in self.world.procs if p.name == name and not p.dead]
@@ -471,6 +481,8 @@ class _Run:
             return
         if f.kind == "kill":
             proc.kill_at.append((self.world.now_ms, f.skip))
+        elif f.kind == "server_error":  # (SQLite has no server to raise one)
+            proc.fail_at.append((self.world.now_ms, f.skip, sc.SERVER_ERRORS[f.amount]))
         else:
             proc.pause_at.append((self.world.now_ms, f.skip, f.ms))
         self.world.log(f"armed {f.describe()}")
@@ -553,6 +565,20 @@ class _Run:
         self.paused.discard(name)
         self._note(name, now, self._turn())
 
+    def _api_call(self, call: sc.ApiCall, index: int) -> None:
+        """One call of the App API actor, from a short-lived process of its own."""
+
+        def act(store: SqliteStore) -> None:
+            now = self._authority()
+            version = call.version or 1
+            done = api_call(api_app(store, lambda: now, version), call, index)
+            if call.op == "sync":
+                self.defined[API_SCHEDULE] = api_definition(version)
+                self._note(API_SCHEDULE, now, self._turn())
+            self.world.log(f"api: {done}")
+
+        self._operator(f"api {call.op} {index}", act)
+
     def _trigger(self, name: str, store: SqliteStore) -> None:
         store.trigger_schedule(name, self._authority())
 
@@ -588,7 +614,7 @@ class _Run:
                 act(store)
                 self.world.log(f"operator {what} done")
                 self.operators -= 1
-            except ConfigError as exc:  # refused, nothing written: as the CLI says it
+            except (ConfigError, ConflictError) as exc:  # refused, nothing written: as the CLI says
                 self.world.log(f"operator {what} refused: {exc}")
                 self.operators -= 1
             except BackendUnavailable as exc:
@@ -627,9 +653,14 @@ class _Run:
             tasks = conn.execute(
                 "SELECT idempotency_key, status, trigger_ms, last_error FROM tasks"
             ).fetchall()
-            effects = conn.execute("SELECT key, inv, at_ms, true_ms FROM sim_effects").fetchall()
+            effects = conn.execute(
+                "SELECT key, inv, at_ms, true_ms, task, task_id FROM sim_effects"
+            ).fetchall()
             dropped = conn.execute("SELECT key, trigger_ms, at_ms FROM sim_dropped").fetchall()
-            pruned = conn.execute("SELECT key, status, trigger_ms, turn FROM sim_pruned").fetchall()
+            pruned = conn.execute(
+                "SELECT key, status, trigger_ms, turn, id FROM sim_pruned"
+            ).fetchall()
+            failures = dict(conn.execute("SELECT key, count(*) FROM sim_failures GROUP BY key"))
             alerts_raised = conn.execute(
                 "SELECT schedule, kind, subject, at_ms FROM sim_alerts"
             ).fetchall()
@@ -648,6 +679,7 @@ class _Run:
             trace=self.world.trace,
             end_ms=self.world.now_ms,
             deadlock=deadlock,
+            failures=failures,
         )
 
 
@@ -669,14 +701,6 @@ class _Recording:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
-
-
-def _handler(job: sc.Job) -> str:
-    return "aeffect" if job.is_async else "effect"
-
-
-def _payload(job: sc.Job) -> dict[str, int]:
-    return {"fail_first": job.fail_first, "work_ms": job.work_ms}
 
 
 @functools.cache

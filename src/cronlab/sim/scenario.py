@@ -27,7 +27,22 @@ KINDS = (
     "duties",  # the leader's retention (a keep of seconds) and alerter run as it leads
     "wakeup",  # wake-up notices on: delivered, lost, late or twice
     "schedules",  # more schedules, some of one rule, falling due in the same second
+    # Issue 27: what a handler and an application do, and a server's own faults.
+    "timeout",  # a task's timeout: its first attempts run past it (TaskTimeout, undone)
+    "base",  # a handler raises CancelledError, SystemExit or KeyboardInterrupt
+    "undo",  # a handler writes through ctx.tx, then fails: its write must go with it
+    "followup",  # handlers defer a follow-up through ctx.defer, cron-fired ones too
+    "api",  # the App API as an actor: defer with and without keys, defer_many, sync redeploys
+    "poison",  # rows the engine cannot run: a task no app has, arguments that do not fit
+    "terminate",  # the server ends a session (pg_terminate_backend), in a transaction or not
+    "server_error",  # a statement fails: serialization failure, deadlock, statement timeout
+    "idle",  # the server ends worker sessions idle in their transaction past a limit
 )
+# Kinds only a database server has: on SQLite they are drawn, and strike nothing.
+SERVER_KINDS = ("terminate", "server_error", "idle")
+SERVER_ERRORS = ("serialization", "deadlock", "statement_timeout")
+TIMEOUT_MS = 2_000  # the timeout of the "timeout" kind's task
+TASK_SLOW_MS = TIMEOUT_MS + 1_000  # how long its slow attempts take
 # The kinds drawn from a seed's first stream. Each later kind draws from a stream of its own
 # (``random.Random(f"{seed}:{kind}")``): adding one left every earlier seed's run as it was, so
 # the seeds of earlier bugs still replay them.
@@ -65,6 +80,41 @@ class Job:
     fail_first: int = 0  # attempts that raise before one succeeds
     work_ms: int = 0  # time the handler takes (inside the worker's transaction)
     is_async: bool = False  # an async handler: run on the worker's loop, its write queued
+    timeout_first: int = 0  # attempts that run past the task's timeout (TIMEOUT_MS)
+    raises: str = ""  # what its failing attempts raise ("": RuntimeError; or a BaseException)
+    write_first: bool = False  # a failing attempt writes through ctx.tx before it raises
+    follow_ms: int | None = None  # defers a follow-up due so long after it runs
+
+    def payload(self) -> dict[str, object]:
+        """What its handler reads to behave so (the task's arguments)."""
+        found: dict[str, object] = {"fail_first": self.fail_first, "work_ms": self.work_ms}
+        extra = {
+            "timeout_first": self.timeout_first,
+            "raises": self.raises,
+            "write_first": self.write_first,
+            "follow_ms": self.follow_ms,
+        }
+        found.update({k: v for k, v in extra.items() if v})  # (earlier seeds: as they were)
+        return found
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApiCall:
+    """What the App API actor does at ``at_ms``: ``defer`` (under ``keys[0]``, or none),
+    ``defer_many`` (one item per key; None: no key), or ``sync`` (the app's schedule, as
+    ``version`` declares it)."""
+
+    at_ms: int
+    op: str
+    keys: tuple[str | None, ...] = ()
+    version: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Api:
+    """The App API actor (the ``api`` kind): its calls, and its schedule's first version."""
+
+    calls: tuple[ApiCall, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,9 +165,13 @@ class Scenario:
     rules: tuple[Rule, ...] = ()
     duties: Duties | None = None
     wakeups: Wakeups | None = None
+    follow_ms: int | None = None  # the schedules' runs defer a follow-up (``followup``)
+    api: Api | None = None
+    poison: bool = False  # rows the engine cannot run are in the store from the start
+    idle_ms: int | None = None  # a worker session's idle-in-transaction limit (``idle``)
 
     def schedule_names(self) -> tuple[str, ...]:
-        return ("tick", *(r.name for r in self.rules))
+        return ("tick", *(r.name for r in self.rules), *(("api-s",) if self.api else ()))
 
     def without(self, drop: set[int]) -> Scenario:
         """The same run with the faults at these indexes left out."""
@@ -140,7 +194,14 @@ def late_bound_ms(s: Scenario) -> int:
             "skew": abs(f.amount) + TTL_MS,
             "lose": 60_000,
             "operator": f.ms,  # a backfill's occurrences were due that long before it
+            "terminate": RESTART_MS + TTL_MS + VISIBILITY_MS,
+            "server_error": RESTART_MS + TTL_MS + VISIBILITY_MS,
         }.get(f.kind, 0)
+    bound += sum(j.timeout_first * TASK_SLOW_MS for j in s.jobs) + 8_000 * any(
+        j.timeout_first or j.raises for j in s.jobs
+    )
+    if s.idle_ms is not None:  # a session ended mid-batch: the batch comes back, counted
+        bound += 4 * (VISIBILITY_MS + 8_000)
     if s.wakeups is not None:  # a lost notice: the fallback poll (a second) at each hop
         bound += 2_000 + s.wakeups.delay_ms
     return bound
@@ -193,7 +254,86 @@ def draw(seed: int, kinds: tuple[str, ...] = KINDS) -> Scenario:
         s = dataclasses.replace(s, wakeups=Wakeups(lose=lose, delay_ms=delay, twice=w.random()))
     if "operator" in later:
         faults += _operations(later["operator"], s.schedule_names())
+    s = _handlers(s, later)
+    if "api" in later:
+        s = dataclasses.replace(s, api=_api(later["api"]))
+    if "poison" in later:
+        s = dataclasses.replace(s, poison=True)
+    if "idle" in later:
+        s = dataclasses.replace(s, idle_ms=later["idle"].choice((1_000, 3_000)))
+    for kind in ("terminate", "server_error"):
+        if kind in later:
+            faults += _server(later[kind], kind, replicas, workers)
     return dataclasses.replace(s, faults=tuple(sorted(faults, key=lambda f: f.at_ms)))
+
+
+def _handlers(s: Scenario, later: dict[str, random.Random]) -> Scenario:
+    """The handler behaviours of the issue-27 kinds, each from its own stream."""
+    jobs = list(s.jobs)
+    if "timeout" in later:
+        rng = later["timeout"]
+        jobs = [dataclasses.replace(j, timeout_first=rng.choice((0, 1, 2))) for j in jobs]
+    if "base" in later:
+        rng = later["base"]
+        raised = ("CancelledError", "SystemExit", "KeyboardInterrupt")
+        jobs = [
+            dataclasses.replace(j, fail_first=max(1, j.fail_first), raises=rng.choice(raised))
+            if rng.random() < 0.4
+            else j
+            for j in jobs
+        ]
+        # CancelledError is what an awaited call raises: its handler is async
+        jobs = [dataclasses.replace(j, is_async=True) if j.raises == "CancelledError" else j
+                for j in jobs]  # fmt: skip
+    if "undo" in later:
+        rng = later["undo"]
+        jobs = [
+            dataclasses.replace(j, fail_first=max(1, j.fail_first), write_first=True)
+            if rng.random() < 0.5
+            else j
+            for j in jobs
+        ]
+    follow = None
+    if "followup" in later:
+        rng = later["followup"]
+        follow = rng.choice((0, 1_500, 4_000))
+        jobs = [dataclasses.replace(j, follow_ms=follow) if rng.random() < 0.5 else j
+                for j in jobs]  # fmt: skip
+    return dataclasses.replace(s, jobs=tuple(jobs), follow_ms=follow)
+
+
+def _api(rng: random.Random) -> Api:
+    """Two to six calls: defers under a few shared keys (so some repeat), defers without a
+    key, defer_many with repeated keys, and sync redeploys of the app's schedule (version 2:
+    the same grid, another task; version 3: another grid)."""
+    calls = []
+    keys = [f"api:k{i}" for i in range(3)]
+    for _ in range(rng.randint(2, 6)):
+        at, op = rng.randint(500, WORK_END_MS), rng.choice(("defer", "defer", "many", "sync"))
+        if op == "defer":
+            calls.append(ApiCall(at_ms=at, op="defer", keys=(rng.choice([*keys, None]),)))
+        elif op == "many":
+            items = tuple(rng.choice([*keys, None]) for _ in range(rng.randint(1, 4)))
+            calls.append(ApiCall(at_ms=at, op="many", keys=items))
+        else:
+            calls.append(ApiCall(at_ms=at, op="sync", version=rng.choice((1, 2, 3))))
+    return Api(calls=tuple(sorted(calls, key=lambda c: c.at_ms)))
+
+
+def _server(rng: random.Random, kind: str, replicas: int, workers: int) -> list[Fault]:
+    """A server's own faults: a session ended, or a statement failing as the server fails it
+    (``amount`` indexes ``SERVER_ERRORS``)."""
+    out = []
+    for _ in range(rng.randint(1, 3)):
+        at, proc = rng.randint(0, WORK_END_MS), _any_proc(rng, replicas, workers)
+        if kind == "terminate":
+            out.append(Fault(kind=kind, at_ms=at, target=proc))
+        else:
+            code = rng.randrange(len(SERVER_ERRORS))
+            out.append(
+                Fault(kind=kind, at_ms=at, target=proc, skip=rng.randint(0, 12), amount=code)
+            )
+    return out
 
 
 def _rules(rng: random.Random, s: Scenario) -> tuple[Rule, ...]:

@@ -103,12 +103,20 @@ def _run_one(args: tuple[int, tuple[str, ...], str | None]) -> SeedResult:
 
 def _job_kinds(s: sc.Scenario) -> set[str]:
     """The kinds a scenario has that are not faults at an instant: in its jobs or its setup."""
-    kinds = set()
-    if any(j.fail_first for j in s.jobs):
-        kinds.add("error")
-    if any(j.work_ms for j in s.jobs):
-        kinds.add("slow")
-    for kind, present in (("schedules", s.rules), ("duties", s.duties), ("wakeup", s.wakeups)):
-        if present:
-            kinds.add(kind)
-    return kinds
+    kinds: set[str] = set()
+    jobs = s.jobs
+    present = {
+        "error": any(j.fail_first for j in jobs),
+        "slow": any(j.work_ms for j in jobs),
+        "schedules": s.rules,
+        "duties": s.duties,
+        "wakeup": s.wakeups,
+        "timeout": any(j.timeout_first for j in jobs),
+        "base": any(j.raises for j in jobs),
+        "undo": any(j.write_first for j in jobs),
+        "followup": s.follow_ms is not None,
+        "api": s.api,
+        "poison": s.poison,
+        "idle": s.idle_ms is not None,
+    }
+    return kinds | {kind for kind, there in present.items() if there}

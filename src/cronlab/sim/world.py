@@ -53,6 +53,7 @@ class Proc:
     dying: bool = False
     kill_at: list[tuple[int, int]] = field(default_factory=list)  # (after ms, skip points)
     pause_at: list[tuple[int, int, int]] = field(default_factory=list)  # (after, skip, ms)
+    fail_at: list[tuple[int, int, str]] = field(default_factory=list)  # (after, skip, error)
     faulted: bool = False  # a fault hit it during its current transaction
     points: int = 0
     glet: greenlet.greenlet | None = None
@@ -160,7 +161,7 @@ class World:
                 proc.body(proc)
         except Killed:
             pass
-        except Exception as exc:  # a process that crashes on an error dies like one
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:  # it exits, as a process does
             self.log(f"{proc.name} exited: {type(exc).__name__}: {exc}")
         finally:
             if self.lock_holder is proc:  # the kernel drops a dead process's locks
@@ -284,6 +285,11 @@ class World:
         asyncio._set_running_loop(loop)
         if proc.dying:
             raise Killed
+
+    def due_fault(self, proc: Proc) -> str | None:
+        """The server error due at this point of ``proc`` (``fail_at``), if any."""
+        found = self._due(proc.fail_at)
+        return None if found is None else str(found[2])
 
     def _due(self, faults: list[Any]) -> Any:
         """The first fault whose time has come and whose points to skip are used up (popped),

@@ -131,13 +131,16 @@ class SqlBatch:
         message carries (on PostgreSQL this locks them: a second worker with the same task
         waits, then finds it DONE). A message runs if that marked its task; a copy of
         ``--election off`` always runs. A failing run sets its task back (``failed``)."""
+        held = {m.id for m in messages}
         if not self.relayed and (hold := self.q.get("queue_hold")):
-            self.c.execute(hold, {"ids": self.d.ints(sorted({m.id for m in messages}))})
+            found = self.c.execute(hold, {"ids": self.d.ints(sorted(held))}).fetchall()
+            held = {int(r[0]) for r in found}  # an envelope another batch holds is not ours
         if not checked:  # the --fencing off anti-pattern: every delivery runs, as a naive
             return [True] * len(messages), {m.task_id for m in messages}  # consumer runs it
         by_attempt: dict[int, set[int]] = {}
         for m in messages:
-            by_attempt.setdefault(m.attempt - 1, set()).add(m.task_id)
+            if m.id in held:
+                by_attempt.setdefault(m.attempt - 1, set()).add(m.task_id)
         started: dict[int, int] = {}
         for before, tasks in sorted(by_attempt.items()):  # mostly one: every attempt is the 1st
             args = {"ids": self.d.ints(sorted(tasks)), "before": before}
@@ -145,14 +148,15 @@ class SqlBatch:
         if len(started) == len(messages):
             return [True] * len(messages), set()  # each message's own task, at its attempt
         copies: set[int] = set()
-        missing = {m.task_id for m in messages} - started.keys()
+        missing = {m.task_id for m in messages if m.id in held} - started.keys()
         if missing:
             ids = {"ids": self.d.ints(sorted(missing))}
             copies = {r[0] for r in self.c.execute(self.q["batch_copies"], ids)}
         live, seen = [], set()
         for m in messages:
-            ok = m.task_id in copies or (
-                started.get(m.task_id) == m.attempt and m.task_id not in seen
+            ok = m.id in held and (
+                m.task_id in copies
+                or (started.get(m.task_id) == m.attempt and m.task_id not in seen)
             )
             if ok:
                 seen.add(m.task_id)
@@ -171,16 +175,26 @@ class SqlBatch:
                 self.q["execution_insert"], {"rows": json.dumps(ends), "worker": self.worker}
             )
         finished = [
-            {"id": m.task_id, "end": end}
+            (m.task_id, end)
             for m, _, end, outcome, _ in ending.records
             if outcome != "error" and m.idempotency_key.startswith(occurrences.PLANNED)
         ]
+        shift = self._shift() if finished or ending.retries else 0
         if finished:  # an occurrence's end: overlap is judged against it (core/planning.py)
-            self.d.executemany(self.c, self.q["task_finished"], finished)
+            rows = [{"id": task_id, "end": end + shift} for task_id, end in finished]
+            self.d.executemany(self.c, self.q["task_finished"], rows)
         if ending.done:  # copies of --election off (the others were marked as they started)
             self.c.execute(self.q["task_done"], {"ids": self.d.ints(ending.done)})
+        retries = [(m, at + shift) for m, at in ending.retries]
         if self.relayed:  # settled on the stream; a retry waits in the outbox for the relay
-            for m, at in ending.retries:
-                self.store.enqueue(self.c, [(m.task_id, m.attempt)], self.now(), at)
+            for m, at in retries:
+                self.store.enqueue(self.c, [(m.task_id, m.attempt)], self.now() + shift, at)
         else:
-            self.store.settle(self.c, ending.acks, ending.retries, self.now())
+            self.store.settle(self.c, ending.acks, retries, self.now() + shift)
+
+    def _shift(self) -> int:
+        """How far the store's clock is ahead of the worker's: a retry's due instant and a
+        run's end are written on the store's clock, which judges visibility and overlap (a
+        worker whose clock jumped a minute ahead would otherwise hide its retries a minute)."""
+        mine = self.now()
+        return self.d.now(self.c, mine) - mine

@@ -393,15 +393,24 @@ class SqlStore(ScheduleMethods):
     def queue_claim(
         self, worker: str, limit: int, visibility_ms: int, now_ms: int
     ) -> list[Message]:
-        """Whole envelopes in queue order while they fit ``limit``; the last one is split."""
-        if not self.named("queue_any_visible", {"now": now_ms}):
+        """Whole envelopes in queue order while they fit ``limit``; the last one is split.
+        Visibility is judged by the store's clock where it has one (a server's: a worker whose
+        clock is behind would otherwise claim for less than ``visibility_ms``, and one ahead
+        take what another still holds)."""
+
+        def any_visible(c: Conn) -> bool:
+            now = self.d.now(c, now_ms)
+            return bool(c.execute(self.q["queue_any_visible"], {"now": now}).fetchall())
+
+        if not self.d.read(any_visible):
             return []  # an idle worker polls without taking the write lock
 
         def claim(c: Conn) -> list[Any]:
-            ids = self._pick_envelopes(c, limit, now_ms)
+            now = self.d.now(c, now_ms)
+            ids = self._pick_envelopes(c, limit, now)
             if not ids:
                 return []
-            args = {"until": now_ms + visibility_ms, "worker": worker, "ids": self.d.ints(ids)}
+            args = {"until": now + visibility_ms, "worker": worker, "ids": self.d.ints(ids)}
             got = c.execute(self.q["queue_claim"], args).fetchall()
             return sorted((env, self.d.ids(t), rec, att) for env, t, rec, att in got)
 
