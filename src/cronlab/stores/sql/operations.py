@@ -107,13 +107,13 @@ def cancel_task(store: SqlStore, task_id: int, now_ms: int, by: str) -> TaskInfo
 
 def retry_task(store: SqlStore, task_id: int, now_ms: int, by: str) -> TaskInfo:
     """``TaskControl.retry_task``: a FAILED task DISPATCHED again with a message at its next
-    attempt, visible now — enqueued as a worker's retry is (``SqlStore.settle``), so neither
-    counts as a dispatch."""
+    attempt — enqueued as a worker's retry is (``SqlStore.settle``: not counted as a
+    dispatch), but visible at once, whatever the workers' clocks say of the operator's."""
 
     def retry(c: Conn) -> TaskInfo:
         was = _must_be(_lock(store, c, task_id), ("FAILED",), "retried")
         c.execute(store.q["task_retry"], {"id": task_id})
-        store.enqueue(c, [(task_id, was.attempts)], now_ms, now_ms)
+        store.d.enqueue(c, [(task_id, was.attempts)], now_ms, 0)
         store.d.notify(c, "queued")
         _record(store, c, "retried", was, now_ms, by, attempt=was.attempts + 1)
         return dataclasses.replace(was, status="DISPATCHED")
