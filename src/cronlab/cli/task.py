@@ -16,20 +16,30 @@ from typing import Any
 import click
 
 from cronlab.cli.options import CLOCK, JSON, STORE, open_store
+from cronlab.exceptions import ConfigError
 from cronlab.ports import MAX_TASK_ID, TaskControl, TaskInfo
 from cronlab.runtime.clock import to_datetime
 
 
+def parse_id(text: str) -> int:
+    """A task id as typed (the CLI's argument, the console's path): ASCII digits making an
+    integer 1..``MAX_TASK_ID`` (what both stores number tasks with); ConfigError otherwise."""
+    digits = text.strip()
+    if not digits.isascii() or not digits.isdigit() or not 1 <= int(digits) <= MAX_TASK_ID:
+        raise ConfigError(f"a task id is an integer 1..{MAX_TASK_ID}, got {digits[:40]!r}")
+    return int(digits)
+
+
 class TaskId(click.ParamType[int]):
-    """A task id: an integer 1..``MAX_TASK_ID`` (what both stores number tasks with)."""
+    """``parse_id`` as click's argument type (its error: click's one line)."""
 
     name = "ID"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        text = str(value).strip()
-        if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= MAX_TASK_ID:
-            self.fail(f"a task id is an integer 1..{MAX_TASK_ID}, got {text[:40]!r}", param, ctx)
-        return int(text)
+        try:
+            return parse_id(str(value))
+        except ConfigError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 ID = click.argument("task_id", metavar="ID", type=TaskId())
