@@ -107,6 +107,7 @@ def test_a_failed_task_is_retried_once_and_its_run_shows_in_the_history(tmp_path
         ("abc", ("a task id is an integer", "'abc'")),
         ("1.5", ("a task id is an integer",)),
         ("99999999999999999999", ("a task id is an integer",)),
+        ("9" * 5000, ("a task id is an integer",)),  # past int()'s 4,300 digits: a traceback
         ("٣", ("a task id is an integer",)),  # a digit, not an ASCII one
         ("424242", ("no task with id 424242",)),
     ],

@@ -215,6 +215,7 @@ def test_task_actions_cancel_and_retry_through_the_store(store: MemoryStore) -> 
         ("/api/tasks/-3/retry", {}, 422, "id"),
         ("/api/tasks/abc/cancel", {}, 422, "id"),
         ("/api/tasks/99999999999999999999/cancel", {}, 422, "id"),
+        ("/api/tasks/" + "9" * 5000 + "/cancel", {}, 422, "id"),
         ("/api/tasks/424242/cancel", {}, 404, "id"),
         ("/api/tasks/424242/retry", {}, 404, "id"),
         ("/api/tasks/1/cancel", {"reason": "x"}, 422, "reason"),

@@ -20,12 +20,16 @@ from cronlab.exceptions import ConfigError
 from cronlab.ports import MAX_TASK_ID, TaskControl, TaskInfo
 from cronlab.runtime.clock import to_datetime
 
+MAX_DIGITS = len(str(MAX_TASK_ID))
+
 
 def parse_id(text: str) -> int:
     """A task id as typed (the CLI's argument, the console's path): ASCII digits making an
     integer 1..``MAX_TASK_ID`` (what both stores number tasks with); ConfigError otherwise."""
     digits = text.strip()
-    if not digits.isascii() or not digits.isdigit() or not 1 <= int(digits) <= MAX_TASK_ID:
+    # (the length before int(), which refuses a string of more than 4,300 digits)
+    well_formed = digits.isascii() and digits.isdigit() and len(digits) <= MAX_DIGITS
+    if not well_formed or not 1 <= int(digits) <= MAX_TASK_ID:
         raise ConfigError(f"a task id is an integer 1..{MAX_TASK_ID}, got {digits[:40]!r}")
     return int(digits)
 
