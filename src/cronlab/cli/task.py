@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from cronlab.cli.options import CLOCK, JSON, STORE, open_store
+from cronlab.cli.options import CLOCK, JSON, STORE, open_store, read_store
 from cronlab.exceptions import ConfigError
 from cronlab.ports import MAX_TASK_ID, TaskControl, TaskInfo
 from cronlab.runtime.clock import to_datetime
@@ -60,7 +60,7 @@ def task_group() -> None:
 @JSON
 def show_cmd(task_id: int, store_url: str, as_json: bool) -> None:
     """Task ID: its key, task, schedule, occurrence, status, attempts and last error."""
-    data = task_json(open_tasks(store_url).task_info(task_id))
+    data = task_json(read_store(store_url).task_info(task_id))
     if as_json:
         click.echo(json.dumps(data))
     else:
