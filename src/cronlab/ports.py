@@ -597,7 +597,8 @@ class TaskControl(Protocol):
         """Settle a task that has not run, or waits for its retry, as not run: PENDING or
         DISPATCHED becomes SKIPPED with the reason ``cancelled``. Its messages still in the
         queue are taken out; one a worker holds runs nothing (the worker's live check) and
-        is acked. A run going on now is waited for (its task is then DONE or FAILED: refused).
+        is acked. A run going on now is waited for (its task is then DONE or FAILED: refused;
+        or waiting for its retry: cancelled).
         A schedule's next occurrence cancelled: the one after it is planned (the schedule
         goes on)."""
         ...
