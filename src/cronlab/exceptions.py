@@ -3,7 +3,7 @@
 CronlabError                 base: the CLI prints its message on one line and exits 2
 ├── ConfigError              a bad scenario, flag, URL or schedule (a user mistake)
 ├── NotFoundError            a named thing (task, schedule, process, handler) is absent
-├── ConflictError            a name or idempotency key already taken
+├── ConflictError            a name or key already taken; a task in a state an action refuses
 ├── BackendUnavailable       a store, lease or queue server cannot be reached
 └── FencedError              a write carried a stale fencing epoch and was refused
 """
@@ -24,7 +24,8 @@ class NotFoundError(CronlabError, LookupError):
 
 
 class ConflictError(CronlabError):
-    """A unique name or idempotency key is already taken."""
+    """A unique name or idempotency key is already taken, or a task is in a state the action
+    asked does not take (a cancel of a task that ran: ``TaskControl``)."""
 
 
 class BackendUnavailable(CronlabError):

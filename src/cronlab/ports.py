@@ -7,7 +7,8 @@ Time is integer epoch milliseconds everywhere here. Backends live in role-named 
 
 Statuses of a task: ``PENDING`` → ``DISPATCHED`` → ``DONE`` | ``FAILED``; ``MISSED`` when a
 scheduler with in-memory timers skipped its trigger (the documented anti-pattern); ``SKIPPED``
-when a schedule's policy chose not to run an occurrence (overlap, catch-up, pause, removal).
+when a schedule's policy chose not to run an occurrence (overlap, catch-up, pause, removal),
+or an operator cancelled a task that had not run (``TaskControl.cancel_task``).
 """
 
 from __future__ import annotations
@@ -556,6 +557,55 @@ class ScheduleStore(Protocol):
         materialised, or pruned), due at its occurrence time and planned by the schedule's
         overlap policy; a backwards or future range, or one of more than 1,000 occurrences,
         is a ConfigError with nothing written. Returns what was ``added`` and ``existing``."""
+        ...
+
+
+MAX_TASK_ID = (1 << 63) - 1  # a task id is a positive 64-bit integer (both stores)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskInfo:
+    """A stored task as an operator sees it (``cronlab task show``): named as a history row
+    names it (``RunRecord``); ``attempts`` are the runs started so far, ``last_error`` the
+    newest failed run's error or a skip's reason."""
+
+    id: int
+    key: str
+    task: str
+    schedule: str | None
+    occurrence_ms: int
+    status: str
+    attempts: int
+    dispatched_ms: int | None
+    last_error: str | None
+
+
+class TaskControl(Protocol):
+    """An operator's actions on one task by id (``cronlab task``, the console).
+
+    Each action is ONE transaction, recorded as an event (``cancelled``, ``retried``) with
+    who asked (``by``) and when (``now_ms``). Not fenced: an operator is not a leader. An id
+    no task has is a ``NotFoundError``; a task whose status the action does not take is a
+    ``ConflictError`` naming that status, and nothing changes.
+    """
+
+    def task_info(self, task_id: int) -> TaskInfo:
+        """One task; ``NotFoundError`` when there is none."""
+        ...
+
+    def cancel_task(self, task_id: int, now_ms: int, *, by: str) -> TaskInfo:
+        """Settle a task that has not run, or waits for its retry, as not run: PENDING or
+        DISPATCHED becomes SKIPPED with the reason ``cancelled``. Its messages still in the
+        queue are taken out; one a worker holds runs nothing (the worker's live check) and
+        is acked. A run going on now is waited for (its task is then DONE or FAILED: refused;
+        or waiting for its retry: cancelled).
+        A schedule's next occurrence cancelled: the one after it is planned (the schedule
+        goes on)."""
+        ...
+
+    def retry_task(self, task_id: int, now_ms: int, *, by: str) -> TaskInfo:
+        """Run a FAILED task once more, now: DISPATCHED again with a message at its next
+        attempt (its ``last_error`` kept until that run ends)."""
         ...
 
 

@@ -161,6 +161,7 @@ def values(name: str, param: click.Parameter, tmp: Path) -> st.SearchStrategy[st
         "crash": st.sampled_from(["replica:99@0", "leader@1e309", "leader@-1", "leader", "@"]),
         "compare": st.sampled_from(["a=0", "replicas=0", "=", "crash=replica:9@0", "x"]),
         "faults": st.sampled_from(["nope", ",", ""]) | text,
+        "task_id": st.sampled_from(NUMBERS) | st.integers(2**62, 2**70).map(str) | text,
     }
     if name in named:
         return named[name] | st.sampled_from(TEXTS)
@@ -201,6 +202,7 @@ def sane(name: str, param: click.Parameter, tmp: Path) -> st.SearchStrategy[str]
         "seed": st.sampled_from(["0", "1", str(2**63 - 1)]),
         "name": st.sampled_from(["nightly", "a.b-c_1"]),
         "key": st.sampled_from(["k1", "invoice/2030-01/7"]),
+        "task_id": st.sampled_from(["1", "2", "21", "424242"]),  # 21: nightly's occurrence
     }
     if name in named:
         return named[name]

@@ -28,6 +28,7 @@ READERS = (
     ["runs"],
     ["schedule", "list"],
     ["schedule", "show", "nightly"],
+    ["task", "show", "1"],  # (nightly's next occurrence)
 )
 
 

@@ -179,3 +179,40 @@ def test_off_loopback_rules_a_token_unlocks_the_api(browser: Browser, shop: Path
         expect(with_token.locator("tr[data-schedule]")).to_have_count(3)
         assert "token" not in with_token.url  # taken out of the address bar
         context.close()
+
+
+def test_a_failed_run_is_retried_and_a_task_not_run_yet_cancelled_from_the_page(
+    page_on: Page, shop: Path, console: Console
+) -> None:
+    opened(page_on)
+    store = SqliteStore(shop, create=False)
+    panel = page_on.locator("#task")
+    failed = page_on.locator('tr[data-schedule="flaky-export"] .run[data-outcome="failed"]').last
+    failed_id = int(failed.get_attribute("data-task") or "0")
+    failed.click()
+    expect(panel).to_have_attribute("data-status", "FAILED")
+    expect(panel).to_contain_text("export endpoint answered 503")
+    expect(panel.locator('[data-task-action="cancel"]')).to_have_count(0)
+    panel.locator('[data-task-action="retry"]').click()
+    expect(page_on.locator("#toast")).to_contain_text(f"retrying task {failed_id}: attempt 2")
+    expect(panel).to_have_attribute("data-status", "DISPATCHED")
+    assert store.task(failed_id).status == "DISPATCHED"
+
+    nightly = store.get_schedule("nightly-report").next_fire_ms
+    pending = store.task_by_key(f"schedule:nightly-report:{nightly}").id
+    page_on.locator("#task-id").fill(str(pending))
+    page_on.locator('[data-task-action="show"]').click()
+    expect(panel).to_have_attribute("data-status", "PENDING")
+    panel.locator('[data-task-action="cancel"]').click()
+    expect(page_on.locator("#dialog-title")).to_contain_text(f"Cancel task {pending}")
+    page_on.locator('[data-action="confirm"]').click()
+    expect(page_on.locator("#toast")).to_contain_text(f"cancelled task {pending}")
+    expect(panel).to_have_attribute("data-status", "SKIPPED")
+    assert store.task(pending).status == "SKIPPED"
+    assert store.get_schedule("nightly-report").next_fire_ms == nightly + 86_400_000
+
+    page_on.locator("#task-id").fill("0")
+    page_on.locator('[data-task-action="show"]').click()
+    expect(page_on.locator("#toast")).to_contain_text("a task id is an integer")
+    store.close()
+    assert all("422" in c for c in console)

@@ -1,7 +1,7 @@
 """A page on another origin drives cronlab's servers from a real browser, as issue 13 found it
 could drive the lab (a form posting text/plain started a cluster and SIGKILLed its leader):
-the lab's live endpoints and the console's schedule actions. Every attempt is refused with
-403 — each one seen, not just some — and nothing changes."""
+the lab's live endpoints and the console's schedule and task actions. Every attempt is refused
+with 403 — each one seen, not just some — and nothing changes."""
 
 from __future__ import annotations
 
@@ -150,5 +150,26 @@ def test_a_page_on_another_origin_cannot_pause_trigger_or_backfill_in_the_consol
         )  # fmt: skip
         with evil_site(html) as evil:
             seen = statuses_seen(browser, evil, "/api/schedules/")
+    assert seen == [403] * ATTEMPTS, seen
+    assert store_state(db) == before
+
+
+def test_a_page_on_another_origin_cannot_cancel_a_task_in_the_console(
+    browser: Browser, tmp_path: Path
+) -> None:
+    db = tmp_path / "s.db"
+    store = SqliteStore(db)
+    now = SystemClock().now_ms()
+    for name in ("nightly", "hourly"):  # their next occurrences: PENDING tasks 1 and 2
+        store.put_schedule(Schedule(name=name, cron="0 * * * *", handler="h"), now, replace=False)
+    store.close()
+    before = store_state(db)
+    with serve_console(db) as console:
+        html = FORMS_AND_A_FETCH.format(
+            server=console, first="/api/tasks/1/cancel", field="reason",
+            second="/api/tasks/2/cancel", fetched="/api/tasks/1/cancel",
+        )  # fmt: skip
+        with evil_site(html) as evil:
+            seen = statuses_seen(browser, evil, "/api/tasks/")
     assert seen == [403] * ATTEMPTS, seen
     assert store_state(db) == before

@@ -192,7 +192,7 @@ def test_once_stopped(case: Case) -> None:
 
 
 # The operator's console (``cronlab console``): its own document and server, on a real SQLite
-# store holding two schedules. A smaller budget: its six operations take no live run.
+# store holding two schedules. A smaller budget: its nine operations take no live run.
 CONSOLE_EXAMPLES = 25
 CONSOLE_STORE = Path(tempfile.mkdtemp(prefix="cronlab-schema-")) / "console.db"
 
@@ -235,9 +235,9 @@ def console_folder() -> Iterator[None]:
 
 def test_the_console_document_lists_every_operation() -> None:
     paths = set(console_api.document()["paths"])
-    assert paths == {"/api/console", "/api/runs"} | {
+    assert paths == {"/api/console", "/api/runs", "/api/tasks/{id}"} | {
         f"/api/schedules/{{name}}/{a}" for a in console_api.FIELDS
-    }
+    } | {f"/api/tasks/{{id}}/{a}" for a in console_api.TASK_ACTIONS}
 
 
 @console_schema.parametrize()

@@ -11,6 +11,8 @@ from starlette.testclient import TestClient
 
 from cronlab.core.policy import Schedule
 from cronlab.exceptions import ConfigError
+from cronlab.handlers import Context, Registry
+from cronlab.ports import Batch, NewTask, Retry
 from cronlab.runtime.clock import SystemClock
 from cronlab.stores.memory import MemoryStore
 from cronlab.web.console import ConsoleConfig, create_console
@@ -160,3 +162,102 @@ def test_runs_and_openapi(store: MemoryStore) -> None:
     doc = c.get("/openapi.json").json()
     assert set(doc["paths"]) >= {"/api/console", "/api/runs", "/api/schedules/{name}/backfill"}
     json.dumps(doc)
+
+
+def failed_task(store: MemoryStore) -> int:
+    """A task that failed its only attempt (dispatched, claimed and run by hand)."""
+    clock = SystemClock()
+    now = clock.now_ms()
+    store.add_tasks([NewTask(idempotency_key="charge-1", handler="charge", trigger_ms=now)])
+    lease = store.lease_cas("leader", now, 10_000)
+    assert lease is not None
+    store.dispatch_due(now, 10, lease.epoch)
+    registry = Registry()
+
+    @registry.handler("charge")
+    def charge(ctx: Context, payload: dict[str, object]) -> None:
+        raise RuntimeError("card declined")
+
+    messages = store.queue_claim("w", 10, 30_000, now)
+    work = Batch(worker="w", messages=messages, run=registry.runner(clock.now_ms),
+                 retry=Retry(max_attempts=1), now=clock.now_ms)  # fmt: skip
+    assert store.execute(work)["failed"] == 1
+    return store.task_by_key("charge-1").id
+
+
+def test_task_actions_cancel_and_retry_through_the_store(store: MemoryStore) -> None:
+    c = client(store)
+    due = store.task_by_key(f"schedule:alpha:{store.get_schedule('alpha').next_fire_ms}").id
+    shown = c.get(f"/api/tasks/{due}")
+    assert shown.status_code == 200
+    assert (shown.json()["status"], shown.json()["task"]) == ("PENDING", "job")
+    res = c.post(f"/api/tasks/{due}/cancel", json={})
+    assert res.status_code == 200, res.json()
+    assert (res.json()["id"], res.json()["status"], res.json()["last_error"]) == (
+        due, "SKIPPED", "cancelled")  # fmt: skip
+    assert store.task(due).status == "SKIPPED"
+    again = c.post(f"/api/tasks/{due}/cancel", json={})
+    assert (again.status_code, again.json()["field"]) == (409, "id")
+    assert f"task {due} is SKIPPED" in again.json()["error"]
+    failed = failed_task(store)
+    retried = c.post(f"/api/tasks/{failed}/retry", json={})
+    assert retried.status_code == 200, retried.json()
+    assert (retried.json()["status"], retried.json()["attempts"]) == ("DISPATCHED", 1)
+    assert store.task(failed).status == "DISPATCHED"
+    by = [str(e.detail["by"]) for e in store.events() if e.kind in ("cancelled", "retried")]
+    assert len(by) == 2 and all(b.startswith("console ") for b in by)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "field"),
+    [
+        ("/api/tasks/0/cancel", {}, 422, "id"),
+        ("/api/tasks/-3/retry", {}, 422, "id"),
+        ("/api/tasks/abc/cancel", {}, 422, "id"),
+        ("/api/tasks/99999999999999999999/cancel", {}, 422, "id"),
+        ("/api/tasks/" + "9" * 5000 + "/cancel", {}, 422, "id"),
+        ("/api/tasks/424242/cancel", {}, 404, "id"),
+        ("/api/tasks/424242/retry", {}, 404, "id"),
+        ("/api/tasks/1/cancel", {"reason": "x"}, 422, "reason"),
+        ("/api/tasks/1/retry", {}, 409, "id"),  # PENDING: only a FAILED task is retried
+    ],
+)
+def test_bad_task_actions_are_refused_and_change_nothing(
+    store: MemoryStore, path: str, body: dict[str, object], status: int, field: str
+) -> None:
+    before = store.counts(), store.queue_depth(), store.events()
+    res = client(store).post(path, json=body)
+    assert (res.status_code, res.json()["field"]) == (status, field), res.json()
+    assert (store.counts(), store.queue_depth(), store.events()) == before
+    assert client(store).get("/api/tasks/x").status_code == 422
+    assert client(store).get("/api/tasks/424242").status_code == 404
+
+
+def test_task_actions_are_json_only_and_not_cross_site(store: MemoryStore) -> None:
+    c = client(store)
+    pending = store.counts()["PENDING"]
+    other = c.post("/api/tasks/1/cancel", json={}, headers={"origin": "http://evil.example"})
+    assert other.status_code == 403 and other.json()["field"] == "origin"
+    assert "is not this console" in other.json()["error"]
+    site = c.post("/api/tasks/1/cancel", json={}, headers={"sec-fetch-site": "cross-site"})
+    assert site.status_code == 403
+    form = c.post("/api/tasks/1/cancel", content=b"{}", headers={"content-type": "text/plain"})
+    assert form.status_code == 415
+    assert c.get("/api/tasks/1", headers={"origin": "http://evil.example"}).status_code == 200
+    assert store.counts()["PENDING"] == pending  # nothing was cancelled
+    locked = client(store, host="0.0.0.0", token="s3cret")
+    assert locked.post("/api/tasks/1/cancel", json={}).status_code == 403
+    assert locked.get("/api/tasks/1").status_code == 403
+    assert store.counts()["PENDING"] == pending
+
+
+def test_the_page_gets_each_runs_task_id_and_the_document_lists_the_task_actions(
+    store: MemoryStore,
+) -> None:
+    c = client(store)
+    key = store.trigger_schedule("alpha", SystemClock().now_ms() - 1000)
+    data = c.get("/api/console?q=alpha").json()
+    assert [r[6] for r in data["schedules"][0]["runs"]] == [store.task_by_key(key).id]
+    paths = c.get("/openapi.json").json()["paths"]
+    assert {"/api/tasks/{id}", "/api/tasks/{id}/cancel", "/api/tasks/{id}/retry"} <= set(paths)
+    assert "409" in paths["/api/tasks/{id}/cancel"]["post"]["responses"]

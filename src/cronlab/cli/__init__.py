@@ -29,6 +29,7 @@ COMMANDS = {
     "verify": "verify:verify_cmd",
     "runs": "runs:runs_cmd",
     "console": "console:console_cmd",
+    "task": "task:task_group",
 }
 # A library a command needs → the extra that installs it.
 EXTRAS = {

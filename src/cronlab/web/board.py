@@ -126,7 +126,8 @@ ERROR_CHARS = 200  # of a run's error, in its compact row
 
 def _recent(r: Sequence[Any]) -> list[Any]:
     """A ``history.recent_runs`` row as the page's compact run: ``[occurrence ms, outcome
-    code, lateness ms, duration ms, attempt, error]`` (``CODES`` name the outcomes)."""
+    code, lateness ms, duration ms, attempt, error, task id]`` (``CODES`` name the outcomes;
+    the task id is what the page's task panel acts on)."""
     start, end, outcome = r[5], r[6], r[9]
     error = r[10] if outcome is not None else r[4]
     return [
@@ -136,6 +137,7 @@ def _recent(r: Sequence[Any]) -> list[Any]:
         None if start is None or end is None else end - start,
         r[7],
         error[:ERROR_CHARS] if error else None,
+        r[1],
     ]
 
 

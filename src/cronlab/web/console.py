@@ -5,7 +5,8 @@ The lab's rules (``web/guard.py``): 127.0.0.1 by default, a token required off l
 there for every ``/api/`` request, reads included, since the history is the operator's —
 loopback Host headers only on loopback, state-changing requests JSON only, not cross-site,
 bodies bounded. It reads only the store and writes only through the store's operator methods
-(pause, resume, trigger, backfill), so it runs next to a cluster on PostgreSQL or SQLite.
+(pause, resume, trigger, backfill; a task's cancel and retry), so it runs next to a cluster on
+PostgreSQL or SQLite.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from cronlab.core import delays
+from cronlab.ports import TaskInfo
 from cronlab.runtime.clock import SystemClock
 from cronlab.stores.sql import SqlStore
 from cronlab.web import board, console_api, guard
@@ -73,6 +75,15 @@ class _Console:
                 )
                 for a in ACTIONS
             ],
+            Route("/api/tasks/{id}", self.guarded(self.task, field="id")),
+            *[
+                Route(
+                    f"/api/tasks/{{id}}/{a}",
+                    self.guarded(self.act_on_task, write=True, field="id"),
+                    methods=["POST"],
+                )
+                for a in console_api.TASK_ACTIONS
+            ],
             Route("/openapi.json", self.openapi),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ]
@@ -83,9 +94,12 @@ class _Console:
     async def openapi(self, _: Request) -> Response:
         return JSONResponse(console_api.document())
 
-    def guarded(self, endpoint: guard.Handler, *, write: bool = False) -> guard.Handler:
-        """An API endpoint behind the rules (``guard.guarded``; its errors are a schedule's)."""
-        return guard.guarded(self.cfg, endpoint, write=write, field="name", fallback="body")
+    def guarded(
+        self, endpoint: guard.Handler, *, write: bool = False, field: str = "name"
+    ) -> guard.Handler:
+        """An API endpoint behind the rules (``guard.guarded``; its errors are about ``field``:
+        the schedule's ``name``, the task's ``id``)."""
+        return guard.guarded(self.cfg, endpoint, write=write, field=field, fallback="body")
 
     async def snapshot(self, request: Request) -> Response:
         page = console_api.page(dict(request.query_params))
@@ -106,6 +120,27 @@ class _Console:
         body = await read_body(request)
         result = await asyncio.to_thread(self._act, action, name, body)
         return JSONResponse(result)
+
+    async def task(self, request: Request) -> Response:
+        task_id = console_api.task_id(str(request.path_params["id"]))
+        info = await asyncio.to_thread(lambda: self.store().task_info(task_id))
+        return JSONResponse(console_api.task_json(info), headers={"Cache-Control": "no-store"})
+
+    async def act_on_task(self, request: Request) -> Response:
+        """``cancel`` or ``retry`` one task (``ports.TaskControl``), recorded as done by the
+        console for the address that asked."""
+        action = request.url.path.rsplit("/", 1)[-1]
+        task_id = console_api.task_id(str(request.path_params["id"]))
+        console_api.check_task_body(action, await read_body(request))
+        by = f"console {request.client.host if request.client else '?'}"
+        info = await asyncio.to_thread(self._act_on_task, action, task_id, by)
+        return JSONResponse(console_api.task_json(info))
+
+    def _act_on_task(self, action: str, task_id: int, by: str) -> TaskInfo:
+        store, now = self.store(), CLOCK.now_ms()
+        if action == "cancel":
+            return store.cancel_task(task_id, now, by=by)
+        return store.retry_task(task_id, now, by=by)
 
     def _act(self, action: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         store, now = self.store(), CLOCK.now_ms()

@@ -6,12 +6,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from cronlab.cli import task as task_cli
 from cronlab.cli.runs import as_dict
 from cronlab.exceptions import ConfigError
-from cronlab.ports import MAX_RUNS, RunQuery, RunRecord
+from cronlab.ports import MAX_RUNS, MAX_TASK_ID, RunQuery, RunRecord, TaskInfo
 from cronlab.web.board import PAGE_SIZE, Page
 
 FIELDS = {"pause": {"note"}, "resume": set(), "trigger": set(), "backfill": {"from", "to"}}
+TASK_ACTIONS = ("cancel", "retry")  # on one task, by id: each takes an empty body ({})
 MAX_TEXT = 500
 QUERY = {"schedule", "task", "failed", "since_ms", "limit"}
 NAME_CHARS = 100
@@ -52,6 +54,25 @@ def check_fields(action: str, body: Mapping[str, Any]) -> None:
     for key in FIELDS[action] & {"from", "to"}:
         if not re.fullmatch(INSTANT, body[key]):
             raise FieldError(key, f"{key} must be like 2026-11-01T09:00:00Z or …+01:00")
+
+
+def task_id(text: str) -> int:
+    """A task id from the path (``cli.task.parse_id``); a bad one is a ``FieldError``."""
+    try:
+        return task_cli.parse_id(text)
+    except ConfigError as exc:
+        raise FieldError("id", str(exc)) from None
+
+
+def check_task_body(action: str, body: Mapping[str, Any]) -> None:
+    """A task action takes no field (its body is ``{}``)."""
+    for key in body:
+        raise FieldError(key, f"unknown field {key[:40]!r} for {action}")
+
+
+def task_json(info: TaskInfo) -> dict[str, Any]:
+    """A task as ``cronlab task show --json`` prints it."""
+    return task_cli.task_json(info)
 
 
 def text(body: Mapping[str, Any], key: str) -> str | None:
@@ -120,18 +141,24 @@ def document() -> dict[str, Any]:
     problem = {"description": "refused or bad input: {error, field}"}
     refused = {"403": problem, "422": problem}  # the token rule; a bad parameter
 
-    def action(summary: str, fields: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    task = {"name": "id", "in": "path", "required": True,
+            "schema": {"type": "integer", "minimum": 1, "maximum": MAX_TASK_ID}}  # fmt: skip
+
+    def action(
+        summary: str, fields: dict[str, Any], required: list[str], on: dict[str, Any] = name
+    ) -> dict[str, Any]:
         body = {"type": "object", "properties": fields, "additionalProperties": False}
         if required:
             body["required"] = required
+        statuses = ("404", "413", "415") if on is name else ("404", "409", "413", "415")
         return {
             "post": {
                 "summary": summary,
-                "parameters": [name],
+                "parameters": [on],
                 "requestBody": {"required": True,
                                 "content": {"application/json": {"schema": body}}},
                 "responses": {"200": {"description": "done"}, **refused, **dict.fromkeys(
-                    ("404", "413", "415"), problem)},
+                    statuses, problem)},
             }
         }  # fmt: skip
 
@@ -172,5 +199,15 @@ def document() -> dict[str, Any]:
                 "Run the occurrences in [from, to) that never ran (at most 1,000; 422 for a "
                 "range backwards, reaching past now or holding more)",
                 {"from": instant, "to": instant}, ["from", "to"]),
+            "/api/tasks/{id}": {"get": {
+                "summary": "One task by id (as cronlab task show --json)",
+                "parameters": [task],
+                "responses": {"200": {"description": "the task"}, **refused, "404": problem}}},
+            "/api/tasks/{id}/cancel": action(
+                "Settle a task not run yet (PENDING) or waiting in the queue or for its retry "
+                "(DISPATCHED) as SKIPPED, reason cancelled (409 for any other status)",
+                {}, [], task),
+            "/api/tasks/{id}/retry": action(
+                "Run a FAILED task once more, now (409 for any other status)", {}, [], task),
         },
     }  # fmt: skip

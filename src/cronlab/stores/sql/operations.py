@@ -1,15 +1,20 @@
 """What operators do to a running store, and what processes say about themselves:
-backfills, heartbeats. Every write is one transaction (``SqlStore`` delegates here)."""
+backfills, a task cancelled or retried, heartbeats. Every write is one transaction
+(``SqlStore`` delegates here)."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cronlab.core import occurrences, policy
-from cronlab.exceptions import ConfigError
-from cronlab.ports import Backfill, ProcessInfo
+from cronlab.exceptions import ConfigError, ConflictError, NotFoundError
+from cronlab.ports import MAX_TASK_ID, Backfill, ProcessInfo, TaskInfo
+from cronlab.stores import rows
 from cronlab.stores.sql.dialect import Conn
 
 if TYPE_CHECKING:
@@ -17,6 +22,10 @@ if TYPE_CHECKING:
     from cronlab.stores.sql.store import SqlStore
 
 NOT_RUN = ("SKIPPED", "MISSED")  # an occurrence in these states is backfilled
+CANCELLED = "cancelled"  # a cancelled task's reason (its last_error), as "paused" is a pause's
+NOT_RUN_YET = ("PENDING", "DISPATCHED")  # what a cancel takes: not run yet, or its retry waits
+TASK_INFO = tuple(f.name for f in dataclasses.fields(TaskInfo))  # task_show's columns
+PASSED_OVER = 1_000  # occurrences a cancel passes over that exist already (as a redeploy)
 
 
 def backfill(
@@ -70,3 +79,105 @@ def heartbeat(store: SqlStore, info: ProcessInfo, now_ms: int) -> None:
             c.execute(store.q["heartbeat"], args)
 
     store.d.transaction(beat)
+
+
+def task_info(store: SqlStore, task_id: int) -> TaskInfo:
+    """``TaskControl.task_info``: one task as an operator sees it."""
+    args = {"id": _checked(task_id)}
+    return _info(task_id, store.d.read(lambda c: c.execute(store.q["task_show"], args).fetchone()))
+
+
+def cancel_task(store: SqlStore, task_id: int, now_ms: int, by: str) -> TaskInfo:
+    """``TaskControl.cancel_task``: in one transaction, a task not run yet (or waiting for its
+    retry) SKIPPED as ``cancelled``, its messages no worker holds out of the queue, and a
+    schedule's next occurrence followed by the one after it."""
+
+    def cancel(c: Conn) -> TaskInfo:
+        was = _must_be(_lock(store, c, task_id), NOT_RUN_YET, "cancelled")
+        c.execute(store.q["task_skip"], {"id": task_id, "reason": CANCELLED})
+        for name in ("queue_unqueue_whole", "queue_unqueue_part"):
+            c.execute(store.q[name], {"id": task_id, "now": now_ms})
+        if was.status == "PENDING":
+            _go_on(store, c, was)
+        _record(store, c, "cancelled", was, now_ms, by)
+        return dataclasses.replace(was, status="SKIPPED", last_error=CANCELLED)
+
+    return store.d.transaction(cancel)
+
+
+def retry_task(store: SqlStore, task_id: int, now_ms: int, by: str) -> TaskInfo:
+    """``TaskControl.retry_task``: a FAILED task DISPATCHED again with a message at its next
+    attempt — enqueued as a worker's retry is (``SqlStore.settle``: not counted as a
+    dispatch), but visible at once, whatever the workers' clocks say of the operator's."""
+
+    def retry(c: Conn) -> TaskInfo:
+        was = _must_be(_lock(store, c, task_id), ("FAILED",), "retried")
+        c.execute(store.q["task_retry"], {"id": task_id})
+        store.d.enqueue(c, [(task_id, was.attempts)], now_ms, 0)
+        store.d.notify(c, "queued")
+        _record(store, c, "retried", was, now_ms, by, attempt=was.attempts + 1)
+        return dataclasses.replace(was, status="DISPATCHED")
+
+    return store.d.transaction(retry)
+
+
+def _checked(task_id: int) -> int:
+    if type(task_id) is not int or not 1 <= task_id <= MAX_TASK_ID:
+        raise ConfigError(f"a task id is an integer 1..{MAX_TASK_ID}, got {task_id!r}")
+    return task_id
+
+
+def _info(task_id: int, row: Sequence[Any] | None) -> TaskInfo:
+    if row is None:
+        raise NotFoundError(f"no task with id {task_id}")
+    return TaskInfo(**rows.by_column(TASK_INFO, row))
+
+
+def _lock(store: SqlStore, c: Conn, task_id: int) -> TaskInfo:
+    """The task, locked for the rest of ``c``'s transaction (on PostgreSQL, taken off the
+    pending list first: ``task_unlist`` says why)."""
+    args = {"id": _checked(task_id)}
+    if unlist := store.q.get("task_unlist"):
+        c.execute(unlist, args)
+    return _info(task_id, c.execute(store.q["task_lock"], args).fetchone())
+
+
+def _must_be(task: TaskInfo, statuses: Sequence[str], done: str) -> TaskInfo:
+    if task.status not in statuses:
+        raise ConflictError(
+            f"task {task.id} is {task.status}: only a task that is {' or '.join(statuses)} "
+            f"can be {done}; nothing changed"
+        )
+    return task
+
+
+def _go_on(store: SqlStore, c: Conn, task: TaskInfo) -> None:
+    """A schedule's next occurrence was cancelled: plan the one after it (and note the
+    cancelled one fired, as a dispatch skipping it would), or the schedule would wait on it
+    for ever. Its catch-up policy judges that one when it is due, as usual. A catch-up,
+    backfill or one-off run, or a paused or removed schedule's occurrence, leads to none."""
+    target = occurrences.planned_target(task.key)
+    if target is None or not task.key.startswith(occurrences.OCCURRENCE_PREFIX):
+        return
+    name, fire_ms = target
+    row = c.execute(store.q["schedule_get_locked"], {"name": name}).fetchone()
+    info = None if row is None else rows.schedule_info(row)
+    if info is None or info.next_fire_ms != fire_ms:
+        return
+    s = info.schedule
+    fires = itertools.islice(policy.fires(s, fire_ms), PASSED_OVER)
+    planned = next((f for f in fires if store.add(c, occurrences.occurrence(s, f))), None)
+    if planned is None:
+        raise ConflictError(f"schedule {name!r}: its next {PASSED_OVER:,} occurrences exist")
+    fired = {"name": name, "fire": fire_ms, "next": planned, "reason": CANCELLED}
+    c.execute(store.q["schedule_fired"], {**fired, "missed": 0, "skipped": 0})
+    store.d.notify(c, "due")
+
+
+def _record(
+    store: SqlStore, c: Conn, kind: str, task: TaskInfo, now_ms: int, by: str, **more: Any
+) -> None:
+    """The action in the event log (the audit trail): which task, its status before, who."""
+    detail = {"task": task.id, "key": task.key, "was": task.status, "by": by, **more}
+    event = {"kind": kind, "at_ms": now_ms, "holder": None, "epoch": None, "pid": None}
+    c.execute(store.q["record_event"], {**event, "detail": json.dumps(detail)})

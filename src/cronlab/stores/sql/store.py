@@ -28,6 +28,7 @@ from cronlab.ports import (
     RunQuery,
     RunRecord,
     Task,
+    TaskInfo,
     Waiter,
 )
 from cronlab.stores import Fencing
@@ -48,7 +49,8 @@ PROCESS = ("role", "index", "pid", "owner", "started_ms", "exited_ms", "heartbea
 
 
 class SqlStore(ScheduleMethods):
-    """``ports.Store`` + ``LeaseTable`` + ``QueueTable`` + ``ScheduleStore`` on one database.
+    """``ports.Store`` + ``LeaseTable`` + ``QueueTable`` + ``ScheduleStore`` + ``TaskControl``
+    on one database.
 
     ``fencing="lease"``: a dispatch must carry the epoch of the unexpired lease row in this
     store. ``"epoch"``: the lease lives elsewhere (etcd); a dispatch must carry an epoch no
@@ -575,6 +577,19 @@ class SqlStore(ScheduleMethods):
     def record_sample(self, now_ms: int, depth: int) -> None:
         args = {"at": now_ms, "depth": depth}
         self.d.transaction(lambda c: c.execute(self.q["record_sample"], args))
+
+    # -- an operator's actions on one task (TaskControl) ------------------------------------
+
+    def task_info(self, task_id: int) -> TaskInfo:
+        return operations.task_info(self, task_id)
+
+    def cancel_task(self, task_id: int, now_ms: int, *, by: str) -> TaskInfo:
+        """``operations.cancel_task``: a task not run yet is SKIPPED, ``cancelled``."""
+        return operations.cancel_task(self, task_id, now_ms, by)
+
+    def retry_task(self, task_id: int, now_ms: int, *, by: str) -> TaskInfo:
+        """``operations.retry_task``: a FAILED task runs once more."""
+        return operations.retry_task(self, task_id, now_ms, by)
 
 
 def _lease_state(r: Sequence[Any]) -> rules.LeaseState:

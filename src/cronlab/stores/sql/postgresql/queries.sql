@@ -180,7 +180,8 @@ WHERE id = ANY(%(ids)s::bigint[]) AND attempts = %(before)s
 RETURNING id, attempts;
 
 -- name: batch_copies
-SELECT id FROM tasks WHERE id = ANY(%(ids)s::bigint[]) AND epoch IS NULL;
+SELECT id FROM tasks WHERE id = ANY(%(ids)s::bigint[]) AND epoch IS NULL
+  AND status != 'SKIPPED';
 
 -- name: task_finished
 -- When an occurrence's run finished (schedules_finished reads it).

@@ -120,12 +120,12 @@ UPDATE schedules SET paused_note = %(note)s WHERE name = %(name)s;
 
 -- name: alert_started_since
 -- A run of the schedule at or after :fire has started (its record exists), or its occurrence
--- was skipped by the operator (paused, removed: nothing was expected to start). An overlap
--- skip is not a start: the run it waited for may never have started either.
+-- was skipped by the operator (paused, removed, cancelled: nothing was expected to start). An
+-- overlap skip is not a start: the run it waited for may never have started either.
 SELECT 1 FROM tasks t
 WHERE t.schedule = %(name)s AND t.trigger_ms >= %(fire)s AND (
   EXISTS (SELECT 1 FROM executions e WHERE e.task_id = t.id)
-  OR (t.status = 'SKIPPED' AND t.last_error IN ('paused', 'removed'))
+  OR (t.status = 'SKIPPED' AND t.last_error IN ('paused', 'removed', 'cancelled'))
 ) LIMIT 1;
 
 -- name: alert_unstarted
@@ -171,3 +171,47 @@ FROM alerts ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: alert_newest
 SELECT subject FROM alerts WHERE schedule = %(name)s AND kind = %(kind)s ORDER BY id DESC LIMIT 1;
+
+-- An operator's actions on one task (stores/sql/operations.py: cronlab task, the console).
+
+-- name: task_show
+SELECT id, idempotency_key, handler, schedule, trigger_ms, status, attempts, dispatched_ms,
+  last_error
+FROM tasks WHERE id = %(id)s;
+
+-- name: task_unlist
+-- (PostgreSQL only) First off the pending list, as a dispatch takes a task (its pending row,
+-- then the task row): an action and a dispatch of one task wait for each other in that order,
+-- never in a cycle. A no-op for a task not PENDING; undone with a refused action.
+DELETE FROM pending WHERE task_id = %(id)s
+  AND trigger_ms = (SELECT trigger_ms FROM tasks WHERE id = %(id)s);
+
+-- name: task_lock
+-- The task, locked until the action commits: a worker's batch running it holds the lock
+-- (batch_start), so the action waits for that run to commit and then sees its DONE or FAILED.
+SELECT id, idempotency_key, handler, schedule, trigger_ms, status, attempts, dispatched_ms,
+  last_error
+FROM tasks WHERE id = %(id)s FOR UPDATE;
+
+-- name: task_retry
+UPDATE tasks SET status = 'DISPATCHED' WHERE id = %(id)s AND status = 'FAILED';
+
+-- name: queue_unqueue_whole
+-- (see SQLite's) SKIP LOCKED: an envelope a worker's batch or claim has locked is left to it.
+-- Waiting for it would be a cycle: the batch locks its envelopes, then its tasks.
+DELETE FROM queue WHERE id = ANY(ARRAY(
+  SELECT id FROM queue
+  WHERE task_ids @> ARRAY[%(id)s::bigint] AND cardinality(array_remove(task_ids, %(id)s::bigint)) = 0
+    AND (receives = 0 OR invisible_until_ms <= %(now)s)
+  FOR UPDATE SKIP LOCKED
+));
+
+-- name: queue_unqueue_part
+UPDATE queue
+SET task_ids = array_remove(task_ids, %(id)s::bigint),
+    size = cardinality(array_remove(task_ids, %(id)s::bigint))
+WHERE id = ANY(ARRAY(
+  SELECT id FROM queue
+  WHERE task_ids @> ARRAY[%(id)s::bigint] AND (receives = 0 OR invisible_until_ms <= %(now)s)
+  FOR UPDATE SKIP LOCKED
+));

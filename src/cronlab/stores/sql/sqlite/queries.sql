@@ -157,7 +157,9 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND attempts = :before
 RETURNING id, attempts;
 
 -- name: batch_copies
-SELECT id FROM tasks WHERE id IN (SELECT value FROM json_each(:ids)) AND epoch IS NULL;
+-- (a copy an operator cancelled runs no more: cronlab task cancel)
+SELECT id FROM tasks WHERE id IN (SELECT value FROM json_each(:ids)) AND epoch IS NULL
+  AND status != 'SKIPPED';
 
 -- name: task_finished
 -- When an occurrence's run finished (schedules_finished reads it).

@@ -113,12 +113,12 @@ UPDATE schedules SET paused_note = :note WHERE name = :name;
 
 -- name: alert_started_since
 -- A run of the schedule at or after :fire has started (its record exists), or its occurrence
--- was skipped by the operator (paused, removed: nothing was expected to start). An overlap
--- skip is not a start: the run it waited for may never have started either.
+-- was skipped by the operator (paused, removed, cancelled: nothing was expected to start). An
+-- overlap skip is not a start: the run it waited for may never have started either.
 SELECT 1 FROM tasks t
 WHERE t.schedule = :name AND t.trigger_ms >= :fire AND (
   EXISTS (SELECT 1 FROM executions e WHERE e.task_id = t.id)
-  OR (t.status = 'SKIPPED' AND t.last_error IN ('paused', 'removed'))
+  OR (t.status = 'SKIPPED' AND t.last_error IN ('paused', 'removed', 'cancelled'))
 ) LIMIT 1;
 
 -- name: alert_unstarted
@@ -164,3 +164,38 @@ FROM alerts ORDER BY id DESC LIMIT :limit;
 
 -- name: alert_newest
 SELECT subject FROM alerts WHERE schedule = :name AND kind = :kind ORDER BY id DESC LIMIT 1;
+
+-- An operator's actions on one task (stores/sql/operations.py: cronlab task, the console).
+
+-- name: task_show
+-- ports.TaskInfo's fields, in order.
+SELECT id, idempotency_key, handler, schedule, trigger_ms, status, attempts, dispatched_ms,
+  last_error
+FROM tasks WHERE id = :id;
+
+-- name: task_lock
+-- task_show inside the action's write transaction, which holds the database's only write lock:
+-- no run, dispatch or other action changes the task until it commits.
+SELECT id, idempotency_key, handler, schedule, trigger_ms, status, attempts, dispatched_ms,
+  last_error
+FROM tasks WHERE id = :id;
+
+-- name: task_retry
+-- A FAILED task runs once more: DISPATCHED again, its message enqueued in the same transaction.
+UPDATE tasks SET status = 'DISPATCHED' WHERE id = :id AND status = 'FAILED';
+
+-- name: queue_unqueue_whole
+-- A cancelled task's envelopes that hold it alone and that no worker holds (never received, or
+-- their visibility expired): deleted. One a worker holds is left to it (its live check runs
+-- nothing of a task no longer DISPATCHED, and acks it).
+DELETE FROM queue WHERE (receives = 0 OR invisible_until_ms <= :now)
+  AND :id IN (SELECT value FROM json_each(queue.task_ids))
+  AND NOT EXISTS (SELECT 1 FROM json_each(queue.task_ids) WHERE value != :id);
+
+-- name: queue_unqueue_part
+-- The cancelled task taken out of the other envelopes no worker holds (they keep their place).
+UPDATE queue
+SET task_ids = (SELECT json_group_array(value) FROM json_each(queue.task_ids) WHERE value != :id),
+    size = (SELECT count(*) FROM json_each(queue.task_ids) WHERE value != :id)
+WHERE (receives = 0 OR invisible_until_ms <= :now)
+  AND :id IN (SELECT value FROM json_each(queue.task_ids));

@@ -1,5 +1,6 @@
 // The operator's console: one GET of /api/console renders everything; the controls POST to
-// /api/schedules/NAME/ACTION (JSON, with the token when the page was opened as /#token=…).
+// /api/schedules/NAME/ACTION and /api/tasks/ID/ACTION (JSON, with the token when the page was
+// opened as /#token=…). The task panel shows one task (GET /api/tasks/ID): a run's, clicked.
 (function () {
   "use strict";
   var OUTCOMES = ["ok", "noop", "error", "failed", "skipped", "missed", "due", "queued"];
@@ -119,7 +120,8 @@
     var tip = utc(r[0]) + " " + outcome + (r[4] ? " · attempt " + r[4] : "") +
       (r[2] === null ? "" : " · late " + num(r[2]) + " ms") +
       (r[3] === null ? "" : " · took " + num(r[3]) + " ms") + (r[5] ? " · " + r[5] : "");
-    return '<span class="run o-' + r[1] + '" data-outcome="' + outcome + '" title="' + esc(tip) + '"></span>';
+    return '<span class="run o-' + r[1] + '" data-outcome="' + outcome + '" data-task="' + r[6] +
+      '" title="' + esc(tip + " · task " + r[6]) + '"></span>';
   }
 
   function row(s) {
@@ -207,6 +209,54 @@
     t._timer = setTimeout(function () { t.hidden = true; }, 4000);
   }
 
+  function task(id) {
+    var init = { headers: headers(false) };
+    return fetch("/api/tasks/" + encodeURIComponent(id), init).then(function (res) {
+      return res.json().then(function (t) {
+        if (!res.ok) return toast(t.error, true);
+        $("task-id").value = String(t.id);
+        showTask(t);
+      });
+    });
+  }
+
+  function showTask(t) {
+    var box = $("task");
+    var acts = (t.status === "PENDING" || t.status === "DISPATCHED")
+      ? '<button type="button" data-task-action="cancel">cancel task</button>'
+      : t.status === "FAILED" ? '<button type="button" data-task-action="retry">retry now</button>' : "";
+    box.setAttribute("data-task-id", String(t.id));
+    box.setAttribute("data-status", t.status);
+    box.className = "task";
+    box.innerHTML = '<span class="status">' + esc(t.status) + "</span><span>task " + t.id +
+      " · <code>" + esc(t.key) + "</code></span><span>" + esc(t.task) +
+      (t.schedule ? " · schedule " + esc(t.schedule) : "") + "</span><span>occurrence " +
+      utc(t.occurrence_ms) + " · attempts " + t.attempts + "</span>" +
+      (t.last_error ? '<span class="error">' + esc(t.last_error) + "</span>" : "") + acts;
+  }
+
+  function postTask(id, action) {
+    return fetch("/api/tasks/" + encodeURIComponent(id) + "/" + action, {
+      method: "POST", headers: headers(true), body: "{}",
+    }).then(function (res) {
+      return res.json().then(function (t) {
+        if (!res.ok) return toast(t.error, true);
+        toast(action === "cancel" ? "cancelled task " + t.id + ": skipped, reason cancelled"
+          : "retrying task " + t.id + ": attempt " + (t.attempts + 1) + " queued");
+        showTask(t);
+        return load();
+      });
+    });
+  }
+
+  function askTask(action, id) {
+    if (action === "retry") { postTask(id, "retry"); return; }
+    state.pending = { action: "cancel-task", name: id };
+    $("dialog-title").textContent = "Cancel task " + id + "? It will not run (skipped, reason cancelled).";
+    $("note-field").hidden = $("from-field").hidden = $("to-field").hidden = true;
+    $("dialog").hidden = false;
+  }
+
   function ask(action, name) {
     state.pending = { action: action, name: name };
     $("dialog-title").textContent = (action === "pause" ? "Pause " : "Backfill ") + name;
@@ -226,7 +276,8 @@
     $("dialog").hidden = true;
     if (!p) return;
     state.pending = null;
-    if (p.action === "pause") post(p.name, "pause", $("note").value ? { note: $("note").value } : {});
+    if (p.action === "cancel-task") postTask(p.name, "cancel");
+    else if (p.action === "pause") post(p.name, "pause", $("note").value ? { note: $("note").value } : {});
     else post(p.name, "backfill", { from: $("from").value.trim(), to: $("to").value.trim() });
     $("note").value = "";
   }
@@ -236,6 +287,15 @@
     if (turn && state.data) {
       var next = state.page + Number(turn.getAttribute("data-page"));
       if (next >= 0 && next < state.data.pages) { state.page = next; load(); }
+      return;
+    }
+    var run = e.target.closest(".run[data-task]");
+    if (run) { task(run.getAttribute("data-task")); return; }
+    var onTask = e.target.closest("button[data-task-action]");
+    if (onTask) {
+      var which = onTask.getAttribute("data-task-action");
+      if (which === "show") task($("task-id").value.trim() || "0");
+      else askTask(which, $("task").getAttribute("data-task-id"));
       return;
     }
     var button = e.target.closest("button[data-action]");
@@ -250,6 +310,7 @@
     else post(name, action);
   });
   document.addEventListener("keydown", function (e) {
+    if (e.key === "Enter" && e.target.id === "task-id") { task(e.target.value.trim() || "0"); return; }
     if ($("dialog").hidden) return;
     if (e.key === "Escape") { $("dialog").hidden = true; state.pending = null; }
     if (e.key === "Enter") confirm();
