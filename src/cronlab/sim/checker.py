@@ -47,30 +47,33 @@ def check(o: Outcome) -> list[Violation]:
     """Every violation the run shows, in a stable order."""
     found = [*_tasks(o), *_external(o), *_dropped(o), *_split_brain(o)]
     found += [*_pruned_open(o), *_backfilled_twice(o), *_alerted_twice(o)]
-    found += [*_follow_ups(o), *_poison(o), *_wrong_task(o)]
+    found += [*_follow_ups(o), *_poison(o), *_wrong_task(o), *_overlapped(o)]
     if o.deadlock:
         found.append(Violation(kind="stuck", key="*", detail=f"the world froze: {o.deadlock}"))
     return sorted(set(found), key=lambda v: (KINDS.index(v.kind), v.key))
 
 
 def _tasks(o: Outcome) -> list[Violation]:
-    effects = _effect_counts(o)
-    # The first effect's time, by each clock, of each key's newest row (a key's rows follow one
-    # another only once the retention deleted the one before: _effect_counts)
-    newest_row = {e[0]: e[5] for e in sorted(o.effects, key=lambda e: e[5])}
+    """Each row — still there, or pruned once finished — judged by its effects. A row is its
+    key and due time: a key the App API deferred again after the retention deleted its
+    finished task has a row per defer, each of which runs once (docs/api.md)."""
+    effects = Counter((e[0], e[6]) for e in o.effects)
+    by_key = Counter(e[0] for e in o.effects)
     newest_first = sorted(o.effects, key=lambda e: e[3], reverse=True)
-    first = {e[0]: e[2] for e in newest_first if e[5] == newest_row[e[0]]}
-    first_true = {e[0]: e[3] for e in newest_first if e[5] == newest_row[e[0]]}
+    first = {(e[0], e[6]): e[2] for e in newest_first}  # each row's first effect, by each clock
+    first_true = {(e[0], e[6]): e[3] for e in newest_first}
     bound = sc.late_bound_ms(o.scenario)
     out = []
-    kept = {t[0] for t in o.tasks}
-    pruned = [(key, status, trigger, None) for key, status, trigger, _, _ in o.pruned]
-    for key, status, trigger_ms, error in [*o.tasks, *(p for p in pruned if p[0] not in kept)]:
+    rows = {(t[0], t[2]): t for t in o.tasks}
+    for key, status, trigger_ms, _, _ in o.pruned:
+        rows.setdefault((key, trigger_ms), (key, status, trigger_ms, None))
+    for key, status, trigger_ms, error in rows.values():
+        row = (key, trigger_ms)
         if not _expected(o, key, trigger_ms, o.dispatched.get(key)):
-            if effects[key]:
+            if effects[row]:
                 out.append(Violation(kind="unexpected", key=key, detail="never due, yet ran"))
             continue
-        n = effects[key]
+        n = effects[row] if key.startswith(API_KEYS) else by_key[key]
         if n > 1:
             out.append(Violation(kind="duplicated", key=key, detail=f"{n} committed effects"))
         waiting = status == "PENDING" and trigger_ms > _clock_at_end(o)
@@ -80,10 +83,10 @@ def _tasks(o: Outcome) -> list[Violation]:
             status == "FAILED" and n == 0 and not _spent(o, key)
         ):
             out.append(Violation(kind="lost", key=key, detail=f"{status} without effect ({error})"))
-        if n and first[key] - trigger_ms > bound:
-            late = first[key] - trigger_ms
+        if n and row in first and first[row] - trigger_ms > bound:
+            late = first[row] - trigger_ms
             out.append(Violation(kind="late", key=key, detail=f"{late} ms late (bound {bound})"))
-        if n and (reached := _high_water(o, first_true[key])) < trigger_ms:
+        if n and row in first and (reached := _high_water(o, first_true[row])) < trigger_ms:
             ahead = trigger_ms - reached
             out.append(Violation(kind="unexpected", key=key, detail=f"ran {ahead} ms early"))
     seen = _seen(o)
@@ -96,25 +99,6 @@ def _tasks(o: Outcome) -> list[Violation]:
 def _seen(o: Outcome) -> set[str]:
     """Every key that had a row: still there, deleted while due, or pruned once finished."""
     return {t[0] for t in o.tasks} | {d[0] for d in o.dropped} | {p[0] for p in o.pruned}
-
-
-def _effect_counts(o: Outcome) -> Counter[str]:
-    """Committed effects per key — for a key the App API deferred again after the retention
-    deleted its finished task (a key is free once its task is gone: docs/api.md), per task
-    row: a second row of such a key may run again, once."""
-    pruned = {p[4] for p in o.pruned}
-    counts: Counter[str] = Counter()
-    by_row: dict[str, Counter[int]] = defaultdict(Counter)
-    for e in o.effects:
-        by_row[e[0]][e[5]] += 1
-    for key, rows in by_row.items():
-        if key.startswith(API_KEYS) and len(rows) > 1:
-            last = max(rows)  # rows before the last one must have been deleted first
-            ok = all(task_id in pruned for task_id in rows if task_id != last)
-            counts[key] = max(rows.values()) if ok else sum(rows.values())
-        else:
-            counts[key] = sum(rows.values())
-    return counts
 
 
 def _spent(o: Outcome, key: str) -> bool:
@@ -162,7 +146,7 @@ def _poison(o: Outcome) -> list[Violation]:
 def _wrong_task(o: Outcome) -> list[Violation]:
     """An occurrence runs the task of the definition in force when it was dispatched."""
     out = []
-    for key, _, _, _, task, _ in o.effects:
+    for key, _, _, _, task, *_ in o.effects:
         if occurrences.planned_target(key) is None or not key.startswith(
             occurrences.OCCURRENCE_PREFIX
         ):
@@ -171,6 +155,38 @@ def _wrong_task(o: Outcome) -> list[Violation]:
         if found is not None and found.handler != task:
             detail = f"ran task {task}; the definition in force runs {found.handler}"
             out.append(Violation(kind="unexpected", key=key, detail=detail))
+    return out
+
+
+def _overlapped(o: Outcome) -> list[Violation]:
+    """``overlap="skip"``: an occurrence that fell due while an earlier one of its schedule
+    ran — dispatched before it, its effect committed after it — does not run. (Not judged
+    when the authority's clock was stepped during the run: a clock set back shows a fire time
+    twice, before and after a run's end.)"""
+    if len(o.ledger.offsets) > 1:
+        return []
+    effect_at: dict[str, int] = {}
+    for key, _, at_ms, *_ in o.effects:
+        effect_at[key] = min(effect_at.get(key, at_ms), at_ms)
+    by_schedule: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for key in effect_at:
+        target = occurrences.planned_target(key)
+        if target is not None and key.startswith(occurrences.OCCURRENCE_PREFIX):
+            by_schedule[target[0]].append((target[1], key))
+    pruned_at = {p[0]: p[3] for p in o.pruned}  # (the retention's turn)
+    out = []
+    for runs in by_schedule.values():
+        runs.sort()
+        for (_, k1), (f2, k2) in itertools.combinations(runs, 2):
+            found = _definition(o, k2, o.dispatched.get(k2))
+            began = o.dispatched_at.get(k1)
+            if found is None or found.overlap != "skip" or began is None:
+                continue
+            if pruned_at.get(k1, 1 << 62) < o.dispatched.get(k2, 0):
+                continue  # the history no longer held it (the keep bounds what overlap sees)
+            if began < f2 < effect_at[k1]:
+                detail = f"ran though {k1} still ran at its fire time (overlap=skip)"
+                out.append(Violation(kind="unexpected", key=k2, detail=detail))
     return out
 
 

@@ -465,7 +465,8 @@ def _text(query: Any) -> str:
 
 SETUP_SQL = """
 CREATE TABLE sim_effects (
-  key TEXT, task_id BIGINT, attempt INTEGER, inv INTEGER, at_ms BIGINT, true_ms BIGINT, task TEXT
+  key TEXT, task_id BIGINT, attempt INTEGER, inv INTEGER, at_ms BIGINT, true_ms BIGINT, task TEXT,
+  due_ms BIGINT
 );
 CREATE TABLE sim_failures (key TEXT, task_id BIGINT, outcome TEXT, error TEXT);
 CREATE FUNCTION sim_failure() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
@@ -685,7 +686,9 @@ class PgRun(_run_base()):  # type: ignore[misc]
             return commits.get(int(xid), (0, T0))[1]
 
         tasks = self._sql("SELECT idempotency_key, status, trigger_ms, last_error FROM tasks")
-        effects = self._sql("SELECT key, inv, at_ms, true_ms, task, task_id FROM sim_effects")
+        effects = self._sql(
+            "SELECT key, inv, at_ms, true_ms, task, task_id, due_ms FROM sim_effects"
+        )
         dropped = [(k, t, at(x)) for k, t, x in self._sql("SELECT * FROM sim_dropped")]
         pruned = [
             (k, st, t, turn(x), i) for k, st, t, x, i in self._sql("SELECT * FROM sim_pruned")
@@ -693,9 +696,11 @@ class PgRun(_run_base()):  # type: ignore[misc]
         failures = dict(self._sql("SELECT key, count(*) FROM sim_failures GROUP BY key"))
         alerts = [(a, b, c, at(x)) for a, b, c, x in self._sql("SELECT * FROM sim_alerts")]
         dispatched: dict[str, int] = {}
+        dispatched_at: dict[str, int] = {}
         for key, xid in self._sql("SELECT key, xid FROM sim_dispatched"):
-            t = turn(xid)
+            t, when = turn(xid), at(xid)
             dispatched[key] = min(dispatched.get(key, t), t)
+            dispatched_at[key] = min(dispatched_at.get(key, when), when)
         return Outcome(
             scenario=self.s,
             ledger=self.ledger,
@@ -705,6 +710,7 @@ class PgRun(_run_base()):  # type: ignore[misc]
             pruned=pruned,
             alerts=alerts,
             dispatched=dispatched,
+            dispatched_at=dispatched_at,
             trace=self.world.trace,
             end_ms=self.world.now_ms,
             deadlock=deadlock,

@@ -61,7 +61,7 @@ SCHEDULE = "tick"
 SETUP_SQL = """
 CREATE TABLE sim_effects (
   key TEXT, task_id INTEGER, attempt INTEGER, inv INTEGER, at_ms INTEGER, true_ms INTEGER,
-  task TEXT
+  task TEXT, due_ms INTEGER
 );
 CREATE TABLE sim_failures (key TEXT, task_id INTEGER, outcome TEXT, error TEXT);
 CREATE TRIGGER sim_failure AFTER INSERT ON executions WHEN new.outcome IN ('error', 'failed')
@@ -77,10 +77,10 @@ INSERT INTO sim_pruned VALUES (old.idempotency_key, old.status, old.trigger_ms, 
 CREATE TABLE sim_alerts (schedule TEXT, kind TEXT, subject TEXT, at_ms INTEGER);
 CREATE TRIGGER sim_alert AFTER INSERT ON alerts
 BEGIN INSERT INTO sim_alerts VALUES (new.schedule, new.kind, new.subject, sim_now()); END;
-CREATE TABLE sim_dispatched (key TEXT, turn INTEGER);
+CREATE TABLE sim_dispatched (key TEXT, turn INTEGER, at_ms INTEGER);
 CREATE TRIGGER sim_dispatch AFTER UPDATE OF status ON tasks
 WHEN old.status = 'PENDING' AND new.status = 'DISPATCHED'
-BEGIN INSERT INTO sim_dispatched VALUES (new.idempotency_key, sim_turn()); END;
+BEGIN INSERT INTO sim_dispatched VALUES (new.idempotency_key, sim_turn(), sim_now()); END;
 """
 
 
@@ -119,8 +119,8 @@ class Outcome:
     scenario: sc.Scenario
     ledger: Ledger
     tasks: list[tuple[str, str, int, str | None]]  # key, status, trigger_ms, last_error
-    effects: list[tuple[str, int, int, int, str, int]]  # key, inv, at_ms (authority),
-    # true_ms, the task that ran, its task id
+    effects: list[tuple[str, int, int, int, str, int, int]]  # key, inv, at_ms (authority),
+    # true_ms, the task that ran, its task id, its row's due time (trigger_ms)
     dropped: list[tuple[str, int, int]]  # key, trigger_ms, dropped at
     pruned: list[tuple[str, str, int, int, int]]  # key, status, trigger_ms, turn, task id:
     # finished tasks the retention deleted
@@ -130,6 +130,7 @@ class Outcome:
     end_ms: int
     deadlock: str | None = None
     failures: dict[str, int] = field(default_factory=dict)  # key: its failed attempts
+    dispatched_at: dict[str, int] = field(default_factory=dict)  # key: its first dispatch
 
 
 def simulate(s: sc.Scenario, store: str | None = None) -> Outcome:
@@ -654,7 +655,7 @@ class _Run:
                 "SELECT idempotency_key, status, trigger_ms, last_error FROM tasks"
             ).fetchall()
             effects = conn.execute(
-                "SELECT key, inv, at_ms, true_ms, task, task_id FROM sim_effects"
+                "SELECT key, inv, at_ms, true_ms, task, task_id, due_ms FROM sim_effects"
             ).fetchall()
             dropped = conn.execute("SELECT key, trigger_ms, at_ms FROM sim_dropped").fetchall()
             pruned = conn.execute(
@@ -667,6 +668,9 @@ class _Run:
             dispatched = dict(
                 conn.execute("SELECT key, min(turn) FROM sim_dispatched GROUP BY key")
             )
+            dispatched_at = dict(
+                conn.execute("SELECT key, min(at_ms) FROM sim_dispatched GROUP BY key")
+            )
         return Outcome(
             scenario=self.s,
             ledger=self.ledger,
@@ -676,6 +680,7 @@ class _Run:
             pruned=pruned,
             alerts=alerts_raised,
             dispatched=dispatched,
+            dispatched_at=dispatched_at,
             trace=self.world.trace,
             end_ms=self.world.now_ms,
             deadlock=deadlock,

@@ -126,7 +126,7 @@ class SimTasks:
 
     def _write(self, ctx: Context, inv: Invocation, name: str) -> None:
         row = (inv.key, ctx.task_id, ctx.attempt, inv.id, self.run._authority(),
-               self.world.now_ms, name)  # fmt: skip
+               self.world.now_ms, name, ctx.scheduled_ms)  # fmt: skip
         marks = ", ".join(["?" if ctx.tx.dialect == "sqlite" else "%s"] * len(row))
         ctx.tx.execute(f"INSERT INTO sim_effects VALUES ({marks})", row)
 

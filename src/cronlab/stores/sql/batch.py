@@ -175,13 +175,15 @@ class SqlBatch:
                 self.q["execution_insert"], {"rows": json.dumps(ends), "worker": self.worker}
             )
         finished = [
-            (m.task_id, end)
-            for m, _, end, outcome, _ in ending.records
+            m.task_id
+            for m, _, _, outcome, _ in ending.records
             if outcome != "error" and m.idempotency_key.startswith(occurrences.PLANNED)
         ]
         shift = self._shift() if finished or ending.retries else 0
-        if finished:  # an occurrence's end: overlap is judged against it (core/planning.py)
-            rows = [{"id": task_id, "end": end + shift} for task_id, end in finished]
+        if finished:  # an occurrence's end — its batch's commit, when others see it end — on
+            # the store's clock: the next occurrence's overlap is judged by it
+            end = self.now() + shift
+            rows = [{"id": task_id, "end": end} for task_id in finished]
             self.d.executemany(self.c, self.q["task_finished"], rows)
         if ending.done:  # copies of --election off (the others were marked as they started)
             self.c.execute(self.q["task_done"], {"ids": self.d.ints(ending.done)})

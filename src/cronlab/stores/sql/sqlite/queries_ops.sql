@@ -56,11 +56,13 @@ WHERE t.trigger_ms >= :since AND t.trigger_ms <= :now
 GROUP BY minute ORDER BY minute;
 
 -- name: prune_candidates
--- Finished tasks whose occurrence and dispatch are older than :before, oldest first; never a
--- schedule's newest occurrence (last_fire_ms), nor one its catch-up window still covers.
+-- Finished tasks whose occurrence, dispatch and end are older than :before, oldest first;
+-- never a schedule's newest occurrence (last_fire_ms), nor one its catch-up window still
+-- covers (a run that ended within the keep still judges the next occurrence's overlap).
 SELECT t.id FROM tasks t
 WHERE t.trigger_ms < :before AND t.status IN ('DONE', 'FAILED', 'SKIPPED', 'MISSED')
   AND coalesce(t.dispatched_ms, t.trigger_ms) < :before
+  AND coalesce(t.finished_ms, t.trigger_ms) < :before
   AND NOT EXISTS (
     SELECT 1 FROM schedules s WHERE s.name = t.schedule
       AND (s.last_fire_ms = t.trigger_ms OR t.trigger_ms >= :now - s.catchup_window_ms)
