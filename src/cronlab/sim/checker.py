@@ -18,10 +18,11 @@ alerted twice. A finished row the retention deleted is judged as it was.
 from __future__ import annotations
 
 import itertools
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from cronlab.core import occurrences, policy
+from cronlab.core import policy
 from cronlab.sim import scenario as sc
 from cronlab.sim.run import T0, Outcome
 from cronlab.sim.tasks import POISON
@@ -147,9 +148,7 @@ def _wrong_task(o: Outcome) -> list[Violation]:
     """An occurrence runs the task of the definition in force when it was dispatched."""
     out = []
     for key, _, _, _, task, *_ in o.effects:
-        if occurrences.planned_target(key) is None or not key.startswith(
-            occurrences.OCCURRENCE_PREFIX
-        ):
+        if _occurrence(key) is None:
             continue
         found = _definition(o, key, o.dispatched.get(key))
         if found is not None and found.handler != task:
@@ -170,8 +169,8 @@ def _overlapped(o: Outcome) -> list[Violation]:
         effect_at[key] = min(effect_at.get(key, at_ms), at_ms)
     by_schedule: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for key in effect_at:
-        target = occurrences.planned_target(key)
-        if target is not None and key.startswith(occurrences.OCCURRENCE_PREFIX):
+        target = _occurrence(key)
+        if target is not None:
             by_schedule[target[0]].append((target[1], key))
     pruned_at = {p[0]: p[3] for p in o.pruned}  # (the retention's turn)
     out = []
@@ -229,11 +228,11 @@ def _backfilled_twice(o: Outcome) -> list[Violation]:
     never reaches what the retention deleted: seeds 5285, 6957)."""
     ran = {e[0] for e in o.effects}
     out = []
-    for key in sorted(k for k in ran if k.startswith(occurrences.BACKFILL_PREFIX)):
-        target = occurrences.planned_target(key)
+    for key in sorted(ran):
+        target = _backfill(key)
         if target is None:
-            continue  # a backfilled occurrence's follow-up: judged as any task
-        twin = policy.occurrence_key(*target)
+            continue  # not a backfill, or a backfilled occurrence's follow-up
+        twin = f"schedule:{target[0]}:{target[1]}"
         if twin in ran:
             detail = f"ran on time as {twin} and again by a backfill"
             out.append(Violation(kind="duplicated", key=key, detail=detail))
@@ -268,6 +267,23 @@ def _split_brain(o: Outcome) -> list[Violation]:
     return out
 
 
+# The checker reads keys on its own, not with the engine's parsing (which a bug, or the
+# mutation gate, may break): an occurrence's and a backfill's keys are exactly these.
+_OCCURRENCE = re.compile(r"schedule:([A-Za-z0-9][A-Za-z0-9._-]{0,99}):(-?[0-9]{1,19})")
+_BACKFILL = re.compile(r"backfill:([A-Za-z0-9][A-Za-z0-9._-]{0,99}):(-?[0-9]{1,19})")
+
+
+def _occurrence(key: str) -> tuple[str, int] | None:
+    """(schedule, fire ms) of a schedule's occurrence key; None for any other key."""
+    found = _OCCURRENCE.fullmatch(key)
+    return None if found is None else (found[1], int(found[2]))
+
+
+def _backfill(key: str) -> tuple[str, int] | None:
+    found = _BACKFILL.fullmatch(key)
+    return None if found is None else (found[1], int(found[2]))
+
+
 def _clock_at_end(o: Outcome) -> int:
     """What the authority's clock shows as the run ends: a row it does not yet call due is
     waiting, not stuck (a clock set back by X delays what was due by up to X — ``late``)."""
@@ -290,8 +306,8 @@ def _expected(o: Outcome, key: str, trigger_ms: int, dispatched: int | None = No
     was dispatched is judged by the definitions committed before its dispatch (a change that
     committed later — it waited for the write lock, or came at a clock set back — cannot undo
     what was due when it was dispatched)."""
-    target = occurrences.planned_target(key)
-    if target is None or not key.startswith(occurrences.OCCURRENCE_PREFIX):
+    target = _occurrence(key)
+    if target is None:
         return True
     found = _definition(o, key, dispatched)
     return found is not None and policy.next_fire(found, target[1] - 1) == target[1]
@@ -300,7 +316,7 @@ def _expected(o: Outcome, key: str, trigger_ms: int, dispatched: int | None = No
 def _definition(o: Outcome, key: str, dispatched: int | None) -> policy.Schedule | None:
     """The definition of occurrence ``key``'s schedule in force at its fire time, among those
     committed before its dispatch (None: none was, or the schedule was paused or removed)."""
-    target = occurrences.planned_target(key)
+    target = _occurrence(key)
     assert target is not None
     name, fire_ms = target
     defs = o.ledger.definitions.get(name, [])

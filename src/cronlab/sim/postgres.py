@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import select
 import uuid
 from collections.abc import Iterator
@@ -557,6 +558,9 @@ class PgRun(_run_base()):  # type: ignore[misc]
         from cronlab.stores.postgres import QUERIES
 
         super().__init__(dataclasses.replace(s, server_clock=True), None)
+        # Sessions interleave statement by statement: a seed switches processes at a point
+        # with a probability of its own (the SQLite runs keep 0.3, so their seeds replay)
+        self.world.switch_p = random.Random(f"{s.seed}:interleave").choice((0.3, 0.6, 0.9))
         self.scratch = scratch
         self.pg: PgSim | None = None
         self.world.outage_error = lambda: psycopg.OperationalError(

@@ -1,0 +1,134 @@
+"""The mutation gate: a proof that can fail.
+
+Each deliberate bug of ``tests/mutants/mutations.py`` is applied to a copy of ``cronlab``,
+alone, and the deterministic simulator runs seeds 1, 2, 3 … of the mutated engine until one
+shows the violation the bug causes (``tests/mutants/hunt.py``); then the next bug. A table:
+mutation, store, seeds to the first catch, the violation. Exit 1 if any bug is not caught
+within ``--seeds``.
+
+    python scripts/mutants.py                          every bug, SQLite, 2,000 seeds each
+    python scripts/mutants.py --store postgresql://…   the same on a PostgreSQL server
+    python scripts/mutants.py --quick                  each bug's recorded catching seed only
+    python scripts/mutants.py --record                 write the catching seeds found
+
+The catching seeds are kept in ``tests/mutants/caught.json``; ``--quick`` (what CI runs) runs
+only that seed of each bug and fails unless it still catches it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from tests.mutants.mutations import MUTATIONS, Mutation  # noqa: E402
+
+CAUGHT = ROOT / "tests" / "mutants" / "caught.json"
+HUNT = ROOT / "tests" / "mutants" / "hunt.py"
+
+
+def mutated_copy(m: Mutation, into: Path) -> Path:
+    """A copy of ``src/cronlab`` with ``m`` applied; each edit's text must occur once."""
+    target = into / "cronlab"
+    shutil.copytree(ROOT / "src" / "cronlab", target, ignore=shutil.ignore_patterns("__pycache__"))
+    for edit in m.edits:
+        path = target / edit.path
+        text = path.read_text()
+        if text.count(edit.old) != 1:
+            raise SystemExit(
+                f"mutation {m.name}: {edit.path} holds its text {text.count(edit.old)} times, not once"
+            )
+        path.write_text(text.replace(edit.old, edit.new))
+    return into
+
+
+def hunt(m: Mutation, store: str | None, seeds: list[int], jobs: int) -> dict[str, Any]:
+    """Run ``seeds`` of the engine with ``m`` applied until one catches it."""
+    with tempfile.TemporaryDirectory(prefix="cronlab-mutant-") as folder:
+        code = mutated_copy(m, Path(folder))
+        spec = {"seeds": seeds, "expect": list(m.expect), "store": store, "jobs": jobs}
+        env = {**os.environ, "PYTHONPATH": str(code), "PYTHONDONTWRITEBYTECODE": "1"}
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, str(HUNT), json.dumps(spec)],
+            capture_output=True, text=True, env=env, timeout=6 * 3600,
+        )  # fmt: skip
+        if done.returncode != 0:
+            tail = done.stderr.strip().splitlines()[-1:] or ["(no output)"]
+            raise SystemExit(f"mutation {m.name}: the hunt failed: {tail[0]}")
+        found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        if not found["code"].startswith(folder):
+            raise SystemExit(f"mutation {m.name}: the hunt ran {found['code']}, not the copy")
+        found["seconds"] = round(time.monotonic() - started, 1)
+        return found
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--store", default=os.environ.get("CRONLAB_VERIFY_STORE"))
+    p.add_argument("--seeds", type=int, default=2000)
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--only", default="", help="names, comma-separated")
+    p.add_argument("--quick", action="store_true", help="each bug's recorded catching seed")
+    p.add_argument("--record", action="store_true", help="write the catching seeds found")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+    where = "postgresql" if args.store else "sqlite"
+    caught: dict[str, dict[str, int]] = json.loads(CAUGHT.read_text()) if CAUGHT.exists() else {}
+    chosen = [m for m in MUTATIONS if not args.only or m.name in args.only.split(",")]
+    rows, failed = [], []
+    for m in chosen:
+        seeds = list(range(1, args.seeds + 1))
+        if args.quick:
+            seed = caught.get(m.name, {}).get(where)
+            if seed is None:
+                failed.append(m.name)
+                rows.append({"mutation": m.name, "store": where, "seed": None, "ran": 0})
+                continue
+            seeds = [seed]
+        found = hunt(m, args.store, seeds, 1 if args.quick else args.jobs)
+        rows.append({"mutation": m.name, "store": where, **found})
+        if found["seed"] is None:
+            failed.append(m.name)
+        elif args.record:
+            caught.setdefault(m.name, {})[where] = found["seed"]
+        print(f"{m.name} ({where}): {_said(found)}", file=sys.stderr, flush=True)
+    if args.record:
+        CAUGHT.write_text(json.dumps(caught, indent=1, sort_keys=True) + "\n")
+    if args.json:
+        print(json.dumps({"store": where, "rows": rows, "not_caught": failed}))
+    else:
+        table = Table("mutation", "store", "seeds to the first catch", "violation", "seconds",
+                      title="cronlab mutation gate")  # fmt: skip
+        for r in rows:
+            hit = f"{r['kind']} {r['key']}" if r.get("seed") is not None else "NOT CAUGHT"
+            table.add_row(r["mutation"], r["store"], _to_catch(r), hit, str(r.get("seconds", "")))
+        Console().print(table)
+    return 1 if failed else 0
+
+
+def _to_catch(r: dict[str, Any]) -> str:
+    return "—" if r.get("seed") is None else f"{r['ran']:,} (seed {r['seed']})"
+
+
+def _said(found: dict[str, Any]) -> str:
+    if found["seed"] is None:
+        return f"NOT CAUGHT in {found['ran']:,} seeds"
+    return f"caught at seed {found['seed']} ({found['ran']} run): {found['kind']} {found['key']}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

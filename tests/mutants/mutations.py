@@ -1,0 +1,256 @@
+"""The mutation gate's deliberate bugs (``make mutants``, ``scripts/mutants.py``).
+
+Each is a line of the engine broken the way a real change could break it; the simulator
+(``cronlab verify``, on SQLite and on PostgreSQL) must catch each one as the violation it
+causes — a duplicated effect as ``duplicated``, a lost one as ``lost`` — within 2,000 seeds.
+An edit names a file under ``src/cronlab`` and text that must occur in it exactly once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SQLITE_Q = "stores/sql/sqlite/queries.sql"
+PG_Q = "stores/sql/postgresql/queries.sql"
+SQLITE_OPS = "stores/sql/sqlite/queries_ops.sql"
+PG_OPS = "stores/sql/postgresql/queries_ops.sql"
+
+
+@dataclass(frozen=True)
+class Edit:
+    path: str  # under src/cronlab
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    what: str  # the bug, in a sentence
+    edits: tuple[Edit, ...]
+    expect: tuple[str, ...]  # the checker's kinds that catch it as what it causes
+
+
+MUTATIONS: tuple[Mutation, ...] = (
+    Mutation(
+        "fence-check-removed",
+        "a dispatch no longer checks that its epoch still holds the lease",
+        (
+            Edit(
+                "stores/sql/store.py",
+                "            if epoch < max_epoch or not rules.holds(state, epoch, now_ms):\n"
+                "                raise FencedError(epoch, state.epoch)",
+                "            pass",
+            ),
+        ),
+        ("duplicated", "split_brain", "unexpected"),
+    ),
+    Mutation(
+        "savepoint-rollback-removed",
+        "a failed run's savepoint is released, not rolled back: its writes stay",
+        (
+            Edit(
+                "stores/sql/batch.py",
+                '            c.execute("ROLLBACK TO SAVEPOINT run")\n',
+                "",
+            ),
+        ),
+        ("duplicated",),
+    ),
+    Mutation(
+        "claim-predicate-dropped",
+        "the due scan no longer requires a row to be PENDING: it dispatches finished rows again",
+        (
+            Edit(
+                SQLITE_Q,
+                "  SELECT id FROM tasks WHERE status = 'PENDING' AND trigger_ms <= :now\n"
+                "  ORDER BY trigger_ms, id LIMIT :limit",
+                "  SELECT id FROM tasks WHERE status != 'SKIPPED' AND trigger_ms <= :now\n"
+                "  ORDER BY trigger_ms, id LIMIT :limit",
+            ),
+            Edit(
+                PG_Q,
+                "WHERE t.id = ANY(ARRAY(SELECT task_id FROM due))  -- by key: the CTE has no "
+                "estimate\n  AND t.status = 'PENDING'",
+                "WHERE (t.id = ANY(ARRAY(SELECT task_id FROM due)) OR (t.status = 'DONE' "
+                "AND t.trigger_ms <= %(now)s))\n  AND t.status != 'SKIPPED'",
+            ),
+        ),
+        ("duplicated",),
+    ),
+    Mutation(
+        "lease-expiry-ignored",
+        "a standby takes the lease though the leader's has not expired",
+        (
+            Edit(
+                SQLITE_Q,
+                "WHERE name = 'scheduler' AND (holder IS NULL OR expires_ms <= :now OR "
+                "holder = :owner)",
+                "WHERE name = 'scheduler'",
+            ),
+            Edit(
+                PG_Q,
+                "WHERE name = 'scheduler' AND (holder IS NULL OR expires_ms <= %(now)s OR "
+                "holder = %(owner)s)",
+                "WHERE name = 'scheduler'",
+            ),
+        ),
+        ("split_brain", "duplicated"),
+    ),
+    Mutation(
+        "attempt-not-counted",
+        "a run no longer counts its attempt",
+        (
+            Edit(
+                SQLITE_Q,
+                "UPDATE tasks SET status = 'DONE', attempts = attempts + 1\n"
+                "WHERE id IN (SELECT value FROM json_each(:ids)) AND attempts = :before",
+                "UPDATE tasks SET status = 'DONE', attempts = attempts\n"
+                "WHERE id IN (SELECT value FROM json_each(:ids)) AND attempts >= :before - 1",
+            ),
+            Edit(
+                PG_Q,
+                "UPDATE tasks SET status = 'DONE', attempts = attempts + 1\n"
+                "WHERE id = ANY(%(ids)s::bigint[]) AND attempts = %(before)s",
+                "UPDATE tasks SET status = 'DONE', attempts = attempts\n"
+                "WHERE id = ANY(%(ids)s::bigint[]) AND attempts >= %(before)s - 1",
+            ),
+        ),
+        ("stuck", "lost", "duplicated"),
+    ),
+    Mutation(
+        "doubled-delivery-runs",
+        "a batch holding two deliveries of one task runs both",
+        (
+            Edit(
+                "stores/sql/batch.py",
+                "or (started.get(m.task_id) == m.attempt and m.task_id not in seen)",
+                "or started.get(m.task_id) == m.attempt",
+            ),
+        ),
+        ("duplicated",),
+    ),
+    Mutation(
+        "stale-delivery-runs",
+        "a delivery no longer current (redelivered, or its task finished) runs anyway",
+        (
+            Edit(
+                "execution.py",
+                "        live, self.copies = self.b.live(messages, self.work.checked)\n",
+                "        live, self.copies = self.b.live(messages, self.work.checked)\n"
+                "        live = [True] * len(messages)\n",
+            ),
+        ),
+        ("duplicated",),
+    ),
+    Mutation(
+        "overlap-check-removed",
+        "overlap=skip no longer skips an occurrence while an earlier run is going",
+        (
+            Edit(
+                "core/planning.py",
+                '    if s.overlap != "skip":\n        return False',
+                "    return False",
+            ),
+        ),
+        ("unexpected",),
+    ),
+    Mutation(
+        "retention-deletes-unfinished",
+        "the retention deletes tasks that are still due or running",
+        (
+            Edit(
+                SQLITE_OPS,
+                "WHERE t.trigger_ms < :before AND t.status IN ('DONE', 'FAILED', 'SKIPPED', "
+                "'MISSED')",
+                "WHERE t.trigger_ms < :before",
+            ),
+            Edit(
+                PG_OPS,
+                "WHERE t.trigger_ms < %(before)s AND t.status IN ('DONE', 'FAILED', 'SKIPPED', "
+                "'MISSED')",
+                "WHERE t.trigger_ms < %(before)s",
+            ),
+        ),
+        ("lost",),
+    ),
+    Mutation(
+        "last-fire-not-advanced",
+        "a dispatch no longer moves its schedule's next occurrence on",
+        (
+            Edit(
+                "core/planning.py",
+                "    batch.next_fire[s.name] = found.next_fire_ms\n    return reason",
+                "    batch.next_fire[s.name] = s.next_fire_ms\n    return reason",
+            ),
+        ),
+        ("duplicated", "unexpected", "lost"),
+    ),
+    Mutation(
+        "lost-run-not-counted",
+        "a delivery that came back runs again instead of counting its lost attempt",
+        (
+            Edit(
+                "execution.py",
+                "        return m.receives > 1 and self.work.checked and m.task_id not in "
+                "self.copies",
+                "        return False",
+            ),
+        ),
+        ("stuck", "duplicated"),
+    ),
+    Mutation(
+        "follow-up-parsed-as-occurrence",
+        "any key starting 'schedule:' is taken for an occurrence's (the cron-fired ctx.defer bug)",
+        (
+            Edit(
+                "core/policy.py",
+                '_KEY = re.compile(r"schedule:(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,99}):'
+                '(?P<fire>-?[0-9]{1,19})")',
+                '_KEY = re.compile(r"schedule:(?P<name>.+):(?P<fire>.+)")',
+            ),
+        ),
+        ("stuck", "lost"),
+    ),
+    Mutation(
+        "retry-on-worker-clock",
+        "a retry's due instant is written on the worker's clock, not the store's",
+        (
+            Edit(
+                "stores/sql/batch.py",
+                "        mine = self.now()\n        return self.d.now(self.c, mine) - mine",
+                "        return 0",
+            ),
+        ),
+        ("stuck", "late"),
+    ),
+    Mutation(
+        "run-end-not-recorded",
+        "an occurrence's end is not recorded: the next one's overlap no longer sees it",
+        (
+            Edit(
+                "stores/sql/batch.py",
+                '            self.d.executemany(self.c, self.q["task_finished"], rows)\n',
+                "",
+            ),
+        ),
+        ("unexpected",),
+    ),
+    Mutation(
+        "base-exception-kills-batch",
+        "only Exception is a run's failure: a CancelledError or SystemExit ends the batch",
+        (
+            Edit(
+                "handlers.py",
+                "    if isinstance(exc, (Exception, *STOPS)):\n        return True",
+                "    if isinstance(exc, Exception):\n        return True",
+            ),
+            Edit(
+                "handlers.py",
+                "    return aio is not None and isinstance(exc, aio.CancelledError)",
+                "    return False",
+            ),
+        ),
+        ("stuck", "duplicated", "lost"),
+    ),
+)
