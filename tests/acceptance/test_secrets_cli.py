@@ -64,19 +64,68 @@ def test_a_secret_in_a_bad_value_is_never_printed(args: list[str], tmp_path: Pat
     assert not db.exists()
 
 
-def test_a_keyword_string_in_cronlab_store_is_never_printed(tmp_path: Path) -> None:
-    env = {**os.environ, "CRONLAB_STORE": f"host=127.0.0.1 port=1 password={SECRET}"}
-    done = subprocess.run(
-        [sys.executable, "-m", "cronlab", "status"],
+def in_env(variable: str, value: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``cronlab ARGS`` with ``variable=value`` in its environment (the way a password goes)."""
+    return subprocess.run(
+        [sys.executable, "-m", "cronlab", *args],
         capture_output=True,
         text=True,
-        env=env,
-        cwd=tmp_path,
+        env={**os.environ, variable: value},
+        cwd=cwd,
         timeout=60,
         check=False,
     )
-    line = refused(done)
-    assert SECRET not in line and "postgresql://" in line, line
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "args", "words"),
+    [
+        ("CRONLAB_STORE", f"host=127.0.0.1 port=1 password={SECRET}", [], "postgresql://"),
+        ("CRONLAB_STORE", f"postgresql://u:{SECRET}@[::1/x", [], "malformed"),  # libpq echoed it
+        ("CRONLAB_STORE", f"postgresql://u:{SECRET}%zz@127.0.0.1/x", [], "percent"),
+        ("CRONLAB_STORE", f"postgresql://u@[::1/x?password={SECRET}", [], "malformed"),
+        ("CRONLAB_STORE", f"postgresql://postgres:{SECRET}@127.0.0.1:1/x", [], ":***@127.0.0.1:1"),
+        ("CRONLAB_QUEUE", f"redis://:{SECRET}@127.0.0.1:1/0", ["worker"], "unreachable"),
+        ("CRONLAB_ELECTION", f"etcd://u:{SECRET}@127.0.0.1:1", ["scheduler"], "unreachable"),
+    ],
+)
+def test_a_secret_in_the_environment_is_never_printed_either(
+    variable: str, value: str, args: list[str], words: str, tmp_path: Path
+) -> None:
+    """The way a password is meant to go: the errors about it show none of it."""
+    db = tmp_path / "s.db"
+    store = [] if variable == "CRONLAB_STORE" else ["--store", f"sqlite:///{db}"]
+    line = refused(in_env(variable, value, *(args or ["status"]), *store, cwd=tmp_path))
+    assert SECRET not in line and words in line, line
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "variable"),
+    [
+        (["status", "--store", f"postgresql://u:{SECRET}@127.0.0.1:1/x"], "CRONLAB_STORE"),
+        (["status", "--store", f"postgresql://u@127.0.0.1:1/x?password={SECRET}"], "CRONLAB_STORE"),
+        (
+            ["enqueue", "h", "--in", "1h", "--store", f"postgresql://u:{SECRET}@h/x"],
+            "CRONLAB_STORE",
+        ),
+        (
+            ["run", "--app", "nosuch:app", "--store", f"postgresql://u:{SECRET}@h/x"],
+            "CRONLAB_STORE",
+        ),
+        (["worker", "--queue", f"redis://:{SECRET}@127.0.0.1:1/0"], "CRONLAB_QUEUE"),
+        (["scheduler", "--election", f"etcd://u:{SECRET}@127.0.0.1:1"], "CRONLAB_ELECTION"),
+    ],
+)
+def test_a_password_typed_on_the_command_line_is_refused(
+    args: list[str], variable: str, tmp_path: Path
+) -> None:
+    """Item 9 (the cluster, its /proc/PID/cmdline: tests/integration/test_secrets_ps.py)."""
+    db = tmp_path / "s.db"
+    store = [] if "--store" in args else ["--store", f"sqlite:///{db}"]
+    line = refused(cronlab(*args, *store, cwd=tmp_path))
+    assert SECRET not in line and f"set {variable} instead" in line and "(ps)" in line, line
+    assert not db.exists()
 
 
 def test_a_webhook_with_userinfo_says_how_to_authenticate_instead(tmp_path: Path) -> None:

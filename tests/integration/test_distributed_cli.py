@@ -37,8 +37,8 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     ("args", "named"),
     [
         (
-            ["status", "--store", "postgresql://postgres:pw@127.0.0.1:1/x"],
-            "postgresql://postgres:***@127.0.0.1:1/x unreachable",
+            ["status", "--store", "postgresql://postgres@127.0.0.1:1/x"],
+            "postgresql://postgres@127.0.0.1:1/x unreachable",  # (with a password: secrets)
         ),
         (
             ["scheduler", "--store", "sqlite:///{tmp}/s.db", "--election", "etcd://127.0.0.1:1"],

@@ -13,7 +13,7 @@ import click
 from cronlab import distributed
 from cronlab.app import App
 from cronlab.app import load as load_app
-from cronlab.cli.knobs import Finite, knob
+from cronlab.cli.knobs import Finite, knob, no_typed_secret, untyped_secret
 from cronlab.exceptions import ConfigError
 from cronlab.runtime.clock import SystemClock
 from cronlab.runtime.duties import Operations
@@ -21,13 +21,15 @@ from cronlab.stores.sql import SqlStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 CLOCK = SystemClock()
+STORE_HELP = "sqlite:///PATH or postgresql://… (or CRONLAB_STORE: keeps a password out of ps)."
 STORE = click.option(
     "--store",
     "store_url",
     required=True,
     envvar="CRONLAB_STORE",
+    callback=no_typed_secret,
     metavar="URL",
-    help="sqlite:///PATH or postgresql://… (or the CRONLAB_STORE environment variable).",
+    help=STORE_HELP,
 )
 ELECTION_HELP = "lease, off (the anti-pattern: every replica dispatches) or etcd://host:2379."
 QUEUE = click.option(
@@ -35,9 +37,9 @@ QUEUE = click.option(
     "queue_url",
     envvar="CRONLAB_QUEUE",
     default=None,
-    callback=lambda ctx, param, value: distributed.check_queue(value),
+    callback=lambda ctx, param, value: no_typed_secret(ctx, param, distributed.check_queue(value)),
     metavar="URL",
-    help="redis://host:6379 (default: the store's own queue).",
+    help="redis://host:6379 (default: the store's own queue; or CRONLAB_QUEUE).",
 )
 APP = click.option(
     "--app",
@@ -155,7 +157,9 @@ def check_listen(port: int, host: str) -> None:
 
 def check_election(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """Click callback for ``--election``."""
-    return distributed.check_election(value)
+    checked = distributed.check_election(value)
+    untyped_secret(checked, ctx, param)
+    return checked
 
 
 def election_option(help: str) -> Callable[[F], F]:

@@ -16,7 +16,7 @@ import click
 
 from cronlab import distributed, stores
 from cronlab.app import schedule_store
-from cronlab.cli.knobs import Finite, knob
+from cronlab.cli.knobs import Finite, knob, no_typed_secret
 from cronlab.cli.options import (
     APP,
     BATCH_HELP,
@@ -323,6 +323,7 @@ def echo_sync(report: SyncReport, *, quiet: bool = False) -> None:
     "--store",
     "store_url",
     default=None,
+    callback=no_typed_secret,
     metavar="URL",
     help="sqlite:///PATH or postgresql://… (default: the app's own, or CRONLAB_STORE).",
 )
