@@ -101,7 +101,13 @@ METRICS_PORT = click.option(
     default=None,
     help="Serve Prometheus metrics at http://HOST:PORT/metrics.",
 )
-METRICS_HOST = knob("--metrics-host", click.STRING, "127.0.0.1", "Address the metrics port binds.")
+METRICS_HOST = knob(
+    "--metrics-host",
+    click.STRING,
+    "127.0.0.1",
+    "Address the metrics port binds (off loopback, scrapes need CRONLAB_METRICS_TOKEN as a "
+    "bearer token).",
+)
 
 
 def with_operations(command: Callable[..., None]) -> Callable[..., None]:
@@ -133,6 +139,9 @@ def operations(
 
     alerts.webhook(alert_webhook)
     if metrics_port is not None:
+        from cronlab.metrics import server
+
+        server.check(metrics_host, server.token_from_env())
         check_listen(metrics_port, metrics_host)
     return Operations(
         keep_ms=retention.parse_keep(keep),

@@ -14,19 +14,11 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from prometheus_client import (
-    REGISTRY,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    start_http_server,
-)
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from cronlab.core.occurrences import BACKFILL_PREFIX
-from cronlab.exceptions import ConfigError
 from cronlab.ports import Ended
 
 if TYPE_CHECKING:
@@ -135,12 +127,12 @@ class StoreCollector:
 
 
 def serve(port: int, host: str, registry: CollectorRegistry) -> None:
-    """Serve ``registry`` at http://HOST:PORT/metrics in a daemon thread; a port that is taken
-    is a one-line ConfigError."""
-    try:
-        start_http_server(port, addr=host, registry=registry)
-    except OSError as exc:
-        raise ConfigError(f"--metrics-port {port} on {host}: {exc.strerror or exc}") from None
+    """Serve ``registry`` at http://HOST:PORT/metrics in a daemon thread, under the servers'
+    rules (``server.py``: loopback Host names, a token off loopback); a port that is taken is
+    a one-line ConfigError."""
+    from cronlab.metrics import server
+
+    server.serve(port, host, registry, server.token_from_env())
 
 
 def for_process(
