@@ -55,6 +55,10 @@ JSON = click.option("--json", "as_json", is_flag=True, help="One JSON object on 
 
 DAY_S = 86_400.0
 SECONDS = Finite(min=0.1, max=DAY_S)
+MAX_BATCH = 1_000_000  # tasks or messages one transaction takes
+BATCH = click.IntRange(min=1, max=MAX_BATCH)
+MAX_INDEX = 1_000_000  # a process's --replica or --index (the registry stores it)
+INDEX = click.IntRange(min=0, max=MAX_INDEX)
 TIMERS = knob(
     "--timers",
     click.Choice(["durable", "in-memory"]),

@@ -19,10 +19,12 @@ from cronlab.app import schedule_store
 from cronlab.cli.knobs import Finite, knob, no_typed_secret
 from cronlab.cli.options import (
     APP,
+    BATCH,
     BATCH_HELP,
     CLOCK,
     DAY_S,
     ELECTION,
+    INDEX,
     LEASE_TTL,
     METRICS_HOST,
     METRICS_PORT,
@@ -49,7 +51,8 @@ from cronlab.stores.sql import SqlStore
 from cronlab.urls import redact
 
 MAX_RATE = 1e8  # tasks/s per worker
-MAX_INDEX = 1_000_000  # a process's --replica or --index (the registry stores it)
+MAX_ATTEMPTS = 101  # a task's retries are 0..100 (tasks.py)
+MAX_RETRY_BASE_S = Retry().cap_ms / 1000  # retries back off from the base, doubling, to this
 CONCURRENCY = knob(
     "--concurrency", click.IntRange(min=1, max=10_000), 100, "Async tasks a worker runs at once."
 )
@@ -91,8 +94,8 @@ def wakeups_on() -> bool:
 @RESTART_AFTER
 @SCAN_INTERVAL
 @VISIBILITY
-@knob("--scan-batch", click.IntRange(min=1), 10_000, "Tasks a leader claims per transaction.")
-@knob("--worker-batch", click.IntRange(min=1), 10_000, BATCH_HELP)
+@knob("--scan-batch", BATCH, 10_000, "Tasks a leader claims per transaction.")
+@knob("--worker-batch", BATCH, 10_000, BATCH_HELP)
 @CONCURRENCY
 @FENCING
 @with_operations
@@ -158,14 +161,14 @@ def _restart_after(text: str) -> float | None:
 
 @click.command("scheduler")
 @STORE
-@click.option("--replica", type=click.IntRange(0, MAX_INDEX), default=0, show_default=True)
+@click.option("--replica", type=INDEX, default=0, show_default=True)
 @ELECTION
 @QUEUE
 @APP
 @TIMERS
 @LEASE_TTL
 @SCAN_INTERVAL
-@knob("--batch", click.IntRange(min=1), 10_000, "Tasks claimed per transaction.")
+@knob("--batch", BATCH, 10_000, "Tasks claimed per transaction.")
 @FENCING
 @with_operations
 def scheduler_cmd(
@@ -222,12 +225,18 @@ def scheduler_cmd(
 
 @click.command("worker")
 @STORE
-@click.option("--index", type=click.IntRange(0, MAX_INDEX), default=0, show_default=True)
+@click.option("--index", type=INDEX, default=0, show_default=True)
 @click.option("--rate", type=Finite(min=0.001, max=MAX_RATE), default=None, help="Tasks/s cap.")
-@knob("--batch", click.IntRange(min=1), 10_000, BATCH_HELP)
+@knob("--batch", BATCH, 10_000, BATCH_HELP)
 @VISIBILITY
-@knob("--max-attempts", click.IntRange(min=1), 5)
-@knob("--retry-base", Finite(min=0, max=DAY_S), 0.5, "Seconds.")
+@knob("--max-attempts", click.IntRange(min=1, max=MAX_ATTEMPTS), 5)
+@knob(
+    "--retry-base",
+    Finite(min=0, max=MAX_RETRY_BASE_S),
+    0.5,
+    f"Seconds before a failed task's first retry, doubling each time to at most "
+    f"{MAX_RETRY_BASE_S:g} s.",
+)
 @QUEUE
 @APP
 @CONCURRENCY
