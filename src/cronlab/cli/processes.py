@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -40,9 +40,9 @@ from cronlab.cli.options import (
     operations,
     with_operations,
 )
-from cronlab.exceptions import ConfigError
+from cronlab.exceptions import BackendBusy, BackendUnavailable, ConfigError
 from cronlab.ports import Retry, SyncReport, Waiter
-from cronlab.runtime import cluster, duties, embedded
+from cronlab.runtime import cluster, duties, embedded, reports, startup
 from cronlab.runtime.duties import Operations
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig, Timers
 from cronlab.runtime.worker import IDLE_MS, WOKEN_IDLE_MS, Worker, WorkerConfig
@@ -50,6 +50,7 @@ from cronlab.stores import LOCK_WAIT_S
 from cronlab.stores.sql import SqlStore
 from cronlab.urls import redact
 
+T = TypeVar("T")
 MAX_RATE = 1e8  # tasks/s per worker
 MAX_ATTEMPTS = 101  # a task's retries are 0..100 (tasks.py)
 MAX_RETRY_BASE_S = Retry().cap_ms / 1000  # retries back off from the base, doubling, to this
@@ -116,6 +117,7 @@ def cluster_cmd(
         os.environ["CRONLAB_QUEUE"] = queue_url  # the children read --queue from it
     if app_spec:
         os.environ["CRONLAB_APP"] = app_spec  # the children read --app from it
+    _children_take(cfg)
     procs = cluster.Cluster(cfg, CLOCK)
     procs.launch()  # they import while this process checks; they wait at the start gate
     try:
@@ -132,6 +134,35 @@ def cluster_cmd(
     procs.run()
 
 
+def _children_take(cfg: cluster.ClusterConfig) -> None:
+    """Each child's command line, parsed by the child's own command before any child starts:
+    a value the cluster took but its children would refuse is the cluster's one line, not a
+    crash loop of children."""
+    for role, command in (("scheduler", scheduler_cmd), ("worker", worker_cmd)):
+        argv = cluster.command(cfg, role, 0)[4:]  # (python -m cronlab ROLE …)
+        with _environment(cluster.secret_env(cfg)):
+            try:
+                command.make_context(role, argv)
+            except click.ClickException as exc:
+                why = exc.format_message()
+                raise ConfigError(f"the cluster's {role}s would refuse it: {why}") from None
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``values`` in ``os.environ`` for the block (what a child would find there)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def _checked_store(
     cfg: cluster.ClusterConfig, app_spec: str | None, queue_url: str | None, idempotent: bool
 ) -> SqlStore:
@@ -140,10 +171,10 @@ def _checked_store(
     app = app_for(app_spec)  # a bad --app is one line here, not a crash loop of children
     _check_idempotency(app, idempotent)
     distributed.reach(cfg.election, queue_url)  # before the store: a cluster that cannot start
-    store = open_store(cfg.store_url, create=True)
-    app.start(store)
-    echo_sync(app.sync(schedule_store(store)))
-    _idempotency(app, store, idempotent)
+    store = patiently(lambda: open_store(cfg.store_url, create=True), "cluster")
+    patiently(lambda: app.start(store), "cluster")
+    echo_sync(patiently(lambda: app.sync(schedule_store(store)), "cluster"))
+    patiently(lambda: _idempotency(app, store, idempotent), "cluster")
     return store
 
 
@@ -187,12 +218,17 @@ def scheduler_cmd(
     """One scheduler replica (the cluster starts these)."""
     _at_the_gate(store_url)
     app = app_for(app_spec)  # a bad --app: one line, nothing written
-    distributed.reach(election, queue_url)  # an unreachable backend: the same
+    who = f"scheduler {replica}"
     wait_s = min(LOCK_WAIT_S, lease_ttl_s / 2)  # a paused writer is given up before a takeover
-    sql_store = open_store(store_url, create=True, election=election, lock_wait_s=wait_s)
-    echo_sync(app.sync(schedule_store(sql_store)), quiet=True)
-    elector, mode = distributed.open_elector(election, sql_store, CLOCK)
-    queue, store = distributed.open_queue(queue_url, sql_store, CLOCK)
+
+    def opened() -> SqlStore:
+        distributed.reach(election, queue_url)  # an unreachable backend: one line, too
+        return open_store(store_url, create=True, election=election, lock_wait_s=wait_s)
+
+    sql_store = patiently(opened, who)
+    echo_sync(patiently(lambda: app.sync(schedule_store(sql_store)), who), quiet=True)
+    elector, mode = patiently(lambda: distributed.open_elector(election, sql_store, CLOCK), who)
+    queue, store = patiently(lambda: distributed.open_queue(queue_url, sql_store, CLOCK), who)
     cfg = SchedulerConfig(
         replica=replica,
         election=mode,
@@ -262,10 +298,15 @@ def worker_cmd(
     _at_the_gate(store_url)
     ops = operations("30d", None, metrics_port, metrics_host)
     app = app_for(app_spec)
-    distributed.reach("lease", queue_url)
-    sql_store = open_store(store_url, create=True)
-    app.start(sql_store)
-    queue, store = distributed.open_queue(queue_url, sql_store, CLOCK)
+    who = f"worker {index}"
+
+    def opened() -> SqlStore:
+        distributed.reach("lease", queue_url)
+        return open_store(store_url, create=True)
+
+    sql_store = patiently(opened, who)
+    patiently(lambda: app.start(sql_store), who)
+    queue, store = patiently(lambda: distributed.open_queue(queue_url, sql_store, CLOCK), who)
     retry = Retry(max_attempts=max_attempts, base_ms=int(retry_base * 1000))
     cfg = WorkerConfig(
         index=index,
@@ -293,6 +334,15 @@ def worker_cmd(
             heartbeat=beat,
             waiter=waiter,
         ).run(Stop())
+
+
+def patiently(step: Callable[[], T], who: str) -> T:
+    """``step`` with start-up's patience (``runtime/startup.py``): a busy store is waited
+    out, with a bound and a line; in a cluster's child, whose cluster has just reached every
+    backend, a backend that does not answer is too."""
+    child = reports.ENV in os.environ
+    transient = BackendUnavailable if child else BackendBusy
+    return startup.patiently(step, who, CLOCK, transient=transient)
 
 
 def _at_the_gate(store_url: str) -> None:
