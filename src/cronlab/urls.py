@@ -19,6 +19,8 @@ _SECRET_PARAM = re.compile(rf"([?&]{_SECRET_WORDS}=)[^&#]*", re.I)
 # libpq's keyword form: ``host=h password=pw`` or ``password = 'p w'`` (quotes, \' escapes)
 _SECRET_KEYWORD = re.compile(rf"((?:^|\s){_SECRET_WORDS}\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)", re.I)
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*)://", re.I)
+# (a scheme is short: an unbounded one made this quadratic in a long run of letters)
+_URL_IN_TEXT = re.compile(r"\b[a-z][a-z0-9+.-]{0,30}://[^\s'\"]+", re.I)
 _ENCODE = "/?#@"  # what a password must %-encode: urllib and libpq cut the URL there
 
 
@@ -61,6 +63,13 @@ def redact(url: str, *, user: bool = True) -> str:
         url = f"{url[: span[0]]}***{url[span[1] :]}"
     url = _SECRET_PARAM.sub(r"\1***", url)
     return url if "://" in url else _SECRET_KEYWORD.sub(r"\1***", url)
+
+
+def redact_text(text: str) -> str:
+    """``text`` (a message that may quote URLs or a libpq keyword string anywhere, as click's
+    own "invalid value" messages do) with each one's secrets as ``***``."""
+    text = _URL_IN_TEXT.sub(lambda m: redact(m.group(0)), text)
+    return _SECRET_KEYWORD.sub(r"\1***", text)
 
 
 def _secrets(url: str) -> list[str]:

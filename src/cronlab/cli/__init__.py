@@ -9,7 +9,7 @@ import click
 
 from cronlab.exceptions import BackendUnavailable, ConfigError, CronlabError
 from cronlab.runtime import reports
-from cronlab.urls import redact
+from cronlab.urls import redact, redact_text
 
 # command → "module:attribute"; a module is imported only when its command runs, so a SQLite
 # user's ``cronlab worker`` loads no web server and no numpy.
@@ -130,7 +130,7 @@ def _utf8(text: str) -> bool:
 
 def _fail(message: str, kind: reports.Kind = "config") -> int:
     """The one error line and exit 2 (a cluster's child: the line goes to its cluster)."""
-    line = " ".join(message.split())
+    line = redact_text(" ".join(message.split()))  # (click's messages quote what was typed)
     if not reports.send(kind, line):
         click.echo(f"cronlab: error: {line}", err=True)
     return 2
