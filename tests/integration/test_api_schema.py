@@ -136,8 +136,9 @@ def only_rules_across_parameters(
     return None
 
 
-def check(case: Case) -> None:
-    CASES[case.operation.label] = CASES.get(case.operation.label, 0) + 1
+def check(case: Case, where: str = "") -> None:
+    label = f"{where}{case.operation.label}"
+    CASES[label] = CASES.get(label, 0) + 1
     case.call_and_validate()
 
 
@@ -282,9 +283,9 @@ def metrics_schema(host: str, token: str | None) -> Any:
 
 @metrics_schema("127.0.0.1", None).parametrize()
 def test_the_metrics_port(case: Case, console_folder: None) -> None:
-    check(case)
+    check(case, "metrics port ")
 
 
 @metrics_schema("0.0.0.0", "a-token").parametrize()
 def test_the_metrics_port_off_loopback(case: Case, console_folder: None) -> None:
-    check(case)
+    check(case, "metrics port, token ")

@@ -76,6 +76,10 @@ def _refusal(
     """(status, why, field, headers) for a request the rules refuse, or None."""
     if hosts is not None and rules.host_name(environ.get("HTTP_HOST", "")) not in hosts:
         return "400 Bad Request", "Host header is not this machine's", "host", []
+    if environ.get("PATH_INFO") != PATH:  # (what is not there is no secret: as the lab's)
+        return "404 Not Found", f"not found: the metrics are at {PATH}", "path", []
+    if environ.get("REQUEST_METHOD") != "GET":
+        return "405 Method Not Allowed", "only GET", "method", [("Allow", "GET")]
     if token is not None:
         given = environ.get("HTTP_X_CRONLAB_TOKEN", "") or rules.bearer(
             environ.get("HTTP_AUTHORIZATION", "")
@@ -83,10 +87,6 @@ def _refusal(
         if not rules.token_matches(given, token):
             why = f"the metrics need their token ({TOKEN_ENV}) as Authorization: Bearer"
             return "403 Forbidden", why, "token", []
-    if environ.get("PATH_INFO") != PATH:
-        return "404 Not Found", f"not found: the metrics are at {PATH}", "path", []
-    if environ.get("REQUEST_METHOD") != "GET":
-        return "405 Method Not Allowed", "only GET", "method", [("Allow", "GET")]
     return None
 
 
