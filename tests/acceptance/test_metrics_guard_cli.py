@@ -80,8 +80,14 @@ def test_a_loopback_metrics_port_answers_loopback_names_only(
     command: list[str], tmp_path: Path
 ) -> None:
     with serving(tmp_path, *command) as port:
-        status, headers, body = fetch(port, f"127.0.0.1:{port}")
-        assert status == 200 and "cronlab_queue_depth" in body
+        deadline = time.monotonic() + 30  # (a cluster binds its port before its store exists)
+        while True:
+            status, headers, body = fetch(port, f"127.0.0.1:{port}")
+            assert status == 200, body
+            if "cronlab_queue_depth" in body or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert "cronlab_queue_depth" in body
         assert headers["x-content-type-options"] == "nosniff"
         assert fetch(port, f"localhost:{port}")[0] == 200
         assert fetch(port, "localhost")[0] == 200

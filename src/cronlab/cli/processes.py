@@ -119,18 +119,19 @@ def cluster_cmd(
         os.environ["CRONLAB_APP"] = app_spec  # the children read --app from it
     _children_take(cfg)
     procs = cluster.Cluster(cfg, CLOCK)
-    procs.launch()  # they import while this process checks; they wait at the start gate
-    try:
+    try:  # (a Ctrl-C during start-up too: no child, metrics directory or pipe left behind)
+        procs.launch()  # they import while this process checks; they wait at the start gate
         store = _checked_store(cfg, app_spec, queue_url, not no_idempotency)
+        click.echo(
+            f"cronlab cluster: {cfg.replicas} schedulers ({redact(cfg.election)}, "
+            f"{cfg.timers} timers), {cfg.workers} workers on {redact(cfg.store_url)} — Ctrl-C "
+            "stops",
+            err=True,
+        )
+        procs.go(store)
     except BaseException:
         procs.abort()  # a mistake stays one line: theirs exit without a word
         raise
-    click.echo(
-        f"cronlab cluster: {cfg.replicas} schedulers ({redact(cfg.election)}, {cfg.timers} "
-        f"timers), {cfg.workers} workers on {redact(cfg.store_url)} — Ctrl-C stops",
-        err=True,
-    )
-    procs.go(store)
     procs.run()
 
 

@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from cronlab.core.occurrences import BACKFILL_PREFIX
+from cronlab.exceptions import CronlabError
 from cronlab.ports import Ended
 
 if TYPE_CHECKING:
@@ -105,10 +106,15 @@ class StoreCollector:
         self._open, self._now, self._close = open_store, now_ms, close
 
     def collect(self) -> Iterator[Metric]:
-        store = self._open()
+        try:
+            store = self._open()
+        except CronlabError:  # not there yet (a cluster binds its port first), busy, down:
+            return  # the process's own instruments are still served, these are left out
         try:
             depth, due = store.queue_depth(), store.pending_due(self._now())
             missed_rows = store.named("schedule_missed")
+        except CronlabError:
+            return
         finally:
             if self._close:
                 store.close()

@@ -222,10 +222,14 @@ class Cluster:
             os.close(gate)
 
     def abort(self) -> None:
-        """The cluster cannot start: the gate closes unopened and the children exit."""
+        """The cluster cannot start: the gate closes unopened and the children exit (opened
+        already, when the start was interrupted after ``go``: they are stopped)."""
         gate, self._gate = self._gate, None
         if gate is not None:
             os.close(gate)
+        elif self._store is not None:
+            for child in self.children.values():
+                _signal(child.pid, signal.SIGTERM)
         for child in self.children.values():
             try:
                 child.wait(timeout=STOP_GRACE_S)
