@@ -169,6 +169,9 @@ def odd_urls(tmp: Path) -> list[str]:
         f"sqlite:///{tmp / ('d/' * 2100)}s.db",
         f"sqlite:///{tmp / 'jobs.py' / 's.db'}",
         f"sqlite:///{tmp / 'a b ü.db'}",
+        f"sqlite:///{tmp / 'real#1.db'}",  # (a file: URI cut these short: the data items)
+        f"sqlite:///{tmp / 'q?mode=ro.db'}",
+        f"sqlite:///{tmp / 'a%20b.db'}",
         "sqlite:////proc/self/mem",
         "sqlite:////proc/x.db",
     ]
