@@ -5,6 +5,7 @@ CronlabError                 base: the CLI prints its message on one line and ex
 ├── NotFoundError            a named thing (task, schedule, process, handler) is absent
 ├── ConflictError            a name or key already taken; a task in a state an action refuses
 ├── BackendUnavailable       a store, lease or queue server cannot be reached
+│   └── BackendBusy          it answered, but a lock was not free in time (waiting may help)
 └── FencedError              a write carried a stale fencing epoch and was refused
 """
 
@@ -30,6 +31,11 @@ class ConflictError(CronlabError):
 
 class BackendUnavailable(CronlabError):
     """A store, lease or queue backend cannot be reached."""
+
+
+class BackendBusy(BackendUnavailable):
+    """A backend answered but a lock was not free in time: a writer busy, paused or stuck
+    inside its transaction. Waiting may help (a process starting up waits it out)."""
 
 
 class FencedError(CronlabError):

@@ -48,17 +48,22 @@ from cronlab.runtime import cluster, embedded, scheduler, worker
 
 pytestmark = pytest.mark.acceptance
 EXAMPLES = 10  # per parameter; three times as many with any value hostile
+MIN_ARGVS = 1_000  # the whole module (issue 28)
 WATCHDOG_S = 20
 ENV = ("CRONLAB_STORE", "CRONLAB_QUEUE", "CRONLAB_ELECTION", "CRONLAB_APP", "CRONLAB_LAB_TOKEN")
 APP_MODULES = ("jobs", "broken", "raises", "notapp")
 NUMBERS = [  # "sane" has the small valid ones
     "0", "-1", "0.5", "-0", "1e3", "1_000", "nan", "NaN", "inf", "-inf", "1e309", "2147483648",
     "9223372036854775808", "1" + "0" * 30, "9" * 5000, "0x1f", "١٢", "", " ", "1 ",
+    # issue 28: exponents past any bound, signs, Unicode digits int() takes, forms it does not
+    "1e20", "100000000000000000000", "+1", ".5", "1.", "-0.0", "infinity", "-nan", "1e-400",
+    "0b1", "¹", "１２", "٣", "½", "1,000", "1e", "--1",
 ]  # fmt: skip
 TEXTS = [
     "", " ", "-", "--", "x", "é", "日本語", "\u202e", "\udcff", "a" * 100_000, "{", "[]", "null",
     '{"a": NaN}', '{"a": 1}', '{"a":' * 3000 + "1" + "}" * 3000, "$(id)", "%s%n", "\t\n",
     "../../../etc/passwd", "--help",
+    "\r\n", "%00", "'; DROP TABLE schedules; --", "😀" * 50, "x" * 5000, "\\", "*", "~",
 ]  # fmt: skip
 DELAYS = [
     "1s", "90s", "15m", "2h", "3d", "0s", "-1s", "1.5h", "10000000d", "99999999999999999999s",
@@ -73,6 +78,13 @@ CRONS = [
 ]  # fmt: skip
 ZONES = ["UTC", "Europe/Paris", "Nope/Nope", "../../etc/passwd", "posix/UTC", "Etc/GMT+14"]
 HANDLERS = ["fail", "invoice", "noop", "nosuch", "jobs.ping"]  # jobs.ping: --app jobs:app
+WEBHOOKS = [
+    "ftp://u:secret@example.invalid/x", "u:secret@example.invalid/x",
+    "http://u:secret@127.0.0.1:9/x", "https://secret@127.0.0.1:9/x",
+    "http://u:sec/secret@127.0.0.1:9/x", "http://127.0.0.1:99999/x", "http://[::1/x", "http://",
+    "https://hooks.example.invalid/x?token=secret",
+]  # fmt: skip
+METRICS_HOSTS = ["0.0.0.0", "::", "example.invalid", "[::1]", "", "é", "\u202e", "x" * 300]
 
 
 def commands() -> list[tuple[str, ...]]:
@@ -116,22 +128,53 @@ def urls(tmp: Path) -> st.SearchStrategy[str]:
                 "sqlite:///",
                 "sqlite://",
                 "sqlite:",
-                "postgresql://u:secret@127.0.0.1:1/db",  # nothing listens on port 1
-                "redis://:secret@127.0.0.1:1/0",
                 "redis://:secret@127.0.0.1:99999/0",  # a port out of range: a traceback
-                "postgresql://u:secret@[::1/db",  # libpq's error echoed the password
                 "etcd://127.0.0.1:1",
-                "etcd://u:secret@127.0.0.1:99999",
                 "etcd://",
                 "ftp://example.invalid/x",
                 "http://[::1",
                 "lease",
                 "off",
                 "mysql://root@localhost/x",
+                *odd_urls(tmp),
             ]
         ),
         st.sampled_from(TEXTS),
     )
+
+
+def odd_urls(tmp: Path) -> list[str]:
+    """Issue 28's URLs and paths: every URL option of every command meets each of these (the
+    table below), given on the command line and, when it holds a secret, in the environment."""
+    return [
+        "postgresql://u:secret@127.0.0.1:1/db",  # nothing listens on port 1
+        "redis://:secret@127.0.0.1:1/0",
+        "postgresql://u:secret@[::1/db",  # libpq's error echoed the password
+        "etcd://u:secret@127.0.0.1:99999",
+        # issue 28: secrets in forms the redaction missed, options the client reads
+        "host=127.0.0.1 port=1 password=secret",
+        "dbname=x password='secret with spaces'",
+        "postgresql://u:sec/secret@127.0.0.1:1/x",
+        "postgresql://u:a#secret@127.0.0.1:1/x",
+        "postgresql://u:secret",
+        "postgresql://u@127.0.0.1:1/x?password=secret",
+        "redis://u:secret/x@127.0.0.1:1/0",
+        "redis://127.0.0.1:1/0?socket_timeout=abc",
+        "redis://127.0.0.1:1/0?db=abc",
+        "redis://127.0.0.1:1/0?socket_connect_timeout=1e400",
+        "redis://127.0.0.1:1/0?health_check_interval=nan",
+        "etcd://u:secret",
+        # odd paths: too long, too deep, a file as a directory, spaces, kernel files
+        f"sqlite:///{tmp / ('x' * 300)}.db",
+        f"sqlite:///{tmp / ('d/' * 2100)}s.db",
+        f"sqlite:///{tmp / 'jobs.py' / 's.db'}",
+        f"sqlite:///{tmp / 'a b ü.db'}",
+        f"sqlite:///{tmp / 'real#1.db'}",  # (a file: URI cut these short: the data items)
+        f"sqlite:///{tmp / 'q?mode=ro.db'}",
+        f"sqlite:///{tmp / 'a%20b.db'}",
+        "sqlite:////proc/self/mem",
+        "sqlite:////proc/x.db",
+    ]
 
 
 def values(name: str, param: click.Parameter, tmp: Path) -> st.SearchStrategy[str]:
@@ -157,6 +200,8 @@ def values(name: str, param: click.Parameter, tmp: Path) -> st.SearchStrategy[st
         "tz": st.sampled_from(ZONES) | text,
         "handler": st.sampled_from(HANDLERS) | text,
         "host": st.sampled_from(["0.0.0.0", "example.invalid", "[::1]", "999.0.0.1", "", "é"]),
+        "metrics_host": st.sampled_from(METRICS_HOSTS),
+        "alert_webhook": st.sampled_from(WEBHOOKS),
         "bucket": st.sampled_from(["0=-1", "99999999999=1", "0=1e309", "x", "", "0=" + "9" * 30]),
         "crash": st.sampled_from(["replica:99@0", "leader@1e309", "leader@-1", "leader", "@"]),
         "compare": st.sampled_from(["a=0", "replicas=0", "=", "crash=replica:9@0", "x"]),
@@ -173,44 +218,51 @@ def values(name: str, param: click.Parameter, tmp: Path) -> st.SearchStrategy[st
     return text
 
 
+def sane_values(tmp: Path) -> dict[str, list[str]]:
+    """Values that should pass, by parameter name (the first: the table's pick)."""
+    return {
+        "store_url": [f"sqlite:///{tmp / 's.db'}", f"sqlite:///{tmp / 'seeded.db'}"],
+        "queue_url": ["store"],
+        "election": ["lease", "off"],
+        "app_spec": ["jobs:app"],
+        "payload": ["{}", '{"a": 1}'],
+        "delay": ["1s", "15m", "2h", "3d"],
+        "at": ["2030-01-01T00:00:00Z", "+5"],
+        "at_text": ["+5", "2030-01-01T00:00:00Z"],
+        "restart_after": ["300", "never", "1h"],
+        "catchup_window": ["1h", "10m"],
+        "after": ["2030-01-01T00:00:00Z"],
+        "expr": CRONS[:6],
+        "tz": ZONES[:2],
+        "handler": HANDLERS[:3],
+        "host": ["127.0.0.1", "127.0.0.2", "::1", "localhost"],
+        "port": ["1", "8000", "65535"],
+        "bucket": ["0=1000", "5=20"],
+        "crash": ["leader@0", "replica:1@5"],
+        "compare": ["election=off", "crash=none", "replicas=5"],
+        "faults": ["kill", "kill,pause"],
+        "seeds": ["1", "3"],
+        "seed": ["0", "1", str(2**63 - 1)],
+        "name": ["nightly", "a.b-c_1"],
+        "key": ["k1", "invoice/2030-01/7"],
+        "task_id": ["1", "2", "21", "424242"],  # 21: nightly's occurrence
+    }
+
+
 def sane(name: str, param: click.Parameter, tmp: Path) -> st.SearchStrategy[str]:
     """A value that should pass, so that the code behind the parsing runs too."""
-    named = {
-        "store_url": st.sampled_from(
-            [f"sqlite:///{tmp / 's.db'}", f"sqlite:///{tmp / 'seeded.db'}"]
-        ),
-        "queue_url": st.sampled_from(["store"]),
-        "election": st.sampled_from(["lease", "off"]),
-        "app_spec": st.just("jobs:app"),
-        "payload": st.sampled_from(["{}", '{"a": 1}']),
-        "delay": st.sampled_from(["1s", "15m", "2h", "3d"]),
-        "at": st.sampled_from(["2030-01-01T00:00:00Z", "+5"]),
-        "at_text": st.sampled_from(["+5", "2030-01-01T00:00:00Z"]),
-        "restart_after": st.sampled_from(["300", "never", "1h"]),
-        "catchup_window": st.sampled_from(["1h", "10m"]),
-        "after": st.sampled_from(["2030-01-01T00:00:00Z"]),
-        "expr": st.sampled_from(CRONS[:6]),
-        "tz": st.sampled_from(ZONES[:2]),
-        "handler": st.sampled_from(HANDLERS[:3]),
-        "host": st.sampled_from(["127.0.0.1", "127.0.0.2", "::1", "localhost"]),
-        "port": st.sampled_from(["1", "8000", "65535"]),
-        "bucket": st.sampled_from(["0=1000", "5=20"]),
-        "crash": st.sampled_from(["leader@0", "replica:1@5"]),
-        "compare": st.sampled_from(["election=off", "crash=none", "replicas=5"]),
-        "faults": st.sampled_from(["kill", "kill,pause"]),
-        "seeds": st.sampled_from(["1", "3"]),
-        "seed": st.sampled_from(["0", "1", str(2**63 - 1)]),
-        "name": st.sampled_from(["nightly", "a.b-c_1"]),
-        "key": st.sampled_from(["k1", "invoice/2030-01/7"]),
-        "task_id": st.sampled_from(["1", "2", "21", "424242"]),  # 21: nightly's occurrence
-    }
+    return st.sampled_from(sane_list(name, param, tmp))
+
+
+def sane_list(name: str, param: click.Parameter, tmp: Path) -> list[str]:
+    named = sane_values(tmp)
     if name in named:
         return named[name]
     if isinstance(param.type, click.Choice):
-        return st.sampled_from([str(c) for c in param.type.choices])
+        return [str(c) for c in param.type.choices]
     if isinstance(param.type, click.types._NumberParamTypeBase):
-        return st.sampled_from(["1", "2", "3", "5", "10"])
-    return st.sampled_from(["x", "nightly"])
+        return ["1", "2", "3", "5", "10"]
+    return ["x", "nightly"]
 
 
 def value(draw: st.DrawFn, param: click.Parameter, tmp: Path, hostile: bool) -> str:
@@ -350,11 +402,18 @@ def in_process(tmp: Path) -> Iterator[dict[str, Any]]:
             signal.signal(s, h)
 
 
-def run(argv: list[str], tmp: Path) -> tuple[int | str, str, str]:
-    """``cronlab ARGV`` in-process: exit code, stdout, stderr (a traceback if one escaped).
-    An argv still running after ``WATCHDOG_S`` is interrupted and its code is ``"hung"`` (an
-    unbounded count made a command run for hours: a hang in CI would say nothing)."""
+RAN: dict[str, int] = {}  # argvs run, by command
+
+
+def run(
+    argv: list[str], tmp: Path, env: dict[str, str] | None = None
+) -> tuple[int | str, str, str]:
+    """``cronlab ARGV`` in-process (``env``: CRONLAB_* variables set): exit code, stdout,
+    stderr (a traceback if one escaped). An argv still running after ``WATCHDOG_S`` is
+    interrupted and its code is ``"hung"`` (an unbounded count made a command run for hours:
+    a hang in CI would say nothing)."""
     runner = CliRunner()
+    RAN[argv[0] if argv else ""] = RAN.get(argv[0] if argv else "", 0) + 1
     hung = threading.Event()
 
     def interrupt() -> None:
@@ -362,7 +421,8 @@ def run(argv: list[str], tmp: Path) -> tuple[int | str, str, str]:
         _thread.interrupt_main()
 
     watchdog = threading.Timer(WATCHDOG_S, interrupt)
-    with in_process(tmp), runner.isolation(env=dict.fromkeys(ENV)) as (out, err, _):
+    variables: dict[str, str | None] = {**dict.fromkeys(ENV), **(env or {})}
+    with in_process(tmp), runner.isolation(env=variables) as (out, err, _):
         watchdog.start()
         try:
             code: int | str = main(argv)
@@ -400,20 +460,84 @@ def test_no_argv_makes_a_traceback(
     @given(argv=argvs(path, target, tmp))
     def check(argv: list[str]) -> None:
         make_fixtures(tmp)
-        code, out, err = run(argv, tmp)
-        shown = f"cronlab {' '.join(a[:60] for a in argv)}\n{err[-2000:]}"
-        assert "Traceback" not in out + err, shown
-        if code == "hung":  # a command that blocks needs its loop replaced in in_process()
-            raise AssertionError(f"still running after {WATCHDOG_S} s: {shown}")
-        assert code in (0, 1, 2), f"exit {code!r}: {shown}"
-        if code == 2:
-            lines = err.strip().splitlines()
-            assert len(lines) == 1 and lines[0].startswith("cronlab: error: "), shown
-            assert out == "", shown
-            assert not (tmp / "s.db").exists(), f"a refused command wrote the store: {shown}"
+        judge(argv, tmp)
 
     make_fixtures(tmp)
     check()
+
+
+def judge(argv: list[str], tmp: Path, env: dict[str, str] | None = None) -> None:
+    """Run ``argv`` and hold it to the promises: no traceback, no secret shown, exit 0, 1 or
+    2, and a refusal (2) is one line with nothing on stdout and no store written."""
+    code, out, err = run(argv, tmp, env)
+    shown = f"{env or ''} cronlab {' '.join(a[:60] for a in argv)}\n{err[-2000:]}"
+    assert "Traceback" not in out + err, shown
+    assert "secret" not in out + err, f"a secret printed: {shown}"
+    if code == "hung":  # a command that blocks needs its loop replaced in in_process()
+        raise AssertionError(f"still running after {WATCHDOG_S} s: {shown}")
+    assert code in (0, 1, 2), f"exit {code!r}: {shown}"
+    if code == 2:
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("cronlab: error: "), shown
+        assert out == "", shown
+        assert not (tmp / "s.db").exists(), f"a refused command wrote the store: {shown}"
+
+
+# The table: every URL and host option of every command meets each of issue 28's odd URLs,
+# paths, webhooks and hosts (hypothesis, above, draws a few of them per option at random).
+URL_VARIABLES = {"store_url": "CRONLAB_STORE", "queue_url": "CRONLAB_QUEUE"}
+URL_VARIABLES |= {"election": "CRONLAB_ELECTION"}
+TABLE = (*URL_VARIABLES, "alert_webhook", "metrics_host")
+
+
+def table_cases() -> list[tuple[tuple[str, ...], str]]:
+    return [
+        (path, str(p.name))
+        for path in commands()
+        for p in command_at(path).params
+        if isinstance(p, click.Option) and p.name in TABLE
+    ]
+
+
+def table_argvs(
+    path: tuple[str, ...], target: str, tmp: Path
+) -> Iterator[tuple[list[str], dict[str, str] | None]]:
+    """Each of ``target``'s odd values in an argv otherwise sane (its required options, --app
+    and --metrics-port where they apply); a URL holding a secret is given in its environment
+    variable too, where it is allowed."""
+    command = command_at(path)
+    rest: list[str] = []
+    for p in command.params:
+        name = str(p.name)
+        if isinstance(p, click.Option) and name != target and (p.required or name == "app_spec"):
+            rest += [p.opts[0], sane_list(name, p, tmp)[0]]
+    if target == "metrics_host":
+        rest += ["--metrics-port", "65000"]
+    rest += [
+        sane_list(str(p.name), p, tmp)[0]
+        for p in command.params
+        if isinstance(p, click.Argument) and p.required
+    ]
+    flag = next(p.opts[0] for p in command.params if p.name == target)
+    odd = {"alert_webhook": WEBHOOKS, "metrics_host": METRICS_HOSTS}.get(target) or odd_urls(tmp)
+    for text in odd:
+        yield [*path, flag, text, *rest], None
+        if target in URL_VARIABLES and "secret" in text:
+            yield [*path, *rest], {URL_VARIABLES[target]: text}
+
+
+@pytest.mark.parametrize(
+    ("path", "target"),
+    table_cases(),
+    ids=[" ".join(path) + " " + target for path, target in table_cases()],
+)
+def test_every_odd_url_and_host_meets_every_option_that_takes_one(
+    path: tuple[str, ...], target: str, tmp_path: Path
+) -> None:
+    tmp = tmp_path / "w"
+    for argv, env in table_argvs(path, target, tmp):
+        make_fixtures(tmp)
+        judge(argv, tmp, env)
 
 
 def test_every_command_is_fuzzed() -> None:
@@ -432,3 +556,13 @@ def test_the_fuzzer_sees_a_traceback_when_there_is_one(tmp_path: Path) -> None:
     with mock.patch("cronlab.cli.observe.status", side_effect=KeyError("boom")):
         code, _, err = run(["status", "--store", url], tmp_path)
     assert code == "escaped" and "Traceback" in err and "KeyError: 'boom'" in err
+
+
+def test_the_fuzzer_ran_a_thousand_argvs_over_every_command() -> None:
+    """Last in the module: with every case above run, at least ``MIN_ARGVS`` argvs ran and each
+    command had its share (hypothesis stops early when a strategy runs out of new values)."""
+    if len(RAN) < len({p[0] for p in commands()}):
+        pytest.skip("run with the whole module: only some cases ran")
+    print(f"\ncli fuzz: {sum(RAN.values())} argvs, {dict(sorted(RAN.items()))}")
+    assert sum(RAN.values()) >= MIN_ARGVS
+    assert set(RAN) >= {p[0] for p in commands()}

@@ -42,7 +42,7 @@ DEEP = '{"a":' * 5_000 + "1" + "}" * 5_000
         (["schedule", "show", "\udcff"], "not UTF-8"),  # bytes that are not UTF-8: a traceback
         (["scheduler", "--queue", "lease"], "expected store or redis"),  # the store written
         (["scheduler", "--election", "etcd://127.0.0.1:1"], "unreachable"),
-        (["worker", "--queue", "redis://:secret@127.0.0.1:1/0"], "unreachable"),
+        (["worker", "--queue", "redis://127.0.0.1:1/0"], "unreachable"),
         (["cluster", "--queue", "redis://127.0.0.1:1"], "unreachable"),
         (["chaos", "pause-leader", "--for", "nan"], "not a finite number"),
         (["worker", "--queue", "redis://:x@127.0.0.1:99999/0"], "port"),  # ValueError traceback

@@ -5,6 +5,8 @@ The live endpoints drive the real CLI, store and processes, scaled down (``small
 so a run costs seconds. The operations run in an order that meets both states of the live run:
 start (one run, then 409s), what reads or signals it while it goes, stop, the same reads again.
 The module ends by checking that nothing it started is alive and no run folder is left.
+The operator's console and the engine's metrics port (issue 28) get the same treatment, each
+from its own document.
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from typing import Any
 
 import pytest
 import schemathesis
+from prometheus_client import CollectorRegistry
 from schemathesis import Case
 
 from cronlab import stores
 from cronlab.core.policy import Schedule
+from cronlab.metrics import server
+from cronlab.metrics.prometheus import PrometheusMetrics, StoreCollector
 from cronlab.runtime.clock import SystemClock
 from cronlab.web import console_api, openapi
 from cronlab.web.app import LabConfig, create_app
@@ -131,8 +136,9 @@ def only_rules_across_parameters(
     return None
 
 
-def check(case: Case) -> None:
-    CASES[case.operation.label] = CASES.get(case.operation.label, 0) + 1
+def check(case: Case, where: str = "") -> None:
+    label = f"{where}{case.operation.label}"
+    CASES[label] = CASES.get(label, 0) + 1
     case.call_and_validate()
 
 
@@ -243,3 +249,43 @@ def test_the_console_document_lists_every_operation() -> None:
 @console_schema.parametrize()
 def test_the_console(case: Case, console_folder: None) -> None:
     check(case)
+
+
+# The engine's metrics port (issue 28): its own document (metrics/server.py) and its guarded
+# WSGI app over the engine's instruments and the store's collector, on the console's store;
+# bound to loopback with no token, and off loopback with one (the cases carry none: 403).
+METRICS_EXAMPLES = 50
+
+
+def metrics_registry() -> CollectorRegistry:
+    registry = CollectorRegistry()
+    PrometheusMetrics(registry).dispatched(3)
+    registry.register(StoreCollector(console_store, SystemClock().now_ms))
+    return registry
+
+
+def metrics_schema(host: str, token: str | None) -> Any:
+    loaded = schemathesis.openapi.from_dict(
+        server.document(),
+        config=schemathesis.Config.from_dict(
+            {
+                "seed": SEED,
+                "base-url": "http://127.0.0.1",
+                "workers": 1,
+                "generation": {"max-examples": METRICS_EXAMPLES, "database": "none"},
+                "checks": {"positive_data_acceptance": {"expected-statuses": ACCEPTED}},
+            }
+        ),
+    )
+    loaded.app = server.guarded(metrics_registry(), host, token)
+    return loaded
+
+
+@metrics_schema("127.0.0.1", None).parametrize()
+def test_the_metrics_port(case: Case, console_folder: None) -> None:
+    check(case, "metrics port ")
+
+
+@metrics_schema("0.0.0.0", "a-token").parametrize()
+def test_the_metrics_port_off_loopback(case: Case, console_folder: None) -> None:
+    check(case, "metrics port, token ")

@@ -100,3 +100,22 @@ def test_scraping_again_and_again_leaves_no_connection_open(tmp_path: Path) -> N
     for _ in range(30):
         scrape(registry)
     assert len(os.listdir("/proc/self/fd")) <= before
+
+
+def test_a_scrape_while_the_store_cannot_be_read_still_answers() -> None:
+    """Issue 28: a cluster serves its metrics port before its store exists (the port is bound
+    first, the store checked after); a scrape then was a 500. The process's own instruments
+    are still served, the store's are left out until it can be read."""
+    from cronlab.exceptions import BackendBusy, ConfigError
+
+    for error in (ConfigError("no store at 's.db' (file does not exist)"), BackendBusy("busy")):
+
+        def unreadable(error: Exception = error) -> MemoryStore:
+            raise error
+
+        registry = CollectorRegistry()
+        PrometheusMetrics(registry).dispatched(2)
+        registry.register(StoreCollector(unreadable, lambda: 1_000))
+        got = scrape(registry)
+        assert got["cronlab_tasks_dispatched"][0].value == 2  # type: ignore[attr-defined]
+        assert "cronlab_queue_depth" not in got

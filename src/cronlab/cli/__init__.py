@@ -7,8 +7,9 @@ import sys
 
 import click
 
-from cronlab.exceptions import ConfigError, CronlabError
-from cronlab.urls import redact
+from cronlab.exceptions import BackendUnavailable, ConfigError, CronlabError
+from cronlab.runtime import reports
+from cronlab.urls import redact, redact_text
 
 # command → "module:attribute"; a module is imported only when its command runs, so a SQLite
 # user's ``cronlab worker`` loads no web server and no numpy.
@@ -93,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(exc.format_message())
     except click.ClickException as exc:
         return _fail(exc.format_message())
+    except BackendUnavailable as exc:
+        return _fail(str(exc), "unavailable")
     except CronlabError as exc:
         return _fail(str(exc))
     except click.exceptions.Exit as exc:
@@ -125,9 +128,11 @@ def _utf8(text: str) -> bool:
     return True
 
 
-def _fail(message: str) -> int:
-    line = " ".join(message.split())
-    click.echo(f"cronlab: error: {line}", err=True)
+def _fail(message: str, kind: reports.Kind = "config") -> int:
+    """The one error line and exit 2 (a cluster's child: the line goes to its cluster)."""
+    line = redact_text(" ".join(message.split()))  # (click's messages quote what was typed)
+    if not reports.send(kind, line):
+        click.echo(f"cronlab: error: {line}", err=True)
     return 2
 
 

@@ -6,7 +6,7 @@ import click
 
 from cronlab import distributed
 from cronlab.cli.knobs import Finite
-from cronlab.cli.options import CLOCK, OBSERVE_ELECTION, STORE, open_store
+from cronlab.cli.options import CLOCK, INDEX, OBSERVE_ELECTION, STORE, open_store
 from cronlab.runtime import chaos
 
 
@@ -51,7 +51,7 @@ def pause_leader_cmd(store_url: str, election: str, seconds: float, mid_dispatch
 @chaos_cmd.command("crash-replica")
 @STORE
 @OBSERVE_ELECTION
-@click.argument("index", type=click.IntRange(min=0))
+@click.argument("index", type=INDEX)
 def crash_replica_cmd(store_url: str, election: str, index: int) -> None:
     """SIGKILL scheduler replica INDEX."""
     elector = distributed.observer(election, CLOCK)
@@ -61,7 +61,7 @@ def crash_replica_cmd(store_url: str, election: str, index: int) -> None:
 
 @chaos_cmd.command("kill-worker")
 @STORE
-@click.argument("index", type=click.IntRange(min=0), required=False)
+@click.argument("index", type=INDEX, required=False)
 def kill_worker_cmd(store_url: str, index: int | None) -> None:
     """SIGKILL worker INDEX (default: the lowest live one)."""
     e = chaos.kill_worker(open_store(store_url, create=False), CLOCK, index)

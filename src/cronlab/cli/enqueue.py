@@ -27,6 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from cronlab import app as apps
 from cronlab.cli import schedule as schedule_cli
+from cronlab.cli.knobs import no_typed_secret
 from cronlab.core import delays
 from cronlab.core.policy import from_ms
 from cronlab.exceptions import ConfigError
@@ -52,6 +53,7 @@ SPOOL_MEMORY = 16 * 1024 * 1024  # bytes of checked lines kept in memory, then a
     "--store",
     "store_url",
     default=None,
+    callback=no_typed_secret,
     metavar="URL",
     help="sqlite:///PATH or postgresql://… (default: the --app's own store, or CRONLAB_STORE).",
 )

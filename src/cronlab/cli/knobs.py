@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -50,6 +51,30 @@ class Finite(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+def untyped_secret(value: str | None, ctx: click.Context, param: click.Parameter) -> None:
+    """ConfigError for a URL holding a password typed on the command line: every user of the
+    host reads a process's argv (``ps``), and whatever records each exec keeps it, so a
+    title rewritten after start-up would still have shown it. Its variable carries it
+    instead (``CRONLAB_STORE``...), readable by this user alone."""
+    from cronlab import urls
+    from cronlab.exceptions import ConfigError
+
+    source = ctx.get_parameter_source(param.name or "")
+    if not value or source is not ParameterSource.COMMANDLINE or urls.redact(value) == value:
+        return
+    variable = param.envvar if isinstance(param.envvar, str) else "CRONLAB_STORE"
+    raise ConfigError(
+        f"{param.opts[0]} {urls.redact(value)!r}: a password typed on the command line is "
+        f"readable by every user of this host (ps); set {variable} instead"
+    )
+
+
+def no_typed_secret(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback for a URL option: no password typed on the command line."""
+    untyped_secret(value, ctx, param)
+    return value
 
 
 def echo_list(

@@ -13,7 +13,7 @@ import click
 from cronlab import distributed
 from cronlab.app import App
 from cronlab.app import load as load_app
-from cronlab.cli.knobs import Finite, knob
+from cronlab.cli.knobs import Finite, knob, no_typed_secret, untyped_secret
 from cronlab.exceptions import ConfigError
 from cronlab.runtime.clock import SystemClock
 from cronlab.runtime.duties import Operations
@@ -21,13 +21,15 @@ from cronlab.stores.sql import SqlStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 CLOCK = SystemClock()
+STORE_HELP = "sqlite:///PATH or postgresql://… (or CRONLAB_STORE: keeps a password out of ps)."
 STORE = click.option(
     "--store",
     "store_url",
     required=True,
     envvar="CRONLAB_STORE",
+    callback=no_typed_secret,
     metavar="URL",
-    help="sqlite:///PATH or postgresql://… (or the CRONLAB_STORE environment variable).",
+    help=STORE_HELP,
 )
 ELECTION_HELP = "lease, off (the anti-pattern: every replica dispatches) or etcd://host:2379."
 QUEUE = click.option(
@@ -35,9 +37,9 @@ QUEUE = click.option(
     "queue_url",
     envvar="CRONLAB_QUEUE",
     default=None,
-    callback=lambda ctx, param, value: distributed.check_queue(value),
+    callback=lambda ctx, param, value: no_typed_secret(ctx, param, distributed.check_queue(value)),
     metavar="URL",
-    help="redis://host:6379 (default: the store's own queue).",
+    help="redis://host:6379 (default: the store's own queue; or CRONLAB_QUEUE).",
 )
 APP = click.option(
     "--app",
@@ -53,6 +55,10 @@ JSON = click.option("--json", "as_json", is_flag=True, help="One JSON object on 
 
 DAY_S = 86_400.0
 SECONDS = Finite(min=0.1, max=DAY_S)
+MAX_BATCH = 1_000_000  # tasks or messages one transaction takes
+BATCH = click.IntRange(min=1, max=MAX_BATCH)
+MAX_INDEX = 1_000_000  # a process's --replica or --index (the registry stores it)
+INDEX = click.IntRange(min=0, max=MAX_INDEX)
 TIMERS = knob(
     "--timers",
     click.Choice(["durable", "in-memory"]),
@@ -99,7 +105,13 @@ METRICS_PORT = click.option(
     default=None,
     help="Serve Prometheus metrics at http://HOST:PORT/metrics.",
 )
-METRICS_HOST = knob("--metrics-host", click.STRING, "127.0.0.1", "Address the metrics port binds.")
+METRICS_HOST = knob(
+    "--metrics-host",
+    click.STRING,
+    "127.0.0.1",
+    "Address the metrics port binds (off loopback, scrapes need CRONLAB_METRICS_TOKEN as a "
+    "bearer token).",
+)
 
 
 def with_operations(command: Callable[..., None]) -> Callable[..., None]:
@@ -131,6 +143,9 @@ def operations(
 
     alerts.webhook(alert_webhook)
     if metrics_port is not None:
+        from cronlab.metrics import server
+
+        server.check(metrics_host, server.token_from_env())
         check_listen(metrics_port, metrics_host)
     return Operations(
         keep_ms=retention.parse_keep(keep),
@@ -155,7 +170,9 @@ def check_listen(port: int, host: str) -> None:
 
 def check_election(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """Click callback for ``--election``."""
-    return distributed.check_election(value)
+    checked = distributed.check_election(value)
+    untyped_secret(checked, ctx, param)
+    return checked
 
 
 def election_option(help: str) -> Callable[[F], F]:

@@ -10,19 +10,21 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import click
 
 from cronlab import distributed, stores
 from cronlab.app import schedule_store
-from cronlab.cli.knobs import Finite, knob
+from cronlab.cli.knobs import Finite, knob, no_typed_secret
 from cronlab.cli.options import (
     APP,
+    BATCH,
     BATCH_HELP,
     CLOCK,
     DAY_S,
     ELECTION,
+    INDEX,
     LEASE_TTL,
     METRICS_HOST,
     METRICS_PORT,
@@ -38,9 +40,9 @@ from cronlab.cli.options import (
     operations,
     with_operations,
 )
-from cronlab.exceptions import ConfigError
+from cronlab.exceptions import BackendBusy, BackendUnavailable, ConfigError
 from cronlab.ports import Retry, SyncReport, Waiter
-from cronlab.runtime import cluster, duties, embedded
+from cronlab.runtime import cluster, duties, embedded, reports, startup
 from cronlab.runtime.duties import Operations
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig, Timers
 from cronlab.runtime.worker import IDLE_MS, WOKEN_IDLE_MS, Worker, WorkerConfig
@@ -48,8 +50,10 @@ from cronlab.stores import LOCK_WAIT_S
 from cronlab.stores.sql import SqlStore
 from cronlab.urls import redact
 
+T = TypeVar("T")
 MAX_RATE = 1e8  # tasks/s per worker
-MAX_INDEX = 1_000_000  # a process's --replica or --index (the registry stores it)
+MAX_ATTEMPTS = 101  # a task's retries are 0..100 (tasks.py)
+MAX_RETRY_BASE_S = Retry().cap_ms / 1000  # retries back off from the base, doubling, to this
 CONCURRENCY = knob(
     "--concurrency", click.IntRange(min=1, max=10_000), 100, "Async tasks a worker runs at once."
 )
@@ -91,8 +95,8 @@ def wakeups_on() -> bool:
 @RESTART_AFTER
 @SCAN_INTERVAL
 @VISIBILITY
-@knob("--scan-batch", click.IntRange(min=1), 10_000, "Tasks a leader claims per transaction.")
-@knob("--worker-batch", click.IntRange(min=1), 10_000, BATCH_HELP)
+@knob("--scan-batch", BATCH, 10_000, "Tasks a leader claims per transaction.")
+@knob("--worker-batch", BATCH, 10_000, BATCH_HELP)
 @CONCURRENCY
 @FENCING
 @with_operations
@@ -113,20 +117,51 @@ def cluster_cmd(
         os.environ["CRONLAB_QUEUE"] = queue_url  # the children read --queue from it
     if app_spec:
         os.environ["CRONLAB_APP"] = app_spec  # the children read --app from it
+    _children_take(cfg)
     procs = cluster.Cluster(cfg, CLOCK)
-    procs.launch()  # they import while this process checks; they wait at the start gate
-    try:
+    try:  # (a Ctrl-C during start-up too: no child, metrics directory or pipe left behind)
+        procs.launch()  # they import while this process checks; they wait at the start gate
         store = _checked_store(cfg, app_spec, queue_url, not no_idempotency)
+        click.echo(
+            f"cronlab cluster: {cfg.replicas} schedulers ({redact(cfg.election)}, "
+            f"{cfg.timers} timers), {cfg.workers} workers on {redact(cfg.store_url)} — Ctrl-C "
+            "stops",
+            err=True,
+        )
+        procs.go(store)
     except BaseException:
         procs.abort()  # a mistake stays one line: theirs exit without a word
         raise
-    click.echo(
-        f"cronlab cluster: {cfg.replicas} schedulers ({redact(cfg.election)}, {cfg.timers} "
-        f"timers), {cfg.workers} workers on {redact(cfg.store_url)} — Ctrl-C stops",
-        err=True,
-    )
-    procs.go(store)
     procs.run()
+
+
+def _children_take(cfg: cluster.ClusterConfig) -> None:
+    """Each child's command line, parsed by the child's own command before any child starts:
+    a value the cluster took but its children would refuse is the cluster's one line, not a
+    crash loop of children."""
+    for role, command in (("scheduler", scheduler_cmd), ("worker", worker_cmd)):
+        argv = cluster.command(cfg, role, 0)[4:]  # (python -m cronlab ROLE …)
+        with _environment(cluster.secret_env(cfg)):
+            try:
+                command.make_context(role, argv)
+            except click.ClickException as exc:
+                why = exc.format_message()
+                raise ConfigError(f"the cluster's {role}s would refuse it: {why}") from None
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``values`` in ``os.environ`` for the block (what a child would find there)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _checked_store(
@@ -137,10 +172,10 @@ def _checked_store(
     app = app_for(app_spec)  # a bad --app is one line here, not a crash loop of children
     _check_idempotency(app, idempotent)
     distributed.reach(cfg.election, queue_url)  # before the store: a cluster that cannot start
-    store = open_store(cfg.store_url, create=True)
-    app.start(store)
-    echo_sync(app.sync(schedule_store(store)))
-    _idempotency(app, store, idempotent)
+    store = patiently(lambda: open_store(cfg.store_url, create=True), "cluster")
+    patiently(lambda: app.start(store), "cluster")
+    echo_sync(patiently(lambda: app.sync(schedule_store(store)), "cluster"))
+    patiently(lambda: _idempotency(app, store, idempotent), "cluster")
     return store
 
 
@@ -158,14 +193,14 @@ def _restart_after(text: str) -> float | None:
 
 @click.command("scheduler")
 @STORE
-@click.option("--replica", type=click.IntRange(0, MAX_INDEX), default=0, show_default=True)
+@click.option("--replica", type=INDEX, default=0, show_default=True)
 @ELECTION
 @QUEUE
 @APP
 @TIMERS
 @LEASE_TTL
 @SCAN_INTERVAL
-@knob("--batch", click.IntRange(min=1), 10_000, "Tasks claimed per transaction.")
+@knob("--batch", BATCH, 10_000, "Tasks claimed per transaction.")
 @FENCING
 @with_operations
 def scheduler_cmd(
@@ -184,12 +219,17 @@ def scheduler_cmd(
     """One scheduler replica (the cluster starts these)."""
     _at_the_gate(store_url)
     app = app_for(app_spec)  # a bad --app: one line, nothing written
-    distributed.reach(election, queue_url)  # an unreachable backend: the same
+    who = f"scheduler {replica}"
     wait_s = min(LOCK_WAIT_S, lease_ttl_s / 2)  # a paused writer is given up before a takeover
-    sql_store = open_store(store_url, create=True, election=election, lock_wait_s=wait_s)
-    echo_sync(app.sync(schedule_store(sql_store)), quiet=True)
-    elector, mode = distributed.open_elector(election, sql_store, CLOCK)
-    queue, store = distributed.open_queue(queue_url, sql_store, CLOCK)
+
+    def opened() -> SqlStore:
+        distributed.reach(election, queue_url)  # an unreachable backend: one line, too
+        return open_store(store_url, create=True, election=election, lock_wait_s=wait_s)
+
+    sql_store = patiently(opened, who)
+    echo_sync(patiently(lambda: app.sync(schedule_store(sql_store)), who), quiet=True)
+    elector, mode = patiently(lambda: distributed.open_elector(election, sql_store, CLOCK), who)
+    queue, store = patiently(lambda: distributed.open_queue(queue_url, sql_store, CLOCK), who)
     cfg = SchedulerConfig(
         replica=replica,
         election=mode,
@@ -222,12 +262,18 @@ def scheduler_cmd(
 
 @click.command("worker")
 @STORE
-@click.option("--index", type=click.IntRange(0, MAX_INDEX), default=0, show_default=True)
+@click.option("--index", type=INDEX, default=0, show_default=True)
 @click.option("--rate", type=Finite(min=0.001, max=MAX_RATE), default=None, help="Tasks/s cap.")
-@knob("--batch", click.IntRange(min=1), 10_000, BATCH_HELP)
+@knob("--batch", BATCH, 10_000, BATCH_HELP)
 @VISIBILITY
-@knob("--max-attempts", click.IntRange(min=1), 5)
-@knob("--retry-base", Finite(min=0, max=DAY_S), 0.5, "Seconds.")
+@knob("--max-attempts", click.IntRange(min=1, max=MAX_ATTEMPTS), 5)
+@knob(
+    "--retry-base",
+    Finite(min=0, max=MAX_RETRY_BASE_S),
+    0.5,
+    f"Seconds before a failed task's first retry, doubling each time to at most "
+    f"{MAX_RETRY_BASE_S:g} s.",
+)
 @QUEUE
 @APP
 @CONCURRENCY
@@ -253,10 +299,15 @@ def worker_cmd(
     _at_the_gate(store_url)
     ops = operations("30d", None, metrics_port, metrics_host)
     app = app_for(app_spec)
-    distributed.reach("lease", queue_url)
-    sql_store = open_store(store_url, create=True)
-    app.start(sql_store)
-    queue, store = distributed.open_queue(queue_url, sql_store, CLOCK)
+    who = f"worker {index}"
+
+    def opened() -> SqlStore:
+        distributed.reach("lease", queue_url)
+        return open_store(store_url, create=True)
+
+    sql_store = patiently(opened, who)
+    patiently(lambda: app.start(sql_store), who)
+    queue, store = patiently(lambda: distributed.open_queue(queue_url, sql_store, CLOCK), who)
     retry = Retry(max_attempts=max_attempts, base_ms=int(retry_base * 1000))
     cfg = WorkerConfig(
         index=index,
@@ -284,6 +335,15 @@ def worker_cmd(
             heartbeat=beat,
             waiter=waiter,
         ).run(Stop())
+
+
+def patiently(step: Callable[[], T], who: str) -> T:
+    """``step`` with start-up's patience (``runtime/startup.py``): a busy store is waited
+    out, with a bound and a line; in a cluster's child, whose cluster has just reached every
+    backend, a backend that does not answer is too."""
+    child = reports.ENV in os.environ
+    transient = BackendUnavailable if child else BackendBusy
+    return startup.patiently(step, who, CLOCK, transient=transient)
 
 
 def _at_the_gate(store_url: str) -> None:
@@ -323,6 +383,7 @@ def echo_sync(report: SyncReport, *, quiet: bool = False) -> None:
     "--store",
     "store_url",
     default=None,
+    callback=no_typed_secret,
     metavar="URL",
     help="sqlite:///PATH or postgresql://… (default: the app's own, or CRONLAB_STORE).",
 )

@@ -60,6 +60,8 @@ def _check_port(host: str, port: int) -> None:
         except OSError as exc:
             why = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc})"
             raise ConfigError(f"port {port} on {host} {why}") from None
+        except (UnicodeError, TypeError, ValueError) as exc:  # a name IDNA cannot encode
+            raise ConfigError(f"--host {host[:80]!r} is not a host name ({exc})") from None
 
 
 def _url_host(host: str) -> str:

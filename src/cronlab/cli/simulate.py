@@ -10,31 +10,36 @@ from rich.console import Console
 from rich.table import Table
 
 from cronlab.cli.knobs import knob, repeatable
-from cronlab.core import params, workload
+from cronlab.core import model, params, workload
 from cronlab.core.model import Result, Scenario, Totals, simulate
 from cronlab.core.series import per_minute
 
 TICKER_HEAD, TICKER_TAIL = 12, 6
 
 
-INTS = click.IntRange(min=1)
+TTL_S = click.IntRange(min=1, max=model.MAX_TTL_S)
 
 
 @click.command("simulate")
 @knob("--preset", click.Choice(workload.PRESETS), "midnight", "Workload shape.")
 @knob(
     "--tasks",
-    click.IntRange(min=0),
+    click.IntRange(min=0, max=model.MAX_TASKS),
     workload.DEFAULT_TASKS,
     "Tasks (midnight, spread) or tasks per minute (steady).",
 )
-@knob("--minutes", INTS, workload.DEFAULT_MINUTES, "Minutes for steady and spread.")
+@knob(
+    "--minutes",
+    click.IntRange(min=1, max=model.MAX_BUCKETS),
+    workload.DEFAULT_MINUTES,
+    "Minutes for steady and spread.",
+)
 @repeatable("--bucket", "buckets", "MINUTE=COUNT", "Due tasks at a minute; overrides the preset.")
-@knob("--replicas", INTS, 3)
-@knob("--workers", INTS, 5, "Worker pods.")
-@knob("--rate", INTS, 200, "Tasks per second per pod.")
+@knob("--replicas", click.IntRange(min=1, max=model.MAX_REPLICAS), 3)
+@knob("--workers", click.IntRange(min=1, max=model.MAX_WORKERS), 5, "Worker pods.")
+@knob("--rate", click.IntRange(min=1, max=model.MAX_RATE), 200, "Tasks per second per pod.")
 @knob("--election", click.Choice(["lease", "off"]), "lease")
-@knob("--lease-ttl", INTS, 10, "Seconds.")
+@knob("--lease-ttl", TTL_S, 10, "Seconds.")
 @click.option(
     "--durable/--in-memory",
     default=True,
@@ -61,11 +66,11 @@ INTS = click.IntRange(min=1)
     "on",
     "Off: a paused leader that lost its lease still writes the batch it held.",
 )
-@knob("--batch", INTS, 10_000, "Dispatch batch.")
+@knob("--batch", click.IntRange(min=1, max=model.MAX_TASKS), 10_000, "Dispatch batch.")
 @repeatable(
     "--worker-crash", "worker_crashes", "POD@T", "Worker pod POD dies at second T, before its ack."
 )
-@knob("--visibility", INTS, 30, "Seconds.")
+@knob("--visibility", TTL_S, 30, "Seconds.")
 @knob(
     "--pod-restart", click.STRING, "30", "A crashed pod is back after S seconds.", metavar="S|never"
 )

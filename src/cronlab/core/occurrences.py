@@ -24,6 +24,9 @@ BACKFILL_PREFIX = "backfill:"
 PLANNED = (OCCURRENCE_PREFIX, BACKFILL_PREFIX)  # the keys a dispatch plans
 RESERVED = (OCCURRENCE_PREFIX, BACKFILL_PREFIX, TRIGGER_PREFIX)
 MAX_BACKFILL = 1_000  # occurrences one backfill may add
+# The first instant a backfill may start at: 1000-01-01T00:00Z (what the console's document
+# allows); near year 1 the calendar arithmetic leaves datetime's range.
+EARLIEST_MS = -30_610_224_000_000
 MAX_NOTE = 500  # characters of a pause note
 
 
@@ -90,7 +93,10 @@ def same_definition(stored: Schedule, wanted: Schedule) -> bool:
 
 def backfill_fires(schedule: Schedule, from_ms: int, to_ms: int, now_ms: int) -> list[int]:
     """The schedule's fire times in [from_ms, to_ms); ConfigError, before anything is written,
-    for a range that is backwards, reaches past now, or holds more than ``MAX_BACKFILL``."""
+    for a range that starts before ``EARLIEST_MS``, is backwards, reaches past now, or holds
+    more than ``MAX_BACKFILL``."""
+    if from_ms < EARLIEST_MS:
+        raise ConfigError("backfill: --from must be 1000-01-01T00:00Z or later")
     if from_ms >= to_ms:
         raise ConfigError("backfill: --from must be before --to")
     if to_ms > now_ms:

@@ -14,19 +14,12 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from prometheus_client import (
-    REGISTRY,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    start_http_server,
-)
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from cronlab.core.occurrences import BACKFILL_PREFIX
-from cronlab.exceptions import ConfigError
+from cronlab.exceptions import CronlabError
 from cronlab.ports import Ended
 
 if TYPE_CHECKING:
@@ -113,10 +106,15 @@ class StoreCollector:
         self._open, self._now, self._close = open_store, now_ms, close
 
     def collect(self) -> Iterator[Metric]:
-        store = self._open()
+        try:
+            store = self._open()
+        except CronlabError:  # not there yet (a cluster binds its port first), busy, down:
+            return  # the process's own instruments are still served, these are left out
         try:
             depth, due = store.queue_depth(), store.pending_due(self._now())
             missed_rows = store.named("schedule_missed")
+        except CronlabError:
+            return
         finally:
             if self._close:
                 store.close()
@@ -135,12 +133,12 @@ class StoreCollector:
 
 
 def serve(port: int, host: str, registry: CollectorRegistry) -> None:
-    """Serve ``registry`` at http://HOST:PORT/metrics in a daemon thread; a port that is taken
-    is a one-line ConfigError."""
-    try:
-        start_http_server(port, addr=host, registry=registry)
-    except OSError as exc:
-        raise ConfigError(f"--metrics-port {port} on {host}: {exc.strerror or exc}") from None
+    """Serve ``registry`` at http://HOST:PORT/metrics in a daemon thread, under the servers'
+    rules (``server.py``: loopback Host names, a token off loopback); a port that is taken is
+    a one-line ConfigError."""
+    from cronlab.metrics import server
+
+    server.serve(port, host, registry, server.token_from_env())
 
 
 def for_process(

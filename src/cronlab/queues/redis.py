@@ -155,6 +155,9 @@ return n
 """
 
 
+MAX_SECONDS_OPTION = 86_400  # a URL's socket_timeout, health_check_interval...
+
+
 @dataclass(frozen=True, kw_only=True)
 class RedisUrl(Url):
     """``redis://host:port[/db][?prefix=NAME]``; keys start with ``prefix`` (default cronlab)."""
@@ -171,7 +174,36 @@ def parse_url(text: str) -> RedisUrl:
     query = dict(parse_qsl(parts.query))
     prefix = query.pop("prefix", "cronlab")
     client = urlunsplit(parts._replace(query=urlencode(query)))
+    _check_options(client, text)
     return RedisUrl(client_url=client, prefix=prefix, text=text)
+
+
+def _check_options(client: str, text: str) -> None:
+    """The client's own reading of the URL's options (``db``, ``socket_timeout``...), now
+    rather than at the first connection: a value it cannot read, or a time that is not a
+    positive finite number of seconds, is a ConfigError naming the option."""
+    from redis.connection import parse_url as client_options
+
+    shown = redact(text)
+    try:
+        found = client_options(client)  # type: ignore[no-untyped-call]
+    except ValueError as exc:  # "Invalid value for 'db' in connection URL."
+        why = urls.scrub(str(exc), text).rstrip(".")
+        raise ConfigError(f"malformed Redis URL {shown!r}: {why[:1].lower()}{why[1:]}") from None
+    for name, value in found.items():
+        if _bad_seconds(name, value):
+            raise ConfigError(
+                f"malformed Redis URL {shown!r}: {name} must be seconds, more than 0 "
+                f"(0 too for an interval) and at most {MAX_SECONDS_OPTION:,}"
+            )
+
+
+def _bad_seconds(name: str, value: object) -> bool:
+    """A ``*_timeout`` that is not in (0, MAX] or an ``*_interval`` not in [0, MAX]."""
+    if not name.endswith(("_timeout", "_interval")) or not isinstance(value, float | int):
+        return False
+    low_ok = value >= 0 if name.endswith("_interval") else value > 0
+    return not (low_ok and value <= MAX_SECONDS_OPTION)  # (nan fails both)
 
 
 def connect(url: RedisUrl, timeout_s: float = 5.0) -> redis.Redis:

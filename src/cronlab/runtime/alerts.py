@@ -28,7 +28,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
+from cronlab import urls
 from cronlab.core import policy
 from cronlab.exceptions import ConfigError
 from cronlab.ports import Alert, Clock, Watched
@@ -63,13 +65,34 @@ class Webhook:
 
 
 def webhook(url: str | None) -> Webhook | None:
-    """``--alert-webhook``: an http(s) URL, signed with ``CRONLAB_ALERT_SECRET`` if it is set."""
+    """``--alert-webhook``: an http(s) URL, signed with ``CRONLAB_ALERT_SECRET`` if it is set.
+    A user or password in it is refused (urllib sends no such credentials: every delivery
+    would fail, its error echoing them); no message shows the user part."""
     if not url:
         return None
+    shown = urls.redact(url, user=False)[:120]
     if url.partition("://")[0] not in ("http", "https") or "://" not in url:
-        raise ConfigError(f"--alert-webhook must be an http:// or https:// URL, got {url[:80]!r}")
+        raise ConfigError(f"--alert-webhook must be an http:// or https:// URL, got {shown!r}")
+    netloc = _netloc(url)
+    if "@" in netloc:
+        raise ConfigError(
+            f"--alert-webhook {shown!r}: a user or password in the URL is refused; "
+            f"authenticate the receiver with {SECRET_ENV} (each POST is signed)"
+        )
+    if not netloc:
+        raise ConfigError(f"--alert-webhook {shown!r}: expected http(s)://host[:port]/PATH")
     secret = os.environ.get(SECRET_ENV)
     return Webhook(url=url, secret=secret.encode() if secret else None)
+
+
+def _netloc(url: str) -> str:
+    """The host part of ``url`` as urllib reads it, or "" when urllib cannot (a ``[`` not
+    closed, a port that is not a number: a password's unencoded ``/`` or ``#`` ends it early)."""
+    try:
+        parts = urlsplit(url)
+        return parts.netloc if parts.hostname and parts.port != 0 else ""
+    except ValueError:
+        return ""
 
 
 def signature(secret: bytes, body: bytes) -> str:
@@ -149,7 +172,8 @@ class Sender:
             try:
                 self._send(self.hook, body, alert.id)
             except Exception as exc:  # any failure is the receiver's: retried later
-                self._done.put((alert.id, f"{type(exc).__name__}: {exc}"[:300]))
+                why = urls.scrub(f"{type(exc).__name__}: {exc}", self.hook.url)
+                self._done.put((alert.id, why[:300]))
             else:
                 self._done.put((alert.id, None))
 

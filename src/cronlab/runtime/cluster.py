@@ -26,16 +26,18 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from cronlab.exceptions import ConfigError
 from cronlab.ports import Clock, Event, ProcessInfo, Store
-from cronlab.runtime import chaos, proc
+from cronlab.runtime import chaos, proc, reports
 from cronlab.runtime.duties import Operations
 from cronlab.urls import redact
 
 PR_SET_PDEATHSIG = 1
 USAGE_EXIT = 2  # what cronlab exits with on a user's mistake
 STARTUP_S = 30.0  # a child that exits so soon with USAGE_EXIT failed at start-up
+METRICS_PREFIX = "cronlab-metrics-"  # + the cluster's pid + "-": a dead cluster's is reaped
 
 POLL_S = 0.2
 # A batch allocates thousands of short-lived objects (messages, contexts, rows): with the
@@ -182,6 +184,8 @@ class Cluster:
         self.failed: str | None = None
         self.metrics_dir: str | None = None
         self.metrics_env: dict[str, str] = {}
+        self._reports: tuple[int, int] | None = None  # the children's report pipe (r, w)
+        self._reported: dict[int, tuple[str, str]] = {}  # pid → (kind, line)
 
     def slots(self) -> list[tuple[str, int]]:
         return [("scheduler", i) for i in range(self.cfg.replicas)] + [
@@ -196,6 +200,8 @@ class Cluster:
     def launch(self) -> None:
         """Start every child; each waits at the start gate until ``go`` or ``abort``."""
         self._serve_metrics()
+        self._reports = os.pipe()
+        os.set_blocking(self._reports[0], False)
         read, self._gate = os.pipe()
         try:
             for slot in self.slots():
@@ -216,10 +222,14 @@ class Cluster:
             os.close(gate)
 
     def abort(self) -> None:
-        """The cluster cannot start: the gate closes unopened and the children exit."""
+        """The cluster cannot start: the gate closes unopened and the children exit (opened
+        already, when the start was interrupted after ``go``: they are stopped)."""
         gate, self._gate = self._gate, None
         if gate is not None:
             os.close(gate)
+        elif self._store is not None:
+            for child in self.children.values():
+                _signal(child.pid, signal.SIGTERM)
         for child in self.children.values():
             try:
                 child.wait(timeout=STOP_GRACE_S)
@@ -227,6 +237,7 @@ class Cluster:
                 child.kill()
                 child.wait()
         self._drop_metrics()
+        self._close_reports()
 
     def run(self) -> None:
         """Foreground, after ``launch`` and ``go``: watch until SIGINT/SIGTERM, restart
@@ -241,6 +252,7 @@ class Cluster:
             for s, handler in old.items():
                 signal.signal(s, handler)
             self._drop_metrics()
+            self._close_reports()
         if self.failed is not None:
             raise ConfigError(self.failed)
 
@@ -248,6 +260,12 @@ class Cluster:
         if self.metrics_dir is not None:
             shutil.rmtree(self.metrics_dir, ignore_errors=True)
             self.metrics_dir = None
+
+    def _close_reports(self) -> None:
+        if self._reports is not None:
+            for fd in self._reports:
+                os.close(fd)
+            self._reports = None
 
     def _serve_metrics(self) -> None:
         """With ``metrics_port``: one server for every child, which write their instruments to
@@ -257,7 +275,8 @@ class Cluster:
         from cronlab import stores
         from cronlab.metrics import prometheus
 
-        self.metrics_dir = tempfile.mkdtemp(prefix="cronlab-metrics-")
+        reap_metrics(tempfile.gettempdir())
+        self.metrics_dir = tempfile.mkdtemp(prefix=f"{METRICS_PREFIX}{os.getpid()}-")
         self.metrics_env = prometheus.for_cluster(
             self.cfg.ops.metrics_port,
             self.cfg.ops.metrics_host,
@@ -287,13 +306,17 @@ class Cluster:
         role, index = slot
         nonce = secrets.token_hex(4)
         env = {**os.environ, NONCE_ENV: nonce, **secret_env(self.cfg), **self.metrics_env}
+        fds = [] if gate is None else [gate]
         if gate is not None:
             env[GATE_ENV] = str(gate)
+        if self._reports is not None:
+            env[reports.ENV] = str(self._reports[1])
+            fds.append(self._reports[1])
         child = subprocess.Popen(
             command(self.cfg, role, index),
             stdin=subprocess.DEVNULL,
             env=env,
-            pass_fds=() if gate is None else (gate,),
+            pass_fds=fds,
             preexec_fn=die_with_parent,  # the cluster forks from its one thread: safe here
         )
         self.children[slot] = child
@@ -322,6 +345,8 @@ class Cluster:
             )
             self.stop = True
             return
+        if self._reports is not None:
+            self._reported.update(reports.read(self._reports[0]))
         for slot, child in list(self.children.items()):
             if child.poll() is not None and slot not in self.restarts:
                 self._exited(slot, child, now)
@@ -347,18 +372,31 @@ class Cluster:
         )
         first_run = slot not in self.restarted
         self.restarted.add(slot)
-        if first_run and child.returncode == USAGE_EXIT and now - self.started[slot] < STARTUP_S:
-            # A configuration error (a bad URL, a backend that is not there): starting it
-            # again cannot help. Stop, and say so.
+        kind, line = self._reported.pop(child.pid, ("", ""))
+        at_start = first_run and now - self.started[slot] < STARTUP_S
+        if at_start and child.returncode == USAGE_EXIT and kind != "unavailable":
+            # A configuration error (a bad URL, an app that does not load here): starting it
+            # again cannot help. Stop, with its line (once, however many children said it).
             self.failed = (
-                f"{role} {index} stopped at start-up with a configuration error (exit 2; "
-                "its line is above): the cluster stops too"
+                self.failed
+                or line
+                or (
+                    f"{role} {index} stopped at start-up with a configuration error (exit 2; "
+                    "its line is above): the cluster stops too"
+                )
             )
             self.stop = True
         if self.cfg.restart_after_s is not None:
             self.restarts[slot] = now + self.cfg.restart_after_s
         else:
             self.restarts[slot] = float("inf")
+        if line and not self.stop:
+            again = (
+                "not started again (--restart-after never)"
+                if self.cfg.restart_after_s is None
+                else f"started again in {self.cfg.restart_after_s:g} s"
+            )
+            _say(f"cronlab: {role} {index} exited: {line}; {again}")
 
     def _stop_all(self) -> None:
         live = [c for c in self.children.values() if c.poll() is None]
@@ -375,6 +413,21 @@ class Cluster:
         now = self.clock.now_ms()
         for slot in self.children:
             self.store.process_exited(self.owners[slot], now)
+
+
+def reap_metrics(folder: str) -> None:
+    """Remove the metrics directories in ``folder`` that a cluster no longer running left
+    (a SIGKILLed one could not remove its own): this user's, named with a dead pid."""
+    for found in Path(folder).glob(f"{METRICS_PREFIX}*-*"):
+        pid = found.name.removeprefix(METRICS_PREFIX).partition("-")[0]
+        with contextlib.suppress(OSError):
+            mine = found.is_dir() and found.stat().st_uid == os.getuid()
+            if mine and pid.isdecimal() and not chaos.alive(int(pid)):
+                shutil.rmtree(found, ignore_errors=True)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def pass_gate() -> None:

@@ -21,7 +21,7 @@ from typing import Any, Literal, NamedTuple, Protocol, TypedDict, TypeVar, Unpac
 from urllib.parse import urlsplit, urlunsplit
 
 from cronlab import urls
-from cronlab.exceptions import BackendUnavailable, ConfigError
+from cronlab.exceptions import BackendBusy, BackendUnavailable, ConfigError
 from cronlab.ports import Channel, Clock, Waiter
 from cronlab.runtime.clock import SystemClock
 from cronlab.stores import Fencing, TimeSource, sql
@@ -168,7 +168,7 @@ class PostgresDialect:
                     self._clock.sleep(0.01 * conflicts)
                     continue
                 if kind == "busy":
-                    raise BackendUnavailable(
+                    raise BackendBusy(
                         f"postgresql {redact(self.url)}: a lock was not free in time"
                     ) from exc
                 if kind != "connection":

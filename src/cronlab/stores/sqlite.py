@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from cronlab.exceptions import BackendUnavailable, ConfigError
+from cronlab.exceptions import BackendBusy, BackendUnavailable, ConfigError
 from cronlab.ports import Channel, Clock, Waiter
 from cronlab.stores import LOCK_WAIT_S, Fencing, sql
 from cronlab.stores.rows import ENVELOPE
@@ -148,7 +148,10 @@ class SqliteDialect:
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
-                raise BackendUnavailable(f"sqlite {self.path}: {exc}") from exc
+                busy = "locked" in str(exc) or "busy" in str(exc)
+                raise (BackendBusy if busy else BackendUnavailable)(
+                    f"sqlite {self.path}: {exc}"
+                ) from exc
             self._news.clear()
             try:
                 result = fn(self.conn)
@@ -317,8 +320,8 @@ class _WriterLock:
             time.sleep(delay)
             delay = min(0.002, delay * 2)
 
-    def _busy(self) -> BackendUnavailable:
-        return BackendUnavailable(
+    def _busy(self) -> BackendBusy:
+        return BackendBusy(
             f"sqlite {self.db}: the write lock was not free within {self.wait_s:g} s "
             "(a writer paused or stuck inside its transaction)"
         )

@@ -116,7 +116,7 @@ class _Console:
 
     async def act(self, request: Request) -> Response:
         action = request.url.path.rsplit("/", 1)[-1]
-        name = str(request.path_params["name"])
+        name = console_api.storable("name", str(request.path_params["name"]))
         body = await read_body(request)
         result = await asyncio.to_thread(self._act, action, name, body)
         return JSONResponse(result)

@@ -32,6 +32,7 @@ _DATE = (
 _TIME = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?"
 _OFFSET = "(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
 INSTANT = f"^{_DATE}T{_TIME}{_OFFSET}$"
+NO_NUL = "^[^\\u0000]*$"  # what PostgreSQL's text can hold (as the document states it)
 
 
 class FieldError(ConfigError):
@@ -42,13 +43,27 @@ class FieldError(ConfigError):
         self.field = field
 
 
+def storable(field: str, value: str) -> str:
+    """``value`` when every store can hold it, else a FieldError naming ``field``: UTF-8 text
+    (a lone surrogate, from a JSON escape, is not) without NUL (PostgreSQL's text refuses it)."""
+    if "\x00" in value:
+        raise FieldError(field, f"{field} must not contain a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise FieldError(field, f"{field} must be UTF-8 text (a lone surrogate is not)") from None
+    return value
+
+
 def check_fields(action: str, body: Mapping[str, Any]) -> None:
-    """Only the fields ``action`` takes, each a string of at most ``MAX_TEXT`` characters."""
+    """Only the fields ``action`` takes, each a string of at most ``MAX_TEXT`` characters
+    that every store can hold."""
     for key, value in body.items():
         if key not in FIELDS[action]:
             raise FieldError(key, f"unknown field {key[:40]!r} for {action}")
         if not isinstance(value, str) or len(value) > MAX_TEXT:
             raise FieldError(key, f"{key} must be a string of at most {MAX_TEXT} characters")
+        storable(key, value)
     if action == "backfill" and not {"from", "to"} <= body.keys():
         raise FieldError("from", "backfill needs from and to (ISO 8601 with an offset)")
     for key in FIELDS[action] & {"from", "to"}:
@@ -87,6 +102,7 @@ def page(params: Mapping[str, str]) -> Page:
             raise FieldError(key, f"unknown parameter {key[:40]!r}")
         if len(value) > NAME_CHARS:
             raise FieldError(key, f"{key} is longer than {NAME_CHARS} characters")
+        storable(key, value)
     return Page(
         q=params.get("q", ""),
         page=_int(params, "page", 0, MAX_PAGE_NUMBER) or 0,
@@ -101,6 +117,7 @@ def run_query(params: Mapping[str, str]) -> RunQuery:
             raise FieldError(key, f"unknown parameter {key[:40]!r}")
         if len(value) > NAME_CHARS:
             raise FieldError(key, f"{key} is longer than {NAME_CHARS} characters")
+        storable(key, value)
     return RunQuery(
         schedule=params.get("schedule") or None,
         task=params.get("task") or None,
@@ -137,7 +154,7 @@ def document() -> dict[str, Any]:
     """The OpenAPI 3.1 document of the console's API: every input bounded as the server
     bounds it, every status it answers listed (an unknown query parameter is a 422 too)."""
     name = {"name": "name", "in": "path", "required": True,
-            "schema": {"type": "string", "examples": ["nightly"]}}  # fmt: skip
+            "schema": {"type": "string", "pattern": NO_NUL, "examples": ["nightly"]}}  # fmt: skip
     problem = {"description": "refused or bad input: {error, field}"}
     refused = {"403": problem, "422": problem}  # the token rule; a bad parameter
 
@@ -162,9 +179,9 @@ def document() -> dict[str, Any]:
             }
         }  # fmt: skip
 
-    text_field = {"type": "string", "maxLength": MAX_TEXT}
+    text_field = {"type": "string", "maxLength": MAX_TEXT, "pattern": NO_NUL}
     instant = {"type": "string", "pattern": INSTANT, "examples": ["2026-11-01T09:00:00Z"]}
-    bounded = {"type": "string", "maxLength": NAME_CHARS}
+    bounded = {"type": "string", "maxLength": NAME_CHARS, "pattern": NO_NUL}
     return {
         "openapi": "3.1.0",
         "info": {"title": "cronlab console", "version": "1"},

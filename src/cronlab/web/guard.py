@@ -11,8 +11,6 @@ carries the security headers; pages get a CSP of ``'self'``.
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -25,28 +23,11 @@ from starlette.responses import JSONResponse, Response
 
 from cronlab.exceptions import ConfigError, ConflictError, NotFoundError
 from cronlab.web import query
+from cronlab.web.rules import API_CSP, SECURITY_HEADERS, bearer, loopback_hosts, token_matches
+from cronlab.web.rules import is_loopback as is_loopback  # (the lab's and console's configs)
 
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
 MAX_BODY = 64 * 1024
 Handler = Callable[[Request], Awaitable[Response]]
-SECURITY_HEADERS = [
-    (b"x-content-type-options", b"nosniff"),
-    (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
-    (b"cross-origin-opener-policy", b"same-origin"),
-    (b"cross-origin-resource-policy", b"same-origin"),
-]
-API_CSP = (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'")
-
-
-def is_loopback(host: str) -> bool:
-    """``localhost``, 127.0.0.0/8 or ::1."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,7 +59,7 @@ def host_guard(host: str) -> list[Middleware]:
     (127.0.0.2 is loopback too); then the security headers."""
     middleware = []
     if is_loopback(host):
-        hosts = [*LOOPBACK_NAMES, host, f"[{host}]"]
+        hosts = loopback_hosts(host)
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=hosts))
     middleware.append(Middleware(SecurityHeaders))
     return middleware
@@ -89,10 +70,8 @@ def token_ok(token: str | None, loopback: bool, request: Request) -> bool:
     if token is None:
         return loopback
     given = request.headers.get("x-cronlab-token", "")
-    bearer = request.headers.get("authorization", "")
-    if bearer.lower().startswith("bearer "):
-        given = given or bearer[7:]
-    return hmac.compare_digest(given.encode(), token.encode())
+    given = given or bearer(request.headers.get("authorization", ""))
+    return token_matches(given, token)
 
 
 PAGE_HEADERS = {

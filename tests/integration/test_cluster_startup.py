@@ -1,0 +1,224 @@
+"""A cluster's start-up (issue 28): where waiting helps and where it does not.
+
+A store busy at start — its write lock held past the 5 s a write waits, as right after a big
+seed — was taken for a configuration error: the cluster, or one of its schedulers, stopped
+(the whole cluster with it). Now the cluster and each child wait it out, with a bound and a
+line saying so, as they wait out an outage later. A real configuration mistake in a child still
+stops the cluster, with that child's one line and nothing else. And a SIGKILLed cluster's
+metrics directory is reaped by the next cluster's start."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from cronlab import stores
+from cronlab.runtime import cluster
+from cronlab.runtime.clock import SystemClock
+
+from .conftest import cli, cli_json, stop_cluster, wait_until
+
+pytestmark = pytest.mark.integration
+HOLD_S = 8.0  # past the 5 s one write waits for the lock
+
+
+@contextmanager
+def writer_lock_held(db: Path, seconds: float) -> Iterator[None]:
+    """The store's writer lock taken by this process for ``seconds`` (a writer stuck inside
+    its transaction, or a long seed's last commit)."""
+    fd = os.open(f"{db}.writer", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    timer = threading.Timer(seconds, fcntl.flock, (fd, fcntl.LOCK_UN))
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def seeded(tmp_path: Path) -> tuple[Path, str]:
+    db = tmp_path / "s.db"
+    url = f"sqlite:///{db}"
+    cli("invoices", "seed", "--store", url, "--count", "5", "--at", "+0")
+    return db, url
+
+
+def leader(url: str) -> bool:
+    return cli_json("status", "--store", url)["leader"] is not None
+
+
+def test_a_cluster_started_while_its_store_is_busy_waits_for_it(tmp_path: Path) -> None:
+    db, url = seeded(tmp_path)
+    log = tmp_path / "cluster.log"
+    argv = [sys.executable, "-m", "cronlab", "cluster", "--replicas", "1", "--workers", "1"]
+    with log.open("w") as out, writer_lock_held(db, HOLD_S):
+        proc = subprocess.Popen([*argv, "--store", url], stderr=out, stdout=subprocess.DEVNULL)
+        try:
+            time.sleep(HOLD_S - 1)
+            assert proc.poll() is None, log.read_text()
+        except BaseException:
+            stop_cluster(proc)  # type: ignore[arg-type]
+            raise
+    try:
+        wait_until(lambda: leader(url), 30, "a leader once the lock is free")
+        assert proc.poll() is None, log.read_text()
+    finally:
+        stop_cluster(proc)  # type: ignore[arg-type]
+    text = log.read_text()
+    assert "waiting up to" in text and "write lock" in text, text
+    assert "configuration error" not in text, text
+
+
+def test_a_child_that_finds_its_store_busy_at_start_waits_for_it(tmp_path: Path) -> None:
+    """The issue's case: the cluster checked its store, then a scheduler's first write found
+    the lock taken for longer than 5 s."""
+    db, url = seeded(tmp_path)
+    procs = cluster.Cluster(
+        cluster.ClusterConfig(store_url=url, replicas=1, workers=1), SystemClock()
+    )
+    procs.launch()
+    store = stores.open_store(url, create=True)
+    registered: list[tuple[str, int]] = []
+    procs._register = registered.append  # type: ignore[method-assign]  # (a write: after)
+    try:
+        with writer_lock_held(db, HOLD_S):
+            procs.go(store)
+            deadline = time.monotonic() + HOLD_S + 1
+            while time.monotonic() < deadline:
+                procs._watch()
+                assert procs.failed is None, procs.failed
+                time.sleep(0.2)
+
+        def leading() -> bool:
+            procs._watch()
+            assert procs.failed is None, procs.failed
+            return leader(url)
+
+        wait_until(leading, 30, "a leader once the lock is free")
+        assert all(c.poll() is None for c in procs.children.values())
+    finally:
+        procs.stop = True
+        procs._stop_all()
+        store.close()
+
+
+FAILS_IN_CHILDREN = """
+import os
+
+import cronlab
+
+if os.environ.get("CRONLAB_NONCE"):  # the cluster's children: their settings are wrong
+    raise RuntimeError("JOBS_DSN is not set")
+app = cronlab.App()
+"""
+
+
+def test_a_child_with_a_configuration_error_stops_the_cluster_with_its_one_line(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "jobs.py").write_text(FAILS_IN_CHILDREN)
+    flags = ["--store", f"sqlite:///{tmp_path / 's.db'}", "--replicas", "2", "--workers", "2"]
+    done = subprocess.run(
+        [sys.executable, "-m", "cronlab", "cluster", "--app", "jobs:app", *flags],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    errors = [line for line in lines if line.startswith("cronlab: error: ")]
+    assert len(errors) == 1 and errors == lines[-1:], done.stderr[-2000:]
+    assert "JOBS_DSN is not set" in errors[0] and "Traceback" not in done.stderr
+
+
+def reporting_child(kind: str):  # type: ignore[no-untyped-def]
+    """A child command that reports ``kind`` as the cli does, and exits 2."""
+    error = "BackendUnavailable" if kind == "unavailable" else "ConfigError"
+    script = (
+        "from cronlab.cli import main; from cronlab.exceptions import BackendUnavailable, "
+        "ConfigError; import cronlab.cli as c, sys\n"
+        "def boom(*a, **k):\n"
+        f"    raise {error}('{kind} x')\n"
+        "c.cli.main = boom\nsys.exit(main([]))\n"
+    )
+    return lambda cfg, role, index: [sys.executable, "-c", script]
+
+
+@pytest.mark.parametrize("kind", ["unavailable", "config"])
+def test_a_child_that_could_not_start_is_restarted_unless_its_configuration_is_wrong(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, url = seeded(tmp_path)
+    monkeypatch.setattr(cluster, "command", reporting_child(kind))
+    procs = cluster.Cluster(
+        cluster.ClusterConfig(store_url=url, replicas=1, workers=1, restart_after_s=600),
+        SystemClock(),
+    )
+    procs.launch()
+    store = stores.open_store(url, create=True)
+    try:
+        procs.go(store)
+
+        def ended() -> bool:
+            procs._watch()
+            return len(procs.restarts) == 2 or procs.stop
+
+        wait_until(ended, 30, "both children to end")
+    finally:
+        procs.stop = True
+        procs._stop_all()
+        store.close()
+    if kind == "config":
+        assert procs.failed == "config x"
+    else:
+        assert procs.failed is None and set(procs.restarts) == set(procs.slots())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_metrics_directory_of_a_sigkilled_cluster_is_reaped_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    _, url = seeded(tmp_path)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    argv = [sys.executable, "-m", "cronlab", "cluster", "--replicas", "1", "--workers", "1"]
+
+    def start() -> subprocess.Popen[bytes]:
+        flags = ["--store", url, "--metrics-port", str(free_port())]
+        return subprocess.Popen([*argv, *flags], env=env, stderr=subprocess.DEVNULL)
+
+    first = start()
+    found = wait_until(lambda: list(scratch.glob("cronlab-metrics-*")), 30, "its directory")
+    wait_until(lambda: leader(url), 30, "a leader")
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    time.sleep(1)  # its children end with it (PR_SET_PDEATHSIG)
+    assert all(d.exists() for d in found)
+    second = start()
+    try:
+        wait_until(lambda: not any(d.exists() for d in found), 30, "the old one reaped")
+        assert len(list(scratch.glob("cronlab-metrics-*"))) == 1
+    finally:
+        stop_cluster(second)
+    assert list(scratch.glob("cronlab-metrics-*")) == []
