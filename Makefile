@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
-LINTED := $(wildcard src tests bench examples)
+LINTED := $(wildcard src tests bench examples scripts)
 
 .PHONY: lab test check bench verify venv deps services clean
 

@@ -33,7 +33,6 @@ sys.path.insert(0, str(ROOT))
 
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
-
 from tests.mutants.mutations import MUTATIONS, Mutation  # noqa: E402
 
 CAUGHT = ROOT / "tests" / "mutants" / "caught.json"
@@ -47,10 +46,9 @@ def mutated_copy(m: Mutation, into: Path) -> Path:
     for edit in m.edits:
         path = target / edit.path
         text = path.read_text()
-        if text.count(edit.old) != 1:
-            raise SystemExit(
-                f"mutation {m.name}: {edit.path} holds its text {text.count(edit.old)} times, not once"
-            )
+        times = text.count(edit.old)
+        if times != 1:
+            raise SystemExit(f"mutation {m.name}: {edit.path} holds its text {times} times")
         path.write_text(text.replace(edit.old, edit.new))
     return into
 

@@ -80,22 +80,22 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "lease-expiry-ignored",
-        "a standby takes the lease though the leader's has not expired",
+        "a lease never expires: a dead leader's is never taken over",
         (
             Edit(
                 SQLITE_Q,
                 "WHERE name = 'scheduler' AND (holder IS NULL OR expires_ms <= :now OR "
                 "holder = :owner)",
-                "WHERE name = 'scheduler'",
+                "WHERE name = 'scheduler' AND (holder IS NULL OR holder = :owner)",
             ),
             Edit(
                 PG_Q,
                 "WHERE name = 'scheduler' AND (holder IS NULL OR expires_ms <= %(now)s OR "
                 "holder = %(owner)s)",
-                "WHERE name = 'scheduler'",
+                "WHERE name = 'scheduler' AND (holder IS NULL OR holder = %(owner)s)",
             ),
         ),
-        ("split_brain", "duplicated"),
+        ("stuck", "late"),
     ),
     Mutation(
         "attempt-not-counted",
@@ -156,32 +156,31 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("unexpected",),
     ),
     Mutation(
-        "retention-deletes-unfinished",
-        "the retention deletes tasks that are still due or running",
+        "retention-forgets-its-horizon",
+        "the retention no longer records how far back it deleted a schedule's history",
         (
             Edit(
-                SQLITE_OPS,
-                "WHERE t.trigger_ms < :before AND t.status IN ('DONE', 'FAILED', 'SKIPPED', "
-                "'MISSED')",
-                "WHERE t.trigger_ms < :before",
-            ),
-            Edit(
-                PG_OPS,
-                "WHERE t.trigger_ms < %(before)s AND t.status IN ('DONE', 'FAILED', 'SKIPPED', "
-                "'MISSED')",
-                "WHERE t.trigger_ms < %(before)s",
+                "stores/sql/history.py",
+                "            _note_gone(store, c, deleted)\n",
+                "",
             ),
         ),
-        ("lost",),
+        ("duplicated",),
     ),
     Mutation(
         "last-fire-not-advanced",
-        "a dispatch no longer moves its schedule's next occurrence on",
+        "a dispatch no longer records its schedule's last fire",
         (
             Edit(
-                "core/planning.py",
-                "    batch.next_fire[s.name] = found.next_fire_ms\n    return reason",
-                "    batch.next_fire[s.name] = s.next_fire_ms\n    return reason",
+                SQLITE_Q,
+                "SET last_fire_ms = max(coalesce(last_fire_ms, :fire), :fire), "
+                "next_fire_ms = :next,",
+                "SET last_fire_ms = last_fire_ms, next_fire_ms = :next,",
+            ),
+            Edit(
+                PG_Q,
+                "SET last_fire_ms = GREATEST(coalesce(s.last_fire_ms, r.fire), r.fire),",
+                "SET last_fire_ms = s.last_fire_ms,",
             ),
         ),
         ("duplicated", "unexpected", "lost"),
@@ -201,13 +200,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "follow-up-parsed-as-occurrence",
-        "any key starting 'schedule:' is taken for an occurrence's (the cron-fired ctx.defer bug)",
+        "a key that starts 'schedule:' and does not parse stops the dispatch (the cron-fired "
+        "ctx.defer bug)",
         (
             Edit(
-                "core/policy.py",
-                '_KEY = re.compile(r"schedule:(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,99}):'
-                '(?P<fire>-?[0-9]{1,19})")',
-                '_KEY = re.compile(r"schedule:(?P<name>.+):(?P<fire>.+)")',
+                "core/occurrences.py",
+                "    try:\n        return policy.parse_occurrence_key(key)\n"
+                "    except ConfigError:\n        return None",
+                "    return policy.parse_occurrence_key(key)",
             ),
         ),
         ("stuck", "lost"),

@@ -114,7 +114,8 @@ def _spent(o: Outcome, key: str) -> bool:
     scripted = 0 if job is None else max(job.fail_first, job.timeout_first)
     if job is not None and job.timeout_first and job.work_ms >= sc.TIMEOUT_MS:
         scripted = MAX_ATTEMPTS  # its work outlasts its timeout: every attempt fails
-    losing = {f.kind for f in o.scenario.faults} & LOSING or o.scenario.idle_ms is not None
+    crash = any(j.raises == "crash" for j in o.scenario.jobs)
+    losing = {f.kind for f in o.scenario.faults} & LOSING or o.scenario.idle_ms or crash
     return scripted >= MAX_ATTEMPTS or bool(losing)
 
 

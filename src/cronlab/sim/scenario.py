@@ -29,7 +29,7 @@ KINDS = (
     "schedules",  # more schedules, some of one rule, falling due in the same second
     # Issue 27: what a handler and an application do, and a server's own faults.
     "timeout",  # a task's timeout: its first attempts run past it (TaskTimeout, undone)
-    "base",  # a handler raises CancelledError, SystemExit or KeyboardInterrupt
+    "base",  # a handler raises CancelledError, SystemExit or KeyboardInterrupt, or crashes
     "undo",  # a handler writes through ctx.tx, then fails: its write must go with it
     "followup",  # handlers defer a follow-up through ctx.defer, cron-fired ones too
     "api",  # the App API as an actor: defer with and without keys, defer_many, sync redeploys
@@ -200,6 +200,8 @@ def late_bound_ms(s: Scenario) -> int:
     bound += sum(j.timeout_first * TASK_SLOW_MS for j in s.jobs) + 8_000 * any(
         j.timeout_first or j.raises for j in s.jobs
     )
+    crashes = sum(j.fail_first for j in s.jobs if j.raises == "crash")  # each a restart
+    bound += crashes * (RESTART_MS + VISIBILITY_MS + 8_000)
     if s.idle_ms is not None:  # a session ended mid-batch: the batch comes back, counted
         bound += 4 * (VISIBILITY_MS + 8_000)
     if s.wakeups is not None:  # a lost notice: the fallback poll (a second) at each hop
@@ -275,7 +277,7 @@ def _handlers(s: Scenario, later: dict[str, random.Random]) -> Scenario:
         jobs = [dataclasses.replace(j, timeout_first=rng.choice((0, 1, 2))) for j in jobs]
     if "base" in later:
         rng = later["base"]
-        raised = ("CancelledError", "SystemExit", "KeyboardInterrupt")
+        raised = ("CancelledError", "SystemExit", "KeyboardInterrupt", "crash")
         jobs = [
             dataclasses.replace(j, fail_first=max(1, j.fail_first), raises=rng.choice(raised))
             if rng.random() < 0.4

@@ -29,6 +29,7 @@ from cronlab.core.policy import Schedule
 from cronlab.handlers import Context, Options, Registry
 from cronlab.ports import NewTask
 from cronlab.sim import scenario as sc
+from cronlab.sim.world import Killed
 
 if TYPE_CHECKING:
     from cronlab.sim.run import Invocation, _Run
@@ -96,6 +97,12 @@ class SimTasks:
         if ctx.attempt <= int(payload.get("fail_first", 0)):
             if payload.get("write_first"):
                 self._write(ctx, inv, name)
+            if payload.get("raises") == "crash":  # it takes its worker down (a segfault)
+                proc = self.world.current
+                assert proc is not None
+                self.world.log(f"{proc.name} crashes in {inv.key} attempt {inv.attempt}")
+                proc.dying = proc.faulted = True
+                raise Killed
             raise _failure(str(payload.get("raises", "")), inv)
         if work := int(payload.get("work_ms", 0)):
             self.world.sleep(work)
