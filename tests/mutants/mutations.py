@@ -168,22 +168,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("duplicated",),
     ),
     Mutation(
-        "last-fire-not-advanced",
-        "a dispatch no longer records its schedule's last fire",
+        "attempts-never-exhausted",
+        "a failing task is retried for ever: its last attempt no longer ends it FAILED",
         (
             Edit(
-                SQLITE_Q,
-                "SET last_fire_ms = max(coalesce(last_fire_ms, :fire), :fire), "
-                "next_fire_ms = :next,",
-                "SET last_fire_ms = last_fire_ms, next_fire_ms = :next,",
-            ),
-            Edit(
-                PG_Q,
-                "SET last_fire_ms = GREATEST(coalesce(s.last_fire_ms, r.fire), r.fire),",
-                "SET last_fire_ms = s.last_fire_ms,",
+                "execution.py",
+                "        final = m.attempt >= retry.max_attempts\n",
+                "        final = False\n",
             ),
         ),
-        ("duplicated", "unexpected", "lost"),
+        ("stuck",),
     ),
     Mutation(
         "lost-run-not-counted",
@@ -211,6 +205,19 @@ MUTATIONS: tuple[Mutation, ...] = (
             ),
         ),
         ("stuck", "lost"),
+    ),
+    Mutation(
+        "operator-change-unserialised",
+        "a deploy, pause or backfill no longer waits for a dispatch or retention under way (bugs "
+        "3 and 4: a dispatch plans from a definition replaced under it)",
+        (
+            Edit(
+                "stores/sql/schedule_methods.py",
+                '            c.execute(self.q["fence_lock_all"])\n',
+                "",
+            ),
+        ),
+        ("unexpected", "duplicated"),
     ),
     Mutation(
         "retry-on-worker-clock",

@@ -28,6 +28,7 @@ deadlock or a statement timeout (the server really raises it, and aborts the tra
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import random
@@ -43,8 +44,11 @@ from psycopg.rows import TupleRow
 
 from cronlab import urls
 from cronlab.exceptions import ConfigError
-from cronlab.sim.world import Killed, Proc, World
-from cronlab.stores.postgres import with_database
+from cronlab.sim import scenario as sc
+from cronlab.sim.run import T0, Outcome, _Run
+from cronlab.sim.world import Killed, Proc, SimWakeups, TrueClock, World
+from cronlab.stores.postgres import QUERIES, PostgresStore, with_database
+from cronlab.stores.postgres import Seams as PgSeams
 from cronlab.urls import redact
 
 PREFIX = "cronlab_verify_"  # the scratch databases' names: PREFIX + run id + random
@@ -414,8 +418,6 @@ class Scratch:
         self._make(setup_sql)
 
     def _make(self, setup_sql: str) -> None:
-        from cronlab.stores.postgres import PostgresStore
-
         PostgresStore(self.url, time_source="caller").close()  # migrated as a process would
         with psycopg.connect(self.url, autocommit=True) as c:
             c.execute(setup_sql)
@@ -543,21 +545,14 @@ def scratch_run(admin_url: str | None) -> Iterator[None]:
                 c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def _run_base() -> Any:
-    from cronlab.sim import run
-
-    return run._Run
-
-
-class PgRun(_run_base()):  # type: ignore[misc]
+class PgRun(_Run):
     """``run._Run`` on a PostgreSQL server: a server always judges by its own clock."""
 
-    def __init__(self, s: Any, scratch: Scratch) -> None:
-        import dataclasses
-
-        from cronlab.stores.postgres import QUERIES
-
-        super().__init__(dataclasses.replace(s, server_clock=True), None)
+    def __init__(self, s: sc.Scenario, scratch: Scratch) -> None:
+        super().__init__(dataclasses.replace(s, server_clock=True), None)  # type: ignore[arg-type]
+        if self.wakeups is None:  # a server's processes always have LISTEN/NOTIFY wake-ups
+            lossless = sc.Wakeups(lose=0.0, delay_ms=0, twice=0.0)
+            self.wakeups = SimWakeups(self.world, lossless, s.seed)
         # Sessions interleave statement by statement: a seed switches processes at a point
         # with a probability of its own (the SQLite runs keep 0.3, so their seeds replay)
         self.world.switch_p = random.Random(f"{s.seed}:interleave").choice((0.3, 0.6, 0.9))
@@ -588,8 +583,6 @@ class PgRun(_run_base()):  # type: ignore[misc]
             self.pg.terminate(link)
 
     def _setup_store(self) -> None:
-        from cronlab.stores.postgres import PostgresStore
-
         self.scratch.reset()
         admin = psycopg.connect(self.scratch.url, autocommit=True)
         self.pg = PgSim(world=self.world, run=self, url=self.scratch.url, admin=admin)
@@ -602,18 +595,10 @@ class PgRun(_run_base()):  # type: ignore[misc]
         store.close()
 
     def _t0(self) -> int:
-        from cronlab.sim.run import T0
-
         return T0
 
     def _open(self, proc: Proc) -> Any:
-        from cronlab.sim.world import TrueClock
-        from cronlab.stores.postgres import PostgresStore
-        from cronlab.stores.postgres import Seams as PgSeams
-
         assert self.pg is not None
-        from cronlab.sim import scenario as sc
-
         lock_wait = sc.TTL_MS // 2 if proc.name.startswith("scheduler") else None
         idle = self.s.idle_ms if proc.name.startswith("worker") else None
         pool = SimPool(self.pg, proc, lock_wait, idle)
@@ -676,9 +661,7 @@ class PgRun(_run_base()):  # type: ignore[misc]
                 self.pg.terminate_all()
                 self.pg.admin.close()
 
-    def _outcome(self, deadlock: str | None) -> Any:
-        from cronlab.sim.run import T0, Outcome
-
+    def _outcome(self, deadlock: str | None) -> Outcome:
         assert self.pg is not None
         self.pg.terminate_all()
         commits = self.pg.commits

@@ -163,7 +163,9 @@ class _Run:
         self.defined: dict[str, Schedule] = {}  # the definition each schedule has now
         self.paused: set[str] = set()
         self.removed: set[str] = set()
-        self.wakeups = None if s.wakeups is None else SimWakeups(self.world, s.wakeups, s.seed)
+        self.wakeups: SimWakeups | None = (
+            None if s.wakeups is None else SimWakeups(self.world, s.wakeups, s.seed)
+        )
         self.stopping = False
         self.tasks = SimTasks(self)
         self.world.on_point.append(self._watch_transactions)

@@ -102,7 +102,7 @@ def cancel_task(store: SqlStore, task_id: int, now_ms: int, by: str) -> TaskInfo
         _record(store, c, "cancelled", was, now_ms, by)
         return dataclasses.replace(was, status="SKIPPED", last_error=CANCELLED)
 
-    return store.d.transaction(cancel)
+    return store.changing(cancel)  # (a schedule's occurrence: serialised with the leader)
 
 
 def retry_task(store: SqlStore, task_id: int, now_ms: int, by: str) -> TaskInfo:
@@ -118,7 +118,7 @@ def retry_task(store: SqlStore, task_id: int, now_ms: int, by: str) -> TaskInfo:
         _record(store, c, "retried", was, now_ms, by, attempt=was.attempts + 1)
         return dataclasses.replace(was, status="DISPATCHED")
 
-    return store.d.transaction(retry)
+    return store.changing(retry)
 
 
 def _checked(task_id: int) -> int:

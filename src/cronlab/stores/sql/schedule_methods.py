@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from cronlab.core import occurrences, policy, zones
 from cronlab.core.policy import Schedule
@@ -19,6 +19,8 @@ from cronlab.ports import Backfill, NewTask, ScheduleInfo, SyncReport
 from cronlab.stores import rows
 from cronlab.stores.sql import operations
 from cronlab.stores.sql.dialect import Conn, Dialect
+
+T = TypeVar("T")
 
 MAX_PASSED_OVER = 1_000  # occurrences a redefinition passes over that exist already
 # The name every App had unless given one, before the default became its module: every
@@ -32,6 +34,19 @@ class ScheduleMethods:
 
     d: Dialect
     q: Mapping[str, str]
+
+    def changing(self, fn: Callable[[Conn], T]) -> T:
+        """``fn`` in a transaction that changes schedules or their occurrences, serialised
+        with the leader's: it first takes every fence row a dispatch or the retention takes
+        (PostgreSQL; SQLite's writer lock serialises every write already). A dispatch then
+        never plans from a definition a deploy replaces under it (bug 4), a backfill never
+        reads history the retention is deleting (bug 3), and two adds of one name meet."""
+
+        def serialised(c: Conn) -> T:
+            c.execute(self.q["fence_lock_all"])
+            return fn(c)
+
+        return self.d.transaction(serialised)
 
     def add(self, c: Conn, task: NewTask) -> int:
         """Insert ``task`` in ``c``'s transaction; 0 when its key exists already."""
@@ -58,7 +73,7 @@ class ScheduleMethods:
             self._rematerialise(c, schedule, now_ms, paused)
             return True
 
-        return self.d.transaction(put)
+        return self.changing(put)
 
     def sync_schedules(self, app: str, wanted: Sequence[Schedule], now_ms: int) -> SyncReport:
         for s in wanted:
@@ -91,7 +106,7 @@ class ScheduleMethods:
                 self._remove(c, name, now_ms)
             return SyncReport(added=tuple(added), changed=tuple(changed), removed=tuple(removed))
 
-        return self.d.transaction(sync)
+        return self.changing(sync)
 
     def get_schedule(self, name: str) -> ScheduleInfo:
         def get(c: Conn) -> ScheduleInfo:
@@ -119,7 +134,7 @@ class ScheduleMethods:
             self._operated(c, "paused", name, now_ms, note=text)
             return changed > 0
 
-        return self.d.transaction(pause)
+        return self.changing(pause)
 
     def resume_schedule(self, name: str, now_ms: int) -> bool:
         def resume(c: Conn) -> bool:
@@ -132,7 +147,7 @@ class ScheduleMethods:
                 self._operated(c, "resumed", name, now_ms)
             return changed > 0
 
-        return self.d.transaction(resume)
+        return self.changing(resume)
 
     def backfill_schedule(self, name: str, from_ms: int, to_ms: int, now_ms: int) -> Backfill:
         """Run the schedule's occurrences in [from_ms, to_ms) that never ran (``operations
@@ -147,7 +162,7 @@ class ScheduleMethods:
             self._operated(c, "backfilled", name, now_ms, **span, existing=done.existing)
             return done
 
-        return self.d.transaction(fill)
+        return self.changing(fill)
 
     def _operated(self, c: Conn, kind: str, name: str, now_ms: int, **detail: Any) -> None:
         """An operator's action on schedule ``name``, in the event log (the audit trail)."""
@@ -161,7 +176,7 @@ class ScheduleMethods:
             self.must_exist(c, name, lock=True)
             self._remove(c, name, now_ms)
 
-        self.d.transaction(remove)
+        self.changing(remove)
 
     def _remove(self, c: Conn, name: str, now_ms: int) -> None:
         """Delete a schedule and its occurrence still to come; one already due stays, and is
@@ -177,7 +192,7 @@ class ScheduleMethods:
             self._operated(c, "triggered", name, now_ms, key=new.idempotency_key)
             return new.idempotency_key
 
-        return self.d.transaction(trigger)
+        return self.changing(trigger)
 
     def _schedule(self, c: Conn, name: str, *, lock: bool = False) -> ScheduleInfo | None:
         query = self.q["schedule_get_locked" if lock else "schedule_get"]

@@ -47,6 +47,11 @@ RETURNING holder, epoch, expires_ms;
 -- name: lease_release
 UPDATE lease SET holder = NULL, expires_ms = 0 WHERE name = 'scheduler' AND holder = %(owner)s;
 
+-- name: fence_lock_all
+-- Every fence row, in one order: an operator's change of schedules waits for a dispatch or
+-- a retention batch under way, and they for it (schedule_methods.changing).
+SELECT name FROM fence ORDER BY name FOR UPDATE;
+
 -- name: fence_lock
 -- One fence per election kind (:kind 'lease' or 'epoch'): an etcd revision never fences
 -- the SQL lease's epochs, nor the reverse.

@@ -35,6 +35,11 @@ RETURNING holder, epoch, expires_ms;
 -- name: lease_release
 UPDATE lease SET holder = NULL, expires_ms = 0 WHERE name = 'scheduler' AND holder = :owner;
 
+-- name: fence_lock_all
+-- Every fence row (PostgreSQL locks them: an operator's change waits for a dispatch); here
+-- the writer lock serialises every write already.
+SELECT name FROM fence ORDER BY name;
+
 -- name: fence_lock
 -- One fence per election kind (:kind 'lease' or 'epoch'): an etcd revision never fences
 -- the SQL lease's epochs, nor the reverse.
