@@ -222,23 +222,22 @@ def test_passwords_in_the_store_queue_and_election_urls_reach_no_argv_and_no_log
     """Issue 13: every scheduler and worker got the store URL in its argv (``ps`` showed the
     password to every local user) and the banner printed it. A cluster given a password in
     each of its three URLs, the documented way (``CRONLAB_STORE``, ``CRONLAB_QUEUE``,
-    ``CRONLAB_ELECTION``): its children get all three in their environment, no argv holds any
-    of them, and nothing the cluster or its children print does. (etcd here runs without auth,
-    and cronlab sends it no credentials: the election URL's password is only carried.)"""
+    ``CRONLAB_ELECTION``): its children get them in their environment, no argv holds any of
+    them, and nothing the cluster or its children print does. (cronlab's etcd client does not
+    authenticate, so an etcd URL with credentials is refused, not carried: issue 27.)"""
     from contract.dist_servers import pg_database
 
     etcd = parse_url(ETCD)
     need(lambda: ping(etcd), START_ETCD)
     nonce = uuid.uuid4().hex[:8]
-    secrets = {name: f"hunter2-{name}-{nonce}" for name in ("store", "queue", "election")}
+    secrets = {name: f"hunter2-{name}-{nonce}" for name in ("store", "queue")}
     with pg_database() as url, redis_with_password(secrets["queue"]) as queue:
         env = {
             "CRONLAB_STORE": url.replace("//postgres@", f"//postgres:{secrets['store']}@"),
             "CRONLAB_QUEUE": f"{queue}?prefix=t{nonce}",
-            "CRONLAB_ELECTION": f"etcd://root:{secrets['election']}@{etcd.host}:{etcd.port}"
-            f"/cronlab-t{nonce}",
+            "CRONLAB_ELECTION": f"etcd://{etcd.host}:{etcd.port}/cronlab-t{nonce}",
         }
-        assert all(s in v for s, v in zip(secrets.values(), env.values(), strict=True))
+        assert all(s in v for s, v in zip(secrets.values(), env.values(), strict=False))
         log = tmp_path / "cluster.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
@@ -260,7 +259,6 @@ def test_passwords_in_the_store_queue_and_election_urls_reach_no_argv_and_no_log
                 stop_cluster(proc)
         text = log.read_text()
         assert "cronlab cluster:" in text and "postgres:***@" in text, text[-2000:]
-        assert "etcd://root:***@" in text, text[-2000:]
         for name, secret in secrets.items():
             assert secret not in everyone, f"the {name} password in ps"
             assert secret not in text, f"the {name} password printed: {text[-2000:]}"

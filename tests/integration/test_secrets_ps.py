@@ -45,7 +45,6 @@ def with_password(url: str, secret: str) -> str:
     ("flag", "variable"),
     [
         ("--store", "CRONLAB_STORE"),
-        ("--election", "CRONLAB_ELECTION"),
         ("--queue", "CRONLAB_QUEUE"),
     ],
 )
@@ -55,7 +54,6 @@ def test_a_password_typed_on_the_command_line_is_refused_naming_the_variable(
     secret = f"hunter2-{uuid.uuid4().hex[:8]}"
     typed = {
         "--store": "postgresql://postgres:{}@127.0.0.1:5432/x",
-        "--election": "etcd://root:{}@127.0.0.1:2379/cronlab",
         "--queue": "redis://:{}@127.0.0.1:6379/0",
     }[flag].format(secret)
     with pg_database() as url:

@@ -110,3 +110,15 @@ def test_a_malformed_url_error_shows_no_password() -> None:
     with pytest.raises(ConfigError) as info:
         urls.parse("mysql://u:pw@h/db")
     assert "pw" not in str(info.value) and "mysql" in str(info.value)
+
+
+@pytest.mark.parametrize("url", ["etcd://root:hunter2@127.0.0.1:2379", "etcd://root@127.0.0.1:2379"])
+def test_an_etcd_url_with_credentials_is_refused_not_ignored(url: str) -> None:
+    """Issue 27 ("also seen"): credentials in an etcd URL were hidden in messages but never
+    sent to etcd — an election that seemed authenticated was not. cronlab's etcd client
+    has no authentication: such a URL is refused in one line, the password not shown."""
+    from cronlab.election.etcd import parse_url
+
+    with pytest.raises(ConfigError, match="does not authenticate") as caught:
+        parse_url(url)
+    assert "hunter2" not in str(caught.value)

@@ -58,6 +58,12 @@ def parse_url(text: str) -> EtcdUrl:
     if parts.scheme != "etcd" or not parts.hostname:
         shown = urls.redact(text)
         raise ConfigError(f"malformed etcd URL {shown!r}: expected etcd://host:2379[/prefix]")
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(
+            f"etcd URL {urls.redact(text)!r}: cronlab's etcd client does not authenticate, so "
+            "it would not send these credentials; use an etcd reachable without them "
+            "(loopback, or a network of the cluster's own), or the store's lease"
+        )
     prefix = parts.path.rstrip("/") or DEFAULT_PREFIX
     return EtcdUrl(host=parts.hostname, port=port or 2379, prefix=prefix, text=text)
 
