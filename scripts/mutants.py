@@ -53,11 +53,12 @@ def mutated_copy(m: Mutation, into: Path) -> Path:
     return into
 
 
-def hunt(m: Mutation, store: str | None, seeds: list[int], jobs: int) -> dict[str, Any]:
+def hunt(m: Mutation, store: str | None, seeds: range, jobs: int) -> dict[str, Any]:
     """Run ``seeds`` of the engine with ``m`` applied until one catches it."""
     with tempfile.TemporaryDirectory(prefix="cronlab-mutant-") as folder:
         code = mutated_copy(m, Path(folder))
-        spec = {"seeds": seeds, "expect": list(m.expect), "store": store, "jobs": jobs}
+        spec = {"first": seeds.start, "count": len(seeds), "expect": list(m.expect)}
+        spec |= {"store": store, "jobs": jobs}
         env = {**os.environ, "PYTHONPATH": str(code), "PYTHONDONTWRITEBYTECODE": "1"}
         started = time.monotonic()
         done = subprocess.run(
@@ -89,14 +90,14 @@ def main() -> int:
     chosen = [m for m in MUTATIONS if not args.only or m.name in args.only.split(",")]
     rows, failed = [], []
     for m in chosen:
-        seeds = list(range(1, args.seeds + 1))
+        seeds = range(1, args.seeds + 1)
         if args.quick:
             seed = caught.get(m.name, {}).get(where)
             if seed is None:
                 failed.append(m.name)
                 rows.append({"mutation": m.name, "store": where, "seed": None, "ran": 0})
                 continue
-            seeds = [seed]
+            seeds = range(seed, seed + 1)
         found = hunt(m, args.store, seeds, 1 if args.quick else args.jobs)
         rows.append({"mutation": m.name, "store": where, **found})
         if found["seed"] is None:
@@ -123,6 +124,9 @@ def _to_catch(r: dict[str, Any]) -> str:
 
 
 def _said(found: dict[str, Any]) -> str:
+    if found.get("crashed"):
+        crash = found["crashed"]
+        return f"the simulator failed at seed {crash['seed']}: {crash['detail'][:200]}"
     if found["seed"] is None:
         return f"NOT CAUGHT in {found['ran']:,} seeds"
     return f"caught at seed {found['seed']} ({found['ran']} run): {found['kind']} {found['key']}"

@@ -163,7 +163,12 @@ def test_pause_with_a_note_backfill_and_their_mistakes(tmp_path: Path) -> None:
         one_line_error(out, *words)
     assert SqliteStore(tmp_path / "c.db").counts() == before
     out = cronlab("schedule", "backfill", "hourly", "--from", start, "--to", end, "--store", url)
-    assert out.stdout == "backfilled hourly: 3 added, 0 already there\n", out.stderr
+    # Issue 27 ("also seen"): under overlap=skip the output said "3 added" when one would run
+    assert out.stdout == (
+        "backfilled hourly: 3 added, 0 already there\n"
+        "hourly skips overlaps: the 3 fall due together, so each one due while an earlier one "
+        "runs is skipped (only the first is sure to run; overlap=allow runs them all)\n"
+    ), out.stderr
     one_line_error(
         cronlab("schedule", "pause", "hourly", "--note", "x" * 501, "--store", url), "500"
     )

@@ -1,6 +1,7 @@
 """Run seeds of the (mutated) engine on ``sys.path`` until one shows an expected violation.
 
-``python tests/mutants/hunt.py '{"seeds": [...], "expect": [...], "store": null, "jobs": 2}'``
+``python tests/mutants/hunt.py '{"first": 1, "count": 2000, "expect": [...], "store": null,
+"jobs": 2}'`` (or ``"seeds": [...]``)
 prints one JSON line: the first seed, in order, whose run shows a violation of an expected
 kind (``seed``, ``kind``, ``key``, ``detail``), and how many seeds ran; ``seed`` null if none.
 Run by ``scripts/mutants.py`` with ``PYTHONPATH`` at a mutated copy of ``cronlab``.
@@ -22,7 +23,10 @@ def _one(args: tuple[int, str | None]) -> tuple[int, list[tuple[str, str, str]]]
     from cronlab.sim import verify
 
     seed, store = args
-    r = verify.run_seed(seed, store=store)
+    try:
+        r = verify.run_seed(seed, store=store)
+    except Exception as exc:  # the simulator itself failed: said, never taken for a catch
+        return seed, [("crashed", "*", f"{type(exc).__name__}: {exc}")]
     return seed, [(v.kind, v.key, v.detail) for v in r.violations]
 
 
@@ -38,7 +42,11 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
         scratch = postgres.scratch_run(store)
     ran, found = 0, None
     with scratch, multiprocessing.get_context("spawn").Pool(spec["jobs"]) as pool:
-        for seed, violations in pool.imap(_one, [(s, store) for s in spec["seeds"]]):
+        seeds = spec.get("seeds") or range(spec["first"], spec["first"] + spec["count"])
+        for seed, violations in pool.imap(_one, [(s, store) for s in seeds]):
+            if violations and violations[0][0] == "crashed":
+                crashed = {"seed": seed, "kind": "crashed", "key": "*", "detail": violations[0][2]}
+                return {"code": origin, "ran": ran + 1, "seed": None, "crashed": crashed}
             ran += 1
             hits = [v for v in violations if v[0] in expect]
             if hits:

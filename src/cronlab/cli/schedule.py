@@ -282,6 +282,12 @@ def backfill_cmd(name: str, start: str, end: str, store_url: str) -> None:
     store = open_schedules(store_url, create=False)
     done = store.backfill_schedule(name, from_ms, to_ms, CLOCK.now_ms())
     click.echo(f"backfilled {name}: {done.added} added, {done.existing} already there")
+    if done.added > 1 and store.get_schedule(name).schedule.overlap == "skip":
+        click.echo(
+            f"{name} skips overlaps: the {done.added} fall due together, so each one due while "
+            "an earlier one runs is skipped (only the first is sure to run; overlap=allow runs "
+            "them all)"
+        )
 
 
 def info_json(info: ScheduleInfo) -> dict[str, Any]:

@@ -161,7 +161,9 @@ class World:
                 proc.body(proc)
         except Killed:
             pass
-        except (Exception, SystemExit, KeyboardInterrupt) as exc:  # it exits, as a process does
+        except greenlet.GreenletExit:
+            raise
+        except BaseException as exc:  # uncaught, it ends the process, as it does a real one
             self.log(f"{proc.name} exited: {type(exc).__name__}: {exc}")
         finally:
             if self.lock_holder is proc:  # the kernel drops a dead process's locks
