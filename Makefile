@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 LINTED := $(wildcard src tests bench examples scripts)
 
-.PHONY: lab test check bench verify venv deps services clean
+.PHONY: lab test check bench verify mutants venv deps services clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -33,9 +33,20 @@ check: $(STAMP)
 test: deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 tests
 
-# Nightly size: the deterministic simulator over every fault kind (docs/engine.md, Guarantees).
-verify: $(STAMP)
+# The PostgreSQL server the simulator and the mutation gate run on (a scratch database each).
+PG_URL ?= postgresql://postgres@127.0.0.1:5432/test
+
+# Nightly size: the deterministic simulator over every fault kind, on SQLite and on
+# PostgreSQL (docs/engine.md, Guarantees).
+verify: deps
 	$(BIN)/cronlab verify --seeds 100000 --jobs 2
+	CRONLAB_VERIFY_STORE=$(PG_URL) $(BIN)/cronlab verify --seeds 20000 --jobs 2
+
+# The mutation gate: every deliberate bug of tests/mutants/mutations.py caught, on both
+# stores, within 2,000 seeds; the catching seeds recorded for CI's quick run.
+mutants: deps
+	$(BIN)/python scripts/mutants.py --seeds 2000 --record
+	$(BIN)/python scripts/mutants.py --seeds 2000 --record --store $(PG_URL)
 
 bench: $(STAMP)
 	for f in bench/*.py; do $(BIN)/python $$f || exit 1; done

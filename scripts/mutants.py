@@ -87,7 +87,11 @@ def main() -> int:
     args = p.parse_args()
     where = "postgresql" if args.store else "sqlite"
     caught: dict[str, dict[str, int]] = json.loads(CAUGHT.read_text()) if CAUGHT.exists() else {}
-    chosen = [m for m in MUTATIONS if not args.only or m.name in args.only.split(",")]
+    chosen = [
+        m
+        for m in MUTATIONS
+        if (not args.only or m.name in args.only.split(",")) and where in m.stores
+    ]
     rows, failed = [], []
     for m in chosen:
         seeds = range(1, args.seeds + 1)

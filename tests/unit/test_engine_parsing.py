@@ -112,7 +112,9 @@ def test_a_malformed_url_error_shows_no_password() -> None:
     assert "pw" not in str(info.value) and "mysql" in str(info.value)
 
 
-@pytest.mark.parametrize("url", ["etcd://root:hunter2@127.0.0.1:2379", "etcd://root@127.0.0.1:2379"])
+@pytest.mark.parametrize(
+    "url", ["etcd://root:hunter2@127.0.0.1:2379", "etcd://root@127.0.0.1:2379"]
+)
 def test_an_etcd_url_with_credentials_is_refused_not_ignored(url: str) -> None:
     """Issue 27 ("also seen"): credentials in an etcd URL were hidden in messages but never
     sent to etcd — an election that seemed authenticated was not. cronlab's etcd client

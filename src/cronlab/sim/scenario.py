@@ -38,6 +38,8 @@ KINDS = (
     "server_error",  # a statement fails: serialization failure, deadlock, statement timeout
     "idle",  # the server ends worker sessions idle in their transaction past a limit
 )
+# The kinds before issue 27's: a seed found then replays its run with these (``--faults``).
+EARLIER = KINDS[:16]
 # Kinds only a database server has: on SQLite they are drawn, and strike nothing.
 SERVER_KINDS = ("terminate", "server_error", "idle")
 SERVER_ERRORS = ("serialization", "deadlock", "statement_timeout")
