@@ -426,7 +426,7 @@ class Runner:
             import asyncio
 
             self._event_loop = asyncio.new_event_loop()
-            weakref.finalize(self, self._event_loop.close)
+            weakref.finalize(self, _close_loop, self._event_loop)
         return self._event_loop
 
     def _item(self, m: Message, now_ms: int | None = None) -> Item:
@@ -439,6 +439,13 @@ class Runner:
             tx=_NoTx(),
         )
         return ctx, decode_payload(m.payload)
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Close a runner's loop; one a process died inside (a simulated kill, an exit from a
+    handler) still says it runs, and is left to the interpreter's end."""
+    with contextlib.suppress(RuntimeError):
+        loop.close()
 
 
 _DECODER = json.JSONDecoder()

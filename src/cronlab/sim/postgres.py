@@ -278,22 +278,40 @@ class PgSim:
     admin: psycopg.Connection[TupleRow]
     links: list[Link] = field(default_factory=list)
     commits: dict[int, tuple[int, int]] = field(default_factory=dict)  # xid: (turn, at ms)
+    spares: list[SimConnection] = field(default_factory=list)  # idle sessions to take over
 
     def connect(self, proc: Proc, lock_wait_ms: int | None, idle_ms: int | None = None) -> Link:
         """A new session for ``proc`` (a point; refused during an outage)."""
         self.world.point("CONNECT")
         if self.world.in_outage():
             raise psycopg.OperationalError("simulated outage: connection refused")
-        conn = SimConnection.connect(
-            self.url, cursor_factory=SimCursor, prepare_threshold=None, autocommit=True
-        )
-        for setting in SESSION:
-            conn.execute(setting)
+        conn = self._session()
         link = Link(sim=self, proc=proc, conn=conn, pid=conn.info.backend_pid,
                     lock_wait_ms=lock_wait_ms, idle_ms=idle_ms)  # fmt: skip
         conn.link = link
         self.links.append(link)
         return link
+
+    def _session(self) -> SimConnection:
+        """An idle session a process that ended left (as a new one: none of its state
+        matters), or a new one — a backend's start costs milliseconds, a seed makes dozens."""
+        while self.spares:
+            conn = self.spares.pop()
+            if not conn.closed and not conn.broken:
+                return conn
+        conn = SimConnection.connect(
+            self.url, cursor_factory=SimCursor, prepare_threshold=None, autocommit=True
+        )
+        for setting in SESSION:
+            conn.execute(setting)
+        return conn
+
+    def give_back(self, link: Link) -> None:
+        """``link``'s process ended with its session idle: another may take it over."""
+        link.conn.link = None
+        link.proc.idle_deadline_ms = None
+        self.links.remove(link)
+        self.spares.append(link.conn)
 
     def server_fault(self, proc: Proc) -> str | None:
         found: str | None = self.run.server_fault(proc)
@@ -389,13 +407,22 @@ class SimPool:
         yield link.conn
 
     def close(self) -> None:
-        if self.link is not None:
-            if self.link in self.sim.links:
-                self.sim.terminate(self.link)
-            self.link.conn.link = None
-            with contextlib.suppress(psycopg.Error):
-                self.link.conn.close()
-        self.link = None
+        link, self.link = self.link, None
+        if link is None:
+            return
+        idle = psycopg.pq.TransactionStatus.IDLE
+        if (
+            link in self.sim.links
+            and not link.conn.broken
+            and link.conn.info.transaction_status == idle
+        ):
+            self.sim.give_back(link)
+            return
+        if link in self.sim.links:
+            self.sim.terminate(link)
+        link.conn.link = None
+        with contextlib.suppress(psycopg.Error):
+            link.conn.close()
 
 
 class Scratch:
@@ -415,6 +442,7 @@ class Scratch:
                 f"({urls.scrub(reason, admin_url)})"
             ) from None
         self.url = with_database(admin_url, self.name)
+        self.spares: list[SimConnection] = []  # sessions the runs share (PgSim.spares)
         self._make(setup_sql)
 
     def _make(self, setup_sql: str) -> None:
@@ -445,6 +473,9 @@ class Scratch:
                     c.cursor().executemany(f'INSERT INTO "{t}" VALUES ({marks})', rows)
 
     def drop(self) -> None:
+        for conn in self.spares:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
         with psycopg.connect(self.admin_url, autocommit=True) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
@@ -585,7 +616,13 @@ class PgRun(_Run):
     def _setup_store(self) -> None:
         self.scratch.reset()
         admin = psycopg.connect(self.scratch.url, autocommit=True)
-        self.pg = PgSim(world=self.world, run=self, url=self.scratch.url, admin=admin)
+        self.pg = PgSim(
+            world=self.world,
+            run=self,
+            url=self.scratch.url,
+            admin=admin,
+            spares=self.scratch.spares,
+        )
         store = PostgresStore(self.scratch.url, time_source="caller", create=False)
         self._populate(store)
         if any(f.kind == "switch" for f in self.s.faults):
