@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from cronlab.core import policy
 from cronlab.sim import scenario as sc
-from cronlab.sim.run import T0, Outcome
+from cronlab.sim.run import Outcome
 from cronlab.sim.tasks import POISON
 
 KINDS = ("lost", "duplicated", "unexpected", "late", "stuck", "split_brain")
@@ -209,7 +209,8 @@ def _dropped(o: Outcome) -> list[Violation]:
     out, kept = [], {t[0] for t in o.tasks} | {p[0] for p in o.pruned}
     for key, trigger_ms, at_ms in o.dropped:
         if key not in kept and trigger_ms <= at_ms and _expected(o, key, trigger_ms):
-            detail = f"due at {trigger_ms - T0} ms, deleted at {at_ms - T0} ms, never run"
+            t0 = o.scenario.t0_ms
+            detail = f"due at {trigger_ms - t0} ms, deleted at {at_ms - t0} ms, never run"
             out.append(Violation(kind="lost", key=key, detail=detail))
     return out
 

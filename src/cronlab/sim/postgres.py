@@ -45,7 +45,7 @@ from psycopg.rows import TupleRow
 from cronlab import urls
 from cronlab.exceptions import ConfigError
 from cronlab.sim import scenario as sc
-from cronlab.sim.run import T0, Outcome, _Run
+from cronlab.sim.run import Outcome, _Run
 from cronlab.sim.world import Killed, Proc, SimWakeups, TrueClock, World
 from cronlab.stores.postgres import QUERIES, PostgresStore, with_database
 from cronlab.stores.postgres import Seams as PgSeams
@@ -632,7 +632,7 @@ class PgRun(_Run):
         store.close()
 
     def _t0(self) -> int:
-        return T0
+        return self.t0
 
     def _open(self, proc: Proc) -> Any:
         assert self.pg is not None
@@ -704,10 +704,10 @@ class PgRun(_Run):
         commits = self.pg.commits
 
         def turn(xid: int) -> int:
-            return commits.get(int(xid), (0, T0))[0]
+            return commits.get(int(xid), (0, self.t0))[0]
 
         def at(xid: int) -> int:
-            return commits.get(int(xid), (0, T0))[1]
+            return commits.get(int(xid), (0, self.t0))[1]
 
         tasks = self._sql("SELECT idempotency_key, status, trigger_ms, last_error FROM tasks")
         effects = self._sql(

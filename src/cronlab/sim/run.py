@@ -56,7 +56,7 @@ from cronlab.sim.world import (
 from cronlab.stores.sql import SqlStore
 from cronlab.stores.sqlite import QUERIES, Seams, SqliteStore
 
-T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z: whole seconds line up with the schedule
+T0 = sc.T0  # where runs start (2026-01-01T00:00:00Z), but the dst kind's (Scenario.t0_ms)
 SCHEDULE = "tick"
 SETUP_SQL = """
 CREATE TABLE sim_effects (
@@ -154,7 +154,8 @@ class _Run:
 
     def __init__(self, s: sc.Scenario, path: Path) -> None:
         self.s, self.path = s, path
-        self.world = World(s.seed, T0)
+        self.world = World(s.seed, s.t0_ms)
+        self.t0 = s.t0_ms
         self.ledger = Ledger()
         self.tx_invs: dict[str, list[Invocation]] = {}
         self.restarts = 0
@@ -187,7 +188,7 @@ class _Run:
             self._arm(fault)
         if self.s.api is not None:
             for i, call in enumerate(self.s.api.calls):
-                self.world.at(T0 + call.at_ms, partial(self._api_call, call, i))
+                self.world.at(self.t0 + call.at_ms, partial(self._api_call, call, i))
         self._plan_operator()
         deadlock = None
         try:
@@ -200,7 +201,7 @@ class _Run:
 
     def _plan_operator(self) -> None:
         for name in self.s.schedule_names():
-            self.world.at(T0 + sc.WORK_END_MS + 500, partial(self._remove_schedule, name))
+            self.world.at(self.t0 + sc.WORK_END_MS + 500, partial(self._remove_schedule, name))
 
     def scheduler_config(self, index: int) -> SchedulerConfig:
         return SchedulerConfig(replica=index, ttl_ms=sc.TTL_MS, scan_ms=sc.SCAN_MS, batch=50)
@@ -233,15 +234,15 @@ class _Run:
     def _populate(self, store: SqlStore) -> None:
         """The scenario's jobs and schedules, written before any process starts."""
         store.add_tasks(
-            NewTask(j.key, handler_of(j), T0 + j.due_ms, json.dumps(j.payload()))
+            NewTask(j.key, handler_of(j), self.t0 + j.due_ms, json.dumps(j.payload()))
             for j in self.s.jobs
         )
         if self.s.poison:
-            store.add_tasks(poison_rows(T0 + 1_000))
+            store.add_tasks(poison_rows(self.t0 + 1_000))
         if self.s.api is not None:
-            api_app(store, lambda: T0, 1).sync(store)
+            api_app(store, lambda: self.t0, 1).sync(store)
             self.defined[API_SCHEDULE] = api_definition(1)
-            self._note(API_SCHEDULE, T0, 0)
+            self._note(API_SCHEDULE, self.t0, 0)
         rules = [
             sc.Rule(
                 name=SCHEDULE,
@@ -253,15 +254,15 @@ class _Run:
         ]
         for rule in rules:
             self.defined[rule.name] = self._definition(rule.every_s, rule)
-            store.put_schedule(self.defined[rule.name], T0, replace=True)
-            self._note(rule.name, T0, 0)
+            store.put_schedule(self.defined[rule.name], self.t0, replace=True)
+            self._note(rule.name, self.t0, 0)
 
     def _earlier_etcd_era(self, store: SqliteStore) -> None:
         """What a leader elected by etcd leaves in the store: a fence raised to its revision."""
         era = SqliteStore(self.path, fencing="epoch")
         era.dialect.conn.create_function("sim_now", 0, self._authority)
         era.dialect.conn.create_function("sim_turn", 0, self._turn)
-        era.dispatch_due(T0 - 60_000, 1, 5_000)
+        era.dispatch_due(self.t0 - 60_000, 1, 5_000)
         era.close()
         del store
 
@@ -282,7 +283,8 @@ class _Run:
             extra["payload"] = {"follow_ms": self.s.follow_ms}
         return Schedule(
             name=rule.name,
-            cron=f"* * * * * */{every_s}",
+            cron=f"* {self.s.hours} * * * */{every_s}",  # seconds last (hours: ``dst``)
+            tz=self.s.tz,
             handler="effect",
             catchup=rule.catchup,  # type: ignore[arg-type]
             overlap=rule.overlap,  # type: ignore[arg-type]
@@ -451,7 +453,7 @@ class _Run:
     # -- faults and the operator ---------------------------------------------------------------
 
     def _arm(self, f: sc.Fault) -> None:
-        at = T0 + f.at_ms
+        at = self.t0 + f.at_ms
         if f.kind in ("kill", "pause"):
             self.world.at(at, lambda: self._strike(f))
         elif f.kind == "jump":
@@ -635,10 +637,10 @@ class _Run:
 
     def _run_until_settled(self) -> None:
         """Run a second at a time until the work is done, or the horizon is reached."""
-        end = T0 + self.horizon_ms()
+        end = self.t0 + self.horizon_ms()
         while self.world.now_ms < end:
             self.world.run_until(min(end, self.world.now_ms + 1_000))
-            if self.world.now_ms >= T0 + sc.WORK_END_MS and self._settled():
+            if self.world.now_ms >= self.t0 + sc.WORK_END_MS and self._settled():
                 return
 
     def _settled(self) -> bool:

@@ -37,6 +37,17 @@ KINDS = (
     "terminate",  # the server ends a session (pg_terminate_backend), in a transaction or not
     "server_error",  # a statement fails: serialization failure, deadlock, statement timeout
     "idle",  # the server ends worker sessions idle in their transaction past a limit
+    "dst",  # the schedules are in a zone whose clocks change (spring or fall) during the run
+)
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, where a run starts but for the dst kind's
+# The dst kind's runs: (zone, start, the hours of its schedules' grid): each starts shortly
+# before a change of the zone's clocks — an hour skipped, an hour or half an hour repeated.
+DST = (
+    ("Europe/Berlin", 1_774_746_000_000 - 10_000, "1-3"),  # 01:59:50 CET → 03:00 CEST
+    ("Europe/Berlin", 1_792_890_000_000 - 20_000, "2"),  # 02:59:40 CEST → 02:00 CET
+    ("America/New_York", 1_793_512_800_000 - 20_000, "1"),  # 01:59:40 EDT → 01:00 EST
+    ("America/New_York", 1_772_953_200_000 - 10_000, "1-3"),  # 01:59:50 EST → 03:00 EDT
+    ("Australia/Lord_Howe", 1_775_314_800_000 - 20_000, "1"),  # 01:59:40 → 01:30 (+10:30)
 )
 # The kinds before issue 27's: a seed found then replays its run with these (``--faults``).
 EARLIER = KINDS[:16]
@@ -171,6 +182,9 @@ class Scenario:
     api: Api | None = None
     poison: bool = False  # rows the engine cannot run are in the store from the start
     idle_ms: int | None = None  # a worker session's idle-in-transaction limit (``idle``)
+    t0_ms: int = T0  # where the run starts (true time)
+    tz: str = "UTC"  # the schedules' zone
+    hours: str = "*"  # the hours of the schedules' grid (``dst``: around the change)
 
     def schedule_names(self) -> tuple[str, ...]:
         return ("tick", *(r.name for r in self.rules), *(("api-s",) if self.api else ()))
@@ -268,6 +282,9 @@ def draw(seed: int, kinds: tuple[str, ...] = KINDS) -> Scenario:
     for kind in ("terminate", "server_error"):
         if kind in later:
             faults += _server(later[kind], kind, replicas, workers)
+    if "dst" in later:
+        zone, t0, hours = later["dst"].choice(DST)
+        s = dataclasses.replace(s, t0_ms=t0, tz=zone, hours=hours)
     return dataclasses.replace(s, faults=tuple(sorted(faults, key=lambda f: f.at_ms)))
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from cronlab.sim import checker
 from cronlab.sim import scenario as sc
-from cronlab.sim.run import T0, Outcome, simulate
+from cronlab.sim.run import Outcome, simulate
 from cronlab.urls import redact
 
 TRACE_LINES = 40
@@ -90,7 +90,7 @@ def trace(o: Outcome, keys: set[str]) -> Iterator[str]:
     shown = 0
     for at, line in o.trace:
         if any(k in line for k in keys) or any(w in line for w in words) or "epoch" in line:
-            yield f"{(at - T0) / 1000:9.3f} s  {line}"
+            yield f"{(at - o.scenario.t0_ms) / 1000:9.3f} s  {line}"
             shown += 1
             if shown >= TRACE_LINES:
                 yield "  …"
@@ -118,5 +118,6 @@ def _job_kinds(s: sc.Scenario) -> set[str]:
         "api": s.api,
         "poison": s.poison,
         "idle": s.idle_ms is not None,
+        "dst": s.tz != "UTC",
     }
     return kinds | {kind for kind, there in present.items() if there}
