@@ -34,7 +34,7 @@ import os
 import random
 import select
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,10 +184,14 @@ class Link:
         return query
 
     def after(self, text: str) -> None:
-        """A statement answered (or failed): idle in its transaction from now on."""
+        """A statement answered (or failed): idle in its transaction from now on. A leader
+        that has just read the schedules it plans lets the operators' commands waiting for
+        that moment run first (``PgRun._operator``)."""
         if text.startswith("ROLLBACK"):
             self.sim.settle()
         self._idle()
+        if text == QUERIES["schedules_get_many"] and self.sim.waiting_ops:
+            self.sim.mid_dispatch(self.proc)
 
     def committing(self) -> int | None:
         """The point before COMMIT; the transaction's id (None: it wrote nothing)."""
@@ -279,6 +283,7 @@ class PgSim:
     links: list[Link] = field(default_factory=list)
     commits: dict[int, tuple[int, int]] = field(default_factory=dict)  # xid: (turn, at ms)
     spares: list[SimConnection] = field(default_factory=list)  # idle sessions to take over
+    waiting_ops: list[Callable[[], None]] = field(default_factory=list)  # mid_dispatch
 
     def connect(self, proc: Proc, lock_wait_ms: int | None, idle_ms: int | None = None) -> Link:
         """A new session for ``proc`` (a point; refused during an outage)."""
@@ -291,6 +296,17 @@ class PgSim:
         conn.link = link
         self.links.append(link)
         return link
+
+    def mid_dispatch(self, leader: Proc) -> None:
+        """Start the waiting operators' commands now, and let them run before ``leader`` goes
+        on (it sleeps a millisecond): a deploy, pause or backfill lands in the middle of the
+        leader's planning, between its read of the schedules and its writes."""
+        starts, self.waiting_ops = self.waiting_ops, []
+        self.world.log(f"  {len(starts)} operator command(s) land in {leader.name}'s planning")
+        for start in starts:
+            start()
+        leader.wake_ms = self.world.now_ms + 1
+        self.world.wait_blocked(leader)
 
     def _session(self) -> SimConnection:
         """An idle session a process that ended left (as a new one: none of its state
@@ -586,7 +602,12 @@ class PgRun(_Run):
             self.wakeups = SimWakeups(self.world, lossless, s.seed)
         # Sessions interleave statement by statement: a seed switches processes at a point
         # with a probability of its own (the SQLite runs keep 0.3, so their seeds replay)
-        self.world.switch_p = random.Random(f"{s.seed}:interleave").choice((0.3, 0.6, 0.9))
+        interleave = random.Random(f"{s.seed}:interleave")
+        self.world.switch_p = interleave.choice((0.3, 0.6, 0.9))
+        self.world.favour = interleave.choice((None, 0.5, 0.9))
+        # In half the seeds an operator's command (a redeploy, pause, resume, backfill, an App
+        # sync) lands in the middle of the leader's planning, the race of bugs 3 and 4
+        self.mid_dispatch = interleave.random() < 0.5
         self.scratch = scratch
         self.pg: PgSim | None = None
         self.world.outage_error = lambda: psycopg.OperationalError(
@@ -603,6 +624,32 @@ class PgRun(_Run):
     def server_fault(self, proc: Proc) -> str | None:
         found: str | None = self.world.due_fault(proc)
         return found
+
+    def _operator(self, what: str, act: Callable[[Any], None], again: bool = False) -> None:
+        """As ``_Run._operator``; with ``mid_dispatch``, a command that changes schedules
+        starts as the leader has just read the schedules it plans (or after 2 s without one)."""
+        moving = what.split()[0] in ("redeploy", "pause", "resume", "backfill", "api")
+        if again or not self.mid_dispatch or not moving or self.pg is None:
+            super()._operator(what, act, again)
+            return
+        self.operators += 1  # (counted now: the run's end waits for it)
+        started: list[bool] = []
+
+        def start() -> None:
+            if not started:
+                started.append(True)
+                super(PgRun, self)._operator(what, act, True)
+
+        self.pg.waiting_ops.append(start)
+        self.world.at(self.world.now_ms + 2_000, start)
+
+    def _arm(self, f: sc.Fault) -> None:
+        """A redeploy drawn on a whole second comes as one of the schedule's occurrences falls
+        due (when the leader plans it: the race of bug 4); elsewhere as drawn."""
+        every = self.s.every_s * 1000
+        if f.kind == "redeploy" and f.at_ms % 1000 == 0:
+            f = dataclasses.replace(f, at_ms=f.at_ms - f.at_ms % every)
+        super()._arm(f)
 
     def _terminate(self, name: str) -> None:
         assert self.pg is not None

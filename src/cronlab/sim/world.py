@@ -24,6 +24,10 @@ import greenlet
 
 from cronlab.exceptions import BackendUnavailable
 
+# With ``World.favour`` set, how often a point is a change point (PCT): the running process
+# drops below every other, so they run through what it had begun.
+LOWER_P = 0.05
+
 
 class Killed(BaseException):
     """The simulated process died at this point (SIGKILL): nothing after it runs."""
@@ -93,6 +97,8 @@ class World:
         # ends that session: sim/postgres.py); called as true time reaches the deadline.
         self.on_idle_timeout: Callable[[Proc], None] = lambda proc: None
         self.renames: list[tuple[str, str]] = []  # what the trace says in other words
+        self.favour: float | None = None  # how often the highest priority runs next (_pick)
+        self.priority: dict[str, float] = {}  # a process name's, drawn when first ready
         self._home = greenlet.getcurrent()  # the world's own: where a process switches back to
         self._order = 0
 
@@ -119,13 +125,25 @@ class World:
             now = self.now_ms
             ready = [p for p in self.live if p.runnable(now)]
             if ready:
-                self._resume(self.rng.choice(ready))
+                self._resume(self._pick(ready))
                 continue
             nxt = self._next_time()
             if nxt is None or nxt > end_ms:
                 self.now_ms = max(self.now_ms, end_ms)
                 return
             self.now_ms = nxt
+
+    def _pick(self, ready: list[Proc]) -> Proc:
+        """Who runs next: anyone ready, alike — or, with ``favour`` set, most often the one
+        whose name drew the highest priority (PCT's way to let one process run through
+        another's transaction; ``sim/postgres.py`` sets it, SQLite runs keep the uniform
+        choice their seeds replay with)."""
+        if self.favour is not None and self.rng.random() < self.favour:
+            for p in ready:
+                if p.name not in self.priority:
+                    self.priority[p.name] = self.rng.random()
+            return max(ready, key=lambda p: self.priority[p.name])
+        return self.rng.choice(ready)
 
     def shutdown(self) -> None:
         """Kill every process that is still alive."""
@@ -229,6 +247,9 @@ class World:
         if (fault := self._due(proc.pause_at)) is not None:
             self.pause(proc, fault[2])
             self.log(f"  ({proc.name} stopped at {label[:40]})")
+            self._yield(proc)
+        elif self.favour is not None and self.rng.random() < LOWER_P:
+            self.priority[proc.name] = -self.rng.random()  # a change point: the others' turn
             self._yield(proc)
         elif self.rng.random() < self.switch_p:
             self._yield(proc)
