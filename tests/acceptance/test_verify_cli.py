@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from shell import cronlab
 
+import beside
 from cronlab.sim import scenario as sc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,8 +36,10 @@ def need_pg() -> None:
 pytestmark = pytest.mark.acceptance
 
 
+@pytest.mark.beside("verify-sqlite-2000")
 def test_two_thousand_seeds_of_every_fault_kind_find_no_violation() -> None:
-    done = cronlab("verify", "--seeds", "2000", "--jobs", "2", "--json", timeout=900)
+    """``cronlab verify --seeds 2000 --jobs 2 --json``, run beside the suite (tests/beside.py)."""
+    done = beside.result("verify-sqlite-2000")
     out = json.loads(done.stdout)
     assert (out["seeds"], out["violations"], done.returncode) == (2000, [], 0)
     assert set(out["by_fault"]) == set(sc.KINDS)
@@ -102,28 +103,34 @@ def test_each_seed_that_failed_during_issue_27_passes_now(seed: int) -> None:
 
 
 @pytest.mark.postgres
+@pytest.mark.beside("verify-postgresql-500")
 def test_five_hundred_postgresql_seeds_of_every_fault_kind_find_no_violation() -> None:
     """The simulator on a real PostgreSQL server (a scratch database per process, made and
-    dropped): every process a session of its own, statements interleaved by the seed."""
+    dropped): every process a session of its own, statements interleaved by the seed.
+    ``cronlab verify --seeds 500 --jobs 2 --json --store PG``, run beside the suite."""
     need_pg()
-    done = cronlab("verify", "--seeds", "500", "--jobs", "2", "--json", "--store", PG, timeout=1800)
+    done = beside.result("verify-postgresql-500")
     out = json.loads(done.stdout)
     assert (out["seeds"], out["violations"], done.returncode) == (500, [], 0)
     assert set(out["by_fault"]) == set(sc.KINDS)
 
 
 @pytest.mark.parametrize(
-    "store", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+    "store",
+    [
+        pytest.param("sqlite", marks=pytest.mark.beside("mutants-sqlite")),
+        pytest.param(
+            "postgresql", marks=[pytest.mark.postgres, pytest.mark.beside("mutants-postgresql")]
+        ),
+    ],
 )
 def test_the_mutation_gate_catches_every_deliberate_bug_at_its_recorded_seed(store: str) -> None:
     """A proof that can fail: each bug of tests/mutants/mutations.py, applied to a copy of the
     package alone, is caught at the seed ``make mutants`` recorded, as the violation it causes
-    (``scripts/mutants.py --quick``; the full search: ``make mutants``)."""
-    args = [sys.executable, "scripts/mutants.py", "--quick", "--json"]
+    (``scripts/mutants.py --quick``, run beside the suite; the full search: ``make mutants``)."""
     if store == "postgresql":
         need_pg()
-        args += ["--store", PG]
-    done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=1800)
+    done = beside.result(f"mutants-{store}")
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert (out["not_caught"], done.returncode) == ([], 0), done.stderr[-3000:]
     assert len(out["rows"]) >= 12

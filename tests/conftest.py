@@ -1,0 +1,32 @@
+"""The suite's long searches start once the tests are chosen and run beside the rest
+(``beside.py``)."""
+
+from __future__ import annotations
+
+import pytest
+
+import beside
+
+
+def _name(item: pytest.Item) -> str | None:
+    mark = item.get_closest_marker("beside")
+    return None if mark is None else str(mark.args[0])
+
+
+@pytest.hookimpl(trylast=True)  # after -k, -m and --deselect have chosen
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``beside`` tests go last, in the order their commands run."""
+    order = list(beside.COMMANDS)
+    marked = [i for i in items if _name(i) is not None]
+    marked.sort(key=lambda i: order.index(str(_name(i))))
+    items[:] = [i for i in items if _name(i) is None] + marked
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the commands of the ``beside`` tests that will run."""
+    if not session.config.option.collectonly:
+        beside.start([n for i in session.items if (n := _name(i)) is not None])
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    beside.stop()
