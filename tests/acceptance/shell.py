@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+PG = os.environ.get("CRONLAB_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 def cronlab(
@@ -18,3 +23,16 @@ def cronlab(
         check=False,
         cwd=cwd,
     )
+
+
+def need_pg(url: str = PG) -> None:
+    """Skip when the PostgreSQL server is down; fail instead under CI=true (as tests/contract
+    does)."""
+    import psycopg
+
+    try:
+        psycopg.connect(url, connect_timeout=3).close()
+    except psycopg.OperationalError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{exc} (CI=true: the server must be up)")
+        pytest.skip(f"PostgreSQL is down: {exc}")

@@ -17,9 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import psycopg
 import pytest
-from shell import cronlab
+from shell import cronlab, need_pg
 
 from cronlab.testing import scratch_database
 
@@ -155,12 +154,7 @@ def console(url: str) -> Iterator[str]:
 
 @pytest.mark.postgres
 def test_the_console_runs_on_postgresql() -> None:
-    try:
-        psycopg.connect(PG_ADMIN, connect_timeout=3).close()
-    except psycopg.OperationalError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{exc} (CI=true: the server must be up)")
-        pytest.skip(str(exc))
+    need_pg(PG_ADMIN)
     with scratch_database(PG_ADMIN, "cronlab_console") as url:
         add = cronlab("schedule", "add", "nightly", "0 3 * * *", "--handler", "invoice",
                       "--store", url)  # fmt: skip

@@ -8,30 +8,12 @@ fence is caught (the checker can fail).
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
-from shell import cronlab
+from shell import cronlab, need_pg
 
 import beside
 from cronlab.sim import scenario as sc
-
-ROOT = Path(__file__).resolve().parents[2]
-PG = os.environ.get("CRONLAB_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-def need_pg() -> None:
-    """Skip when the server is down; fail instead under CI=true (as tests/contract does)."""
-    import psycopg
-
-    try:
-        psycopg.connect(PG, connect_timeout=3).close()
-    except psycopg.OperationalError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{exc} (CI=true: the server must be up)")
-        pytest.skip(f"PostgreSQL is down: {exc}")
-
 
 pytestmark = pytest.mark.acceptance
 
