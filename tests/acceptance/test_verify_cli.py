@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from shell import cronlab, need_pg
+from shell import PG, cronlab, need_pg
 
 import beside
 from cronlab.sim import scenario as sc
@@ -80,6 +80,20 @@ def test_each_seed_that_failed_during_issue_27_passes_now(seed: int) -> None:
     286, 1576 and 5733, the checker's own mistakes (overlap past the retention's keep, a task
     whose work outlasts its timeout, a key deferred again after the retention)."""
     done = cronlab("verify", "--seed", str(seed), timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "no violation" in done.stdout
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("seed", [1507, 1529])
+def test_each_postgresql_seed_that_failed_at_09de925_passes_now(seed: int) -> None:
+    """Each failed at 09de925, found by the 5,000-seed run on PostgreSQL. 1507: a redeploy
+    waited for a paused leader's fence locks and judged due-ness by the instant it asked,
+    dropping an occurrence that fell due meanwhile (lost; now judged once it holds the locks).
+    1529: a handler outlasting the server's idle-in-transaction timeout took its batch-mates
+    down at every attempt (stuck at the end; now a retry runs in a transaction of its own)."""
+    need_pg()
+    done = cronlab("verify", "--seed", str(seed), "--store", PG, timeout=120)
     assert done.returncode == 0, done.stdout[-2000:]
     assert "no violation" in done.stdout
 

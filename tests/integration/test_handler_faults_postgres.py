@@ -124,3 +124,57 @@ def test_a_worker_whose_clock_is_behind_keeps_its_messages_invisible(url: str) -
     assert len(StoreQueue(store, behind).claim("a", 10, 5_000)) == 1
     assert StoreQueue(store, on_time).claim("b", 10, 5_000) == []
     store.close()
+
+
+def test_a_task_that_outlasts_the_idle_transaction_timeout_costs_its_batch_mates_one_attempt(
+    url: str,
+) -> None:
+    """PostgreSQL seed 1529: a handler outlasting the server's idle-in-transaction timeout
+    takes its whole batch down, and its retries came back in a batch with the retries of its
+    batch-mates, which lost an attempt each time, until they failed too (or, slower, were still
+    open when the run ended). Now a retry runs in a transaction of its own: the batch-mates
+    lose one attempt and then run; only the handler that dawdles fails."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        name = admin.info.dbname
+        admin.execute(f'ALTER DATABASE "{name}" SET idle_in_transaction_session_timeout = 300')
+    app = cronlab.App(url)
+
+    @app.task(name="dawdles", retries=3)
+    def dawdles(ctx: cronlab.Context) -> Any:
+        ctx.tx.execute("SELECT 1")
+        time.sleep(0.6)  # idle in the transaction past the server's 300 ms
+
+    @app.task(name="quick", retries=3)
+    def quick(ctx: cronlab.Context, n: int) -> Any:
+        ctx.tx.execute("SELECT %s", (n,))
+
+    dawdles.defer()
+    for n in range(5):
+        quick.defer(n=n)
+    statuses = work_until_all_settled(app)
+    assert statuses == {"dawdles": [("FAILED", 4)], "quick": [("DONE", 2)] * 5}
+    app.store().close()
+
+
+def work_until_all_settled(app: cronlab.App, deadline_s: float = 60.0) -> dict[str, list[Any]]:
+    """Dispatch the app's due tasks, then run a worker (short visibility) until no task is
+    open; each task name's (status, attempts)."""
+    clock, store = SystemClock(), app.store()
+    epoch = StoreElector(store, clock).acquire_or_renew("leader", 10_000)
+    assert epoch is not None
+    cfg = WorkerConfig(index=0, visibility_ms=VISIBILITY_MS, idle_ms=50)
+    worker = Worker(
+        cfg, store=store, queue=StoreQueue(store, clock), registry=app.registry, clock=clock,
+        name="w",
+    )  # fmt: skip
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        store.dispatch_due(clock.now_ms(), 100, epoch.epoch)
+        clock.sleep(worker.step() / 1000)
+        found = store.query("SELECT handler, status, attempts FROM tasks ORDER BY handler, id")
+        if all(status in ("DONE", "FAILED") for _, status, _ in found):
+            by_name: dict[str, list[Any]] = {}
+            for handler, status, attempts in found:
+                by_name.setdefault(handler, []).append((status, attempts))
+            return by_name
+    raise AssertionError("tasks were still open after the deadline")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -152,3 +153,46 @@ def test_two_schedule_adds_of_one_name_at_once_end_in_a_conflict_not_an_overwrit
         first.put_schedule(a, T0, replace=False)
     (info,) = first.list_schedules()
     assert info.schedule.handler == "a" and len(refused) == 1
+
+
+def test_a_redeploy_that_waited_for_a_dispatch_keeps_the_occurrence_due_meanwhile() -> None:
+    """PostgreSQL seed 1507: a redeploy asked at instant A, then waited for the fence locks of
+    a dispatch; an occurrence of the old definition fell due while it waited. The redeploy
+    judged due-ness by A, took that occurrence for one still to come and dropped it: it never
+    ran. Now a change is judged by the store's clock once it holds the locks."""
+    every_second = Schedule(name="tick", cron="* * * * * *", handler="a", overlap="allow")
+    yearly = Schedule(name="tick", cron="0 0 1 1 *", handler="b", overlap="allow")
+    with pg_database() as url:
+        leader, deployer = PostgresStore(url), PostgresStore(url)  # the server's clock
+        try:
+            now = lambda: int(leader.query(SERVER_MS)[0][0])  # noqa: E731
+            leader.put_schedule(every_second, now(), replace=True)
+            epoch = leader.lease_cas("leader", now(), 60_000)
+            assert epoch is not None
+            _sleep_until(now, (now() // 1_000 + 1) * 1_000 + 100)  # 0.1 s past a second
+            asked: list[int] = []
+
+            def deploy() -> None:
+                asked.append(now())  # as the CLI reads its clock, before it waits
+                deployer.put_schedule(yearly, asked[0], replace=True)
+
+            with meanwhile(leader, "schedules_get_many", deploy) as said:
+                assert leader.dispatch_due(now(), 100, epoch.epoch) >= 1
+            due_meanwhile = (asked[0] // 1_000 + 1) * 1_000
+            assert said == ["waited"] and now() > due_meanwhile
+            kept = leader.query(
+                f"SELECT handler FROM tasks WHERE trigger_ms = {due_meanwhile} "
+                "AND starts_with(idempotency_key, 'schedule:tick:')"
+            )
+            assert kept == [("a",)], f"the occurrence due at {due_meanwhile} was dropped"
+        finally:
+            leader.close()
+            deployer.close()
+
+
+SERVER_MS = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+
+def _sleep_until(now: Callable[[], int], at_ms: int) -> None:
+    while (left := at_ms - now()) > 0:
+        time.sleep(left / 1000)

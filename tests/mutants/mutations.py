@@ -262,4 +262,32 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         ("stuck", "duplicated", "lost"),
     ),
+    Mutation(
+        "change-judged-before-locks",
+        "a deploy, pause or resume judges due-ness by the instant it was asked, not once it "
+        "holds the locks (seed 1507: an occurrence due while it waited is dropped)",
+        (
+            Edit(
+                "stores/sql/schedule_methods.py",
+                "            return fn(c, self.d.now(c, now_ms))",
+                "            return fn(c, now_ms)",
+            ),
+        ),
+        ("lost", "unexpected"),
+        ("postgresql",),  # on SQLite a change is judged by the caller's clock: the line is idle
+    ),
+    Mutation(
+        "retries-batched-together",
+        "a retry runs in a batch with others: a handler that ends its session takes the same "
+        "batch-mates down at every attempt (seed 1529)",
+        (
+            Edit(
+                "runtime/worker.py",
+                "    return ([together] if together else []) + [[m] for m in alone]",
+                "    return [list(messages)]",
+            ),
+        ),
+        ("stuck", "lost"),
+        ("postgresql",),  # only a server ends a session mid-batch (``idle``, ``terminate``)
+    ),
 )

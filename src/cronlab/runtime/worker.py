@@ -14,13 +14,13 @@ batches, so one worker does not hoard the queue or outlive its visibility timeou
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cronlab.exceptions import BackendUnavailable
 from cronlab.handlers import CONCURRENCY, Registry
 from cronlab.metrics import NO_METRICS, Metrics
-from cronlab.ports import Batch, Clock, Event, Queue, Retry, Store, Waiter
+from cronlab.ports import Batch, Clock, Event, Message, Queue, Retry, Store, Waiter
 from cronlab.runtime.heartbeat import Heartbeat
 from cronlab.runtime.outage import Outage
 
@@ -44,6 +44,19 @@ class WorkerConfig:
     concurrency: int = CONCURRENCY  # async handlers run at once
     checked: bool = True  # False (``--fencing off``): every delivery runs, stale ones too
     idle_ms: int = IDLE_MS  # how long an idle worker waits before it polls again
+
+
+def transactions(messages: Sequence[Message]) -> list[list[Message]]:
+    """The claimed ``messages`` as the transactions they run in: every first attempt in one,
+    then each retry in one of its own. A run that fails by ending its transaction — a handler
+    outlasting the server's ``idle_in_transaction_session_timeout`` or its own timeout inside
+    SQL, a crash — takes its batch-mates down once; its retries then run alone, so they never
+    cost another task an attempt (PostgreSQL seed 1529: batch-mates lost again and again, stuck
+    at the end). A delivery of an earlier attempt that never ended runs nothing (``execution
+    .LostRun``): it stays with the first attempts."""
+    alone = [m for m in messages if m.attempt > 1 and m.receives == 1]
+    together = [m for m in messages if not (m.attempt > 1 and m.receives == 1)]
+    return ([together] if together else []) + [[m] for m in alone]
 
 
 class TokenBucket:
@@ -144,25 +157,47 @@ class Worker:
             self.bucket.take(len(messages))
         started = self.clock.now_ms()
         with self.queue.holding(messages, self.cfg.visibility_ms):
-            work = Batch(
-                worker=self.name,
-                messages=messages,
-                run=self.run_message,
-                retry=self.cfg.retry,
-                now=self.clock.now_ms,
-                checked=self.cfg.checked,
-                observe=self._observe,
-            )
-            counts = self.store.execute(work)
-        for key, n in counts.items():
-            self.totals[key] += n
-        self.metrics.executed(counts)
+            self._execute_all(transactions(messages))
         # Step aside briefly after a LONG batch (slow handlers): a single-writer store
         # (SQLite) would otherwise let this worker take the lock again before any waiting
         # process wakes. After a short batch, going on at once keeps the lock busy.
         took = self.clock.now_ms() - started
         self._size_next(len(messages), limit, took)
         return 0 if took < LONG_BATCH_MS else min(YIELD_MAX_MS, took // 10)
+
+    def _execute_all(self, groups: Sequence[Sequence[Message]]) -> None:
+        """Each group in a transaction of its own, in order. A group whose transaction is lost
+        (its session ended: a handler that outlasts the server's limits) does not stop the
+        next, which never ran; two lost in a row stop the batch (the backend is down: what is
+        left comes back through the queue). The first loss is raised once all have run."""
+        lost: BackendUnavailable | None = None
+        in_a_row = 0
+        for group in groups:
+            try:
+                self._execute(group)
+                in_a_row = 0
+            except BackendUnavailable as exc:
+                lost, in_a_row = lost or exc, in_a_row + 1
+                if in_a_row == 2:
+                    break
+        if lost is not None:
+            raise lost
+
+    def _execute(self, messages: Sequence[Message]) -> None:
+        """Run ``messages`` in one transaction of the store's (``Store.execute``)."""
+        work = Batch(
+            worker=self.name,
+            messages=messages,
+            run=self.run_message,
+            retry=self.cfg.retry,
+            now=self.clock.now_ms,
+            checked=self.cfg.checked,
+            observe=self._observe,
+        )
+        counts = self.store.execute(work)
+        for key, n in counts.items():
+            self.totals[key] += n
+        self.metrics.executed(counts)
 
     def _size_next(self, n: int, asked: int, took_ms: int) -> None:
         """The next batch's size from how long this one took (only a full batch tells)."""

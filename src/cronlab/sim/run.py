@@ -148,6 +148,15 @@ def simulate(s: sc.Scenario, store: str | None = None) -> Outcome:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def judged(store: Any, asked_ms: int) -> int:
+    """The instant ``store`` judged its last change by (``ScheduleMethods.changing``, once it
+    held the locks): its server clock's last reading, else the caller's ``asked_ms``."""
+    clock = store.d.seams.clock
+    if isinstance(clock, TrueClock) and clock.read_ms is not None:
+        return clock.read_ms
+    return asked_ms
+
+
 class _Run:
     """One run. The lab's runs (``sim/lab.py``) change what the hooks below return: the
     processes' configs, the elector, when a dead process comes back, how long the run lasts."""
@@ -540,7 +549,7 @@ class _Run:
         tick, now = self._definition(every_s), self._authority()  # as the operator's CLI does
         store.put_schedule(tick, now, replace=True)  # (which may wait for the write lock)
         self.defined[SCHEDULE] = tick
-        self._note(SCHEDULE, now, self._turn())
+        self._note(SCHEDULE, judged(store, now), self._turn())
 
     def _operate(self, f: sc.Fault) -> None:
         """An operator's command from the CLI or the console (the ``operator`` kind)."""
@@ -562,13 +571,13 @@ class _Run:
         now = self._authority()
         store.pause_schedule(name, now, "the simulated operator")
         self.paused.add(name)
-        self._note(name, now, self._turn())
+        self._note(name, judged(store, now), self._turn())
 
     def _resume_schedule(self, name: str, store: SqliteStore) -> None:
         now = self._authority()
         store.resume_schedule(name, now)
         self.paused.discard(name)
-        self._note(name, now, self._turn())
+        self._note(name, judged(store, now), self._turn())
 
     def _api_call(self, call: sc.ApiCall, index: int) -> None:
         """One call of the App API actor, from a short-lived process of its own."""
@@ -579,7 +588,7 @@ class _Run:
             done = api_call(api_app(store, lambda: now, version), call, index)
             if call.op == "sync":
                 self.defined[API_SCHEDULE] = api_definition(version)
-                self._note(API_SCHEDULE, now, self._turn())
+                self._note(API_SCHEDULE, judged(store, now), self._turn())
             self.world.log(f"api: {done}")
 
         self._operator(f"api {call.op} {index}", act)
@@ -602,7 +611,7 @@ class _Run:
             now = self._authority()
             store.remove_schedule(name, now)
             self.removed.add(name)
-            self._note(name, now, self._turn())
+            self._note(name, judged(store, now), self._turn())
             if self.removed >= set(self.s.schedule_names()):
                 self.ledger.removed_ms = now
 

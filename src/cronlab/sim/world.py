@@ -347,13 +347,16 @@ class SimClock:
 
 
 class TrueClock:
-    """The world's own clock (a database server's, in ``time_source=server`` stores)."""
+    """The world's own clock (a database server's, in ``time_source=server`` stores).
+    ``read_ms`` is its last reading: the instant a store judged a change by."""
 
     def __init__(self, world: World) -> None:
         self.world = world
+        self.read_ms: int | None = None
 
     def now_ms(self) -> int:
-        return self.world.now_ms
+        self.read_ms = self.world.now_ms
+        return self.read_ms
 
     def monotonic_ms(self) -> int:
         return self.world.now_ms

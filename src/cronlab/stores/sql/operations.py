@@ -92,17 +92,17 @@ def cancel_task(store: SqlStore, task_id: int, now_ms: int, by: str) -> TaskInfo
     retry) SKIPPED as ``cancelled``, its messages no worker holds out of the queue, and a
     schedule's next occurrence followed by the one after it."""
 
-    def cancel(c: Conn) -> TaskInfo:
+    def cancel(c: Conn, now: int) -> TaskInfo:
         was = _must_be(_lock(store, c, task_id), NOT_RUN_YET, "cancelled")
         c.execute(store.q["task_skip"], {"id": task_id, "reason": CANCELLED})
         for name in ("queue_unqueue_whole", "queue_unqueue_part"):
-            c.execute(store.q[name], {"id": task_id, "now": now_ms})
+            c.execute(store.q[name], {"id": task_id, "now": now})
         if was.status == "PENDING":
             _go_on(store, c, was)
-        _record(store, c, "cancelled", was, now_ms, by)
+        _record(store, c, "cancelled", was, now, by)
         return dataclasses.replace(was, status="SKIPPED", last_error=CANCELLED)
 
-    return store.changing(cancel)  # (a schedule's occurrence: serialised with the leader)
+    return store.changing(now_ms, cancel)  # (a schedule's occurrence: serialised with the leader)
 
 
 def retry_task(store: SqlStore, task_id: int, now_ms: int, by: str) -> TaskInfo:
@@ -110,15 +110,15 @@ def retry_task(store: SqlStore, task_id: int, now_ms: int, by: str) -> TaskInfo:
     attempt — enqueued as a worker's retry is (``SqlStore.settle``: not counted as a
     dispatch), but visible at once, whatever the workers' clocks say of the operator's."""
 
-    def retry(c: Conn) -> TaskInfo:
+    def retry(c: Conn, now: int) -> TaskInfo:
         was = _must_be(_lock(store, c, task_id), ("FAILED",), "retried")
         c.execute(store.q["task_retry"], {"id": task_id})
-        store.d.enqueue(c, [(task_id, was.attempts)], now_ms, 0)
+        store.d.enqueue(c, [(task_id, was.attempts)], now, 0)
         store.d.notify(c, "queued")
-        _record(store, c, "retried", was, now_ms, by, attempt=was.attempts + 1)
+        _record(store, c, "retried", was, now, by, attempt=was.attempts + 1)
         return dataclasses.replace(was, status="DISPATCHED")
 
-    return store.changing(retry)
+    return store.changing(now_ms, retry)
 
 
 def _checked(task_id: int) -> int:

@@ -35,16 +35,19 @@ class ScheduleMethods:
     d: Dialect
     q: Mapping[str, str]
 
-    def changing(self, fn: Callable[[Conn], T]) -> T:
-        """``fn`` in a transaction that changes schedules or their occurrences, serialised
-        with the leader's: it first takes every fence row a dispatch or the retention takes
-        (PostgreSQL; SQLite's writer lock serialises every write already). A dispatch then
-        never plans from a definition a deploy replaces under it (bug 4), a backfill never
-        reads history the retention is deleting (bug 3), and two adds of one name meet."""
+    def changing(self, now_ms: int, fn: Callable[[Conn, int], T]) -> T:
+        """``fn(c, now)`` in a transaction that changes schedules or their occurrences,
+        serialised with the leader's: it first takes every fence row a dispatch or the
+        retention takes (PostgreSQL; SQLite's writer lock serialises every write already). A
+        dispatch then never plans from a definition a deploy replaces under it (bug 4), a
+        backfill never reads history the retention is deleting (bug 3), and two adds of one
+        name meet. ``now`` is judged once the locks are held (``Dialect.now``: the server's
+        clock, or ``now_ms``): a change that waited for a paused leader's dispatch never drops
+        an occurrence that fell due while it waited (seed 1507 on PostgreSQL)."""
 
         def serialised(c: Conn) -> T:
             c.execute(self.q["fence_lock_all"])
-            return fn(c)
+            return fn(c, self.d.now(c, now_ms))
 
         return self.d.transaction(serialised)
 
@@ -62,7 +65,7 @@ class ScheduleMethods:
         ):
             return False  # read outside the lock: redeploying takes no write lock
 
-        def put(c: Conn) -> bool:
+        def put(c: Conn, now: int) -> bool:
             old = self._schedule(c, schedule.name, lock=True)
             if old is not None and not replace:
                 raise ConflictError(f"a schedule named {schedule.name!r} already exists")
@@ -70,16 +73,16 @@ class ScheduleMethods:
                 return False
             c.execute(self.q["schedule_upsert"], rows.schedule_row(schedule))
             paused = old.schedule.paused if old is not None else schedule.paused
-            self._rematerialise(c, schedule, now_ms, paused)
+            self._rematerialise(c, schedule, now, paused)
             return True
 
-        return self.changing(put)
+        return self.changing(now_ms, put)
 
     def sync_schedules(self, app: str, wanted: Sequence[Schedule], now_ms: int) -> SyncReport:
         for s in wanted:
             zones.check(s.tz)
 
-        def sync(c: Conn) -> SyncReport:
+        def sync(c: Conn, now: int) -> SyncReport:
             added: list[str] = []
             changed: list[str] = []
             for s in wanted:
@@ -97,16 +100,16 @@ class ScheduleMethods:
                 c.execute(self.q["schedule_upsert"], rows.schedule_row(s, app))
                 if not same:
                     paused = old.schedule.paused if old is not None else s.paused
-                    self._rematerialise(c, s, now_ms, paused)
+                    self._rematerialise(c, s, now, paused)
             declared = {s.name for s in wanted}
             names = c.execute(self.q["schedule_names_of_app"], {"app": app}).fetchall()
             mine = app != OLD_DEFAULT_APP
             removed = [n for (n,) in names if n not in declared and mine]
             for name in removed:
-                self._remove(c, name, now_ms)
+                self._remove(c, name, now)
             return SyncReport(added=tuple(added), changed=tuple(changed), removed=tuple(removed))
 
-        return self.changing(sync)
+        return self.changing(now_ms, sync)
 
     def get_schedule(self, name: str) -> ScheduleInfo:
         def get(c: Conn) -> ScheduleInfo:
@@ -123,46 +126,46 @@ class ScheduleMethods:
     def pause_schedule(self, name: str, now_ms: int, note: str | None = None) -> bool:
         text = occurrences.check_note(note)
 
-        def pause(c: Conn) -> bool:
+        def pause(c: Conn, now: int) -> bool:
             self.must_exist(c, name, lock=True)
             args = {"name": name, "paused": 1}
             changed = int(c.execute(self.q["schedule_set_paused"], args).rowcount)
-            c.execute(self.q["schedule_drop_pending"], {"name": name, "now": now_ms})
+            c.execute(self.q["schedule_drop_pending"], {"name": name, "now": now})
             c.execute(self.q["schedule_set_next"], {"name": name, "next": None, "expect": None})
             if changed or text is not None:
                 c.execute(self.q["schedule_note"], {"name": name, "note": text})
-            self._operated(c, "paused", name, now_ms, note=text)
+            self._operated(c, "paused", name, now, note=text)
             return changed > 0
 
-        return self.changing(pause)
+        return self.changing(now_ms, pause)
 
     def resume_schedule(self, name: str, now_ms: int) -> bool:
-        def resume(c: Conn) -> bool:
+        def resume(c: Conn, now: int) -> bool:
             info = self.must_exist(c, name, lock=True)
             args = {"name": name, "paused": 0}
             changed = int(c.execute(self.q["schedule_set_paused"], args).rowcount)
             if changed:
-                self._rematerialise(c, info.schedule, now_ms, False)
+                self._rematerialise(c, info.schedule, now, False)
                 c.execute(self.q["schedule_note"], {"name": name, "note": None})
-                self._operated(c, "resumed", name, now_ms)
+                self._operated(c, "resumed", name, now)
             return changed > 0
 
-        return self.changing(resume)
+        return self.changing(now_ms, resume)
 
     def backfill_schedule(self, name: str, from_ms: int, to_ms: int, now_ms: int) -> Backfill:
         """Run the schedule's occurrences in [from_ms, to_ms) that never ran (``operations
         .backfill``); a range backwards, in the future or of more than ``MAX_BACKFILL`` is a
         ConfigError and writes nothing."""
 
-        def fill(c: Conn) -> Backfill:
-            done = operations.backfill(self, c, name, from_ms, to_ms, now_ms)
+        def fill(c: Conn, now: int) -> Backfill:
+            done = operations.backfill(self, c, name, from_ms, to_ms, now)
             if done.added:
                 self.d.notify(c, "due")
             span = {"from_ms": from_ms, "to_ms": to_ms, "added": done.added}
-            self._operated(c, "backfilled", name, now_ms, **span, existing=done.existing)
+            self._operated(c, "backfilled", name, now, **span, existing=done.existing)
             return done
 
-        return self.changing(fill)
+        return self.changing(now_ms, fill)
 
     def _operated(self, c: Conn, kind: str, name: str, now_ms: int, **detail: Any) -> None:
         """An operator's action on schedule ``name``, in the event log (the audit trail)."""
@@ -172,11 +175,11 @@ class ScheduleMethods:
         )
 
     def remove_schedule(self, name: str, now_ms: int) -> None:
-        def remove(c: Conn) -> None:
+        def remove(c: Conn, now: int) -> None:
             self.must_exist(c, name, lock=True)
-            self._remove(c, name, now_ms)
+            self._remove(c, name, now)
 
-        self.changing(remove)
+        self.changing(now_ms, remove)
 
     def _remove(self, c: Conn, name: str, now_ms: int) -> None:
         """Delete a schedule and its occurrence still to come; one already due stays, and is
@@ -185,14 +188,14 @@ class ScheduleMethods:
         c.execute(self.q["schedule_delete"], {"name": name})
 
     def trigger_schedule(self, name: str, now_ms: int) -> str:
-        def trigger(c: Conn) -> str:
-            new = occurrences.triggered(self.must_exist(c, name).schedule, now_ms)
+        def trigger(c: Conn, now: int) -> str:
+            new = occurrences.triggered(self.must_exist(c, name).schedule, now)
             self.add(c, new)
             self.d.notify(c, "due")
-            self._operated(c, "triggered", name, now_ms, key=new.idempotency_key)
+            self._operated(c, "triggered", name, now, key=new.idempotency_key)
             return new.idempotency_key
 
-        return self.changing(trigger)
+        return self.changing(now_ms, trigger)
 
     def _schedule(self, c: Conn, name: str, *, lock: bool = False) -> ScheduleInfo | None:
         query = self.q["schedule_get_locked" if lock else "schedule_get"]
