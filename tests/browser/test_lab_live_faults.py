@@ -53,7 +53,7 @@ def test_a_zombie_leader_without_fencing_live(page: Page, console: Console) -> N
 
 
 def test_a_worker_killed_mid_batch_live(page: Page, console: Console) -> None:
-    start(page, "workers=2&ttl=3", 600, "20", "5", fencing=True)
+    start(page, "workers=2&ttl=3&visibility=5", 600, "10", "5", fencing=True)
     measured = cell(page, "executed", "measured")
     expect(measured).to_have_text(re.compile(r"^(?:[5-9]\d|[1-5]\d\d)$"), timeout=60_000)
     page.locator('[data-action="live-kill-worker"]').click()

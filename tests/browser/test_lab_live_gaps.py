@@ -18,7 +18,7 @@ def test_the_default_scenario_runs_live_as_it_is(page: Page, console: Console) -
 
 
 def test_a_scenario_from_a_link_names_what_will_not_run_live(page: Page, console: Console) -> None:
-    open_lab(page, "lose=1000@20&effects=external&visibility=60&pod-restart=never&replicas=9")
+    open_lab(page, "lose=1000@20&effects=external&visibility=900&pod-restart=never&replicas=9")
     gaps = page.locator("#live-gaps")
     expect(gaps).to_be_visible()
     expect(gaps).to_contain_text("Not run live")
@@ -26,7 +26,7 @@ def test_a_scenario_from_a_link_names_what_will_not_run_live(page: Page, console
         "lost messages (lose 1000@20): a live run has no queue failover to lose them with"
     )
     expect(gaps).to_contain_text("external effects: the live invoices commit their effect")
-    expect(gaps).to_contain_text("visibility 60 s (live: 30 s)")
+    expect(gaps).to_contain_text("900 s visibility (live: 600)")
     expect(gaps).to_contain_text("pod restart never (live: a killed worker is back after 300 s)")
     expect(gaps).to_contain_text("9 replicas (live: 7)")
     start = page.locator('[data-action="live-start"]')

@@ -243,7 +243,7 @@ def test_live_commands_follow_the_engine_contract() -> None:
     assert cmds["cluster"][len(CRONLAB) :] == [
         *("cluster", "--store", "sqlite:////tmp/x/lab.db", "--replicas", "4", "--workers", "5"),
         *("--election", "off", "--timers", "in-memory", "--lease-ttl", "7"),
-        *("--worker-rate", "67", "--fencing", "on"),
+        *("--worker-rate", "67", "--fencing", "on", "--visibility", "30"),
     ]
     seed = cmds["seed"][len(CRONLAB) :]
     assert seed[:2] == ["invoices", "seed"] and "--json" in seed
@@ -526,6 +526,20 @@ def _pattern(client: TestClient, name: str) -> str:
     param = next(p for p in doc["paths"]["/api/simulate"]["get"]["parameters"] if p["name"] == name)
     schema = param["schema"]
     return str(schema.get("items", schema)["pattern"])
+
+
+def test_a_live_visibility_out_of_bounds_is_refused_and_one_in_bounds_reaches_the_cluster(
+    client: TestClient,
+) -> None:
+    """The page's visibility timeout is the live run's too (it was the engine's own 30 s)."""
+    from cronlab.web.live import LiveConfig, commands
+
+    for bad in (0, 601):
+        res = client.post("/api/live/start", json={"visibility": bad})
+        assert (res.status_code, res.json()["field"]) == (422, "visibility")
+        assert res.json()["error"] == f"live visibility must be 1..600 s, got {bad}"
+    cluster = commands(LiveConfig(visibility=5), "sqlite:////tmp/x/lab.db")["cluster"]
+    assert cluster[cluster.index("--visibility") + 1] == "5"
 
 
 def test_fencing_off_with_election_off_is_refused_in_words(client: TestClient) -> None:

@@ -129,7 +129,7 @@ def test_a_zombie_without_fencing_duplicates_its_batch_as_the_model_says(
 
 
 def test_a_killed_worker_redelivers_what_it_held_and_nothing_runs_twice(client: TestClient) -> None:
-    cfg = {**SMALL, "drain_s": 20, "lead_s": 3}
+    cfg = {**SMALL, "drain_s": 10, "lead_s": 3, "visibility": 5}  # (redelivered 5 s on)
     assert client.post("/api/live/start", json=cfg).status_code == 201
     snap = lambda: client.get("/api/live").json()  # noqa: E731
     wait_for("work under way", lambda: ((snap().get("report") or {}).get("executed") or 0) > 50)

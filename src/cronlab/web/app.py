@@ -202,7 +202,7 @@ def run_model(parsed: query.Request) -> dict[str, Any]:
 
 
 LIVE_FIELDS = {"replicas", "workers", "election", "timers", "ttl", "count", "drain_s", "lead_s"}
-LIVE_FIELDS |= {"fencing"}
+LIVE_FIELDS |= {"fencing", "visibility"}
 LIVE_WORDS = ("election", "timers", "fencing")  # the fields that are strings
 
 

@@ -53,6 +53,7 @@ class LiveConfig:
     drain_s: int = 60
     lead_s: int = 5
     fencing: str = "on"  # off: the engine's zombie anti-pattern (docs/engine.md)
+    visibility: int = 30  # seconds a claimed message stays invisible (the model's too)
 
     def __post_init__(self) -> None:
         _check(1 <= self.replicas <= 7, "replicas", f"1..7, got {self.replicas}")
@@ -73,6 +74,7 @@ class LiveConfig:
         _check(1 <= self.count <= 1_000_000, "count", f"1..1,000,000, got {self.count}")
         _check(5 <= self.drain_s <= 3600, "drain_s", f"5..3600 s, got {self.drain_s}")
         _check(2 <= self.lead_s <= 120, "lead_s", f"2..120 s, got {self.lead_s}")
+        _check(1 <= self.visibility <= 600, "visibility", f"1..600 s, got {self.visibility}")
 
     @property
     def worker_rate(self) -> int:
@@ -114,6 +116,8 @@ def commands(cfg: LiveConfig, store: str) -> dict[str, list[str]]:
             str(cfg.worker_rate),
             "--fencing",
             cfg.fencing,
+            "--visibility",
+            str(cfg.visibility),
         ],
         "status": [*CRONLAB, "status", "--store", store, "--json"],
         "report": [*CRONLAB, "report", "--store", store, "--json"],
@@ -152,6 +156,7 @@ def prediction(cfg: LiveConfig, faults: Faults) -> dict[str, Any]:
         pauses=faults.pauses,
         worker_crashes=faults.worker_crashes,
         fencing=cfg.fencing,
+        visibility=cfg.visibility,
         restart_after=RESTART_AFTER_S,
         pod_restart=RESTART_AFTER_S,  # the cluster restarts a killed worker as a replica
     )

@@ -282,6 +282,7 @@ LIVE_START = {
         "count": _int(1, 1_000_000, 20_000),
         "drain_s": _int(5, 3600, 60),
         "lead_s": _int(2, 120, 5),
+        "visibility": _int(1, 600, 30),
         "fencing": {
             "enum": ["on", "off"],
             "description": "off: the engine's zombie anti-pattern (docs/engine.md); lease only",

@@ -25,13 +25,13 @@ function refused(res) {
 
 /* What the engine's live run keeps as its own (web/live.py passes none of these to the cluster). */
 const ENGINE_OWN = [
-  ["visibility", "visibility", function (v) { return v + " s"; }, "30 s"],
   ["pod-restart", "pod restart", secs, "a killed worker is back after 300 s"],
   ["restart-after", "restart after", secs, "300 s"],
   ["batch", "batch", function (v) { return fmt(Number(v)); }, "10,000"],
   ["reconcile", "reconcile", function (v) { return v === "off" ? "off" : "every " + v + " s"; }, "its leader reconciles every 10 s"],
 ];
-const LIVE_MOST = [["replicas", 7, " replicas"], ["workers", 16, " pods"], ["ttl", 120, " s TTL"]];
+const LIVE_MOST = [["replicas", 7, " replicas"], ["workers", 16, " pods"], ["ttl", 120, " s TTL"],
+  ["visibility", 600, " s visibility"]];
 
 function secs(v) { return v === "never" ? "never" : v + " s"; }
 
@@ -67,6 +67,7 @@ export function liveBody() {
     replicas: Math.min(7, Number(s.replicas)), workers: Math.min(16, Number(s.workers)), election: s.election,
     timers: s.timers, ttl: Math.min(120, Number(s.ttl)), count: Number($("#c-live-count").value),
     drain_s: Number($("#c-live-drain").value), lead_s: Number($("#c-live-lead").value), fencing: $("#c-live-fencing").checked ? "on" : "off",
+    visibility: Math.min(600, Number(s.visibility)),
   };
 }
 
