@@ -83,6 +83,8 @@ class App:
         self.store_url = store_url
         self._store = store
         self._local = threading.local()
+        self._opened: list[SqlStore] = []  # every store it opened (``close`` closes them)
+        self._opening = threading.Lock()
         self.clock: Clock = clock or SystemClock()
         self.registry = Registry()
         self.tasks: dict[str, Task[Any, Any]] = {}
@@ -309,18 +311,36 @@ class App:
             alert_webhook=alert_webhook,
             metrics_port=metrics_port,
         )
-        embedded.run(self, concurrency=concurrency, scan_interval=scan_interval, ops=ops)
+        try:
+            embedded.run(self, concurrency=concurrency, scan_interval=scan_interval, ops=ops)
+        finally:
+            self.close()  # the process's engine is done: nothing it opened stays open
 
     def run_until_idle(
-        self, *, concurrency: int = 100, timeout: timedelta | None = None
+        self, *, concurrency: int = 100, timeout: timedelta | float | None = None
     ) -> RunCounts:
         """Run what is due, and what that defers due by then, until nothing due is left
         pending or queued (tests, scripts); the runs' outcome counts, a ``RunCounts``
         (``counts["ok"]``, ``noop``, ``error``, ``failed``, ``stale``). Syncs the schedules
-        first. ``timeout``: give up after so long (TimeoutError)."""
+        first. ``timeout`` (a timedelta, or seconds): give up after so long (TimeoutError).
+        A store this call opened is closed again as it returns (one opened before stays)."""
         from cronlab.runtime import embedded
 
-        return embedded.run_until_idle(self, concurrency=concurrency, timeout=timeout)
+        timeout = _timeout(timeout)
+        ours = self._store is None and self.store_url is not None
+        try:
+            return embedded.run_until_idle(self, concurrency=concurrency, timeout=timeout)
+        finally:
+            if ours and self._store is not None:
+                self._release(self._store)
+
+    def _release(self, store: SqlStore) -> None:
+        """Close ``store``, which this App opened, and forget it."""
+        with self._opening:
+            self._opened = [s for s in self._opened if s is not store]
+        if self._store is store:
+            self._store = None
+        store.close()
 
     def on_start(self, fn: Callable[[Any], None]) -> Callable[[Any], None]:
         """Decorator: ``fn(store)`` runs when an engine process starts this app on a store
@@ -359,7 +379,30 @@ class App:
             raise ConfigError("this App has no store: give App a store URL or CRONLAB_STORE")
         caller = not isinstance(self.clock, SystemClock)  # a test's clock rules its store
         source: TimeSource = "caller" if caller else "server"
-        return stores.open_store(self.store_url, create=True, time_source=source)
+        opened = stores.open_store(self.store_url, create=True, time_source=source, any_thread=True)
+        with self._opening:
+            self._opened.append(opened)
+        return opened
+
+    def close(self) -> None:
+        """Close every store this App opened: its store and the connections ``defer`` opened
+        in each thread. Call it once no thread of yours is deferring: a ``defer`` under way
+        in another thread may fail (a later one opens a connection anew). A store given to
+        ``App`` as an object is the caller's, and stays open. The App can be used again: its
+        next use opens a store anew."""
+        with self._opening:
+            opened, self._opened = self._opened, []
+        if self.store_url is not None:
+            self._store = None
+        self._local = threading.local()
+        for store in opened:
+            store.close()
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def defer_store(self) -> SqlStore:
         """Where ``defer`` writes from this thread: the app's store, or this thread's own
@@ -418,6 +461,21 @@ def _default_name(fn: Callable[..., Any]) -> str:
     if "<" in name:
         raise ConfigError(f"task {name!r}: give it a name (@app.task(name=...))")
     return name
+
+
+def _timeout(value: timedelta | float | None) -> timedelta | None:
+    """``run_until_idle``'s timeout as a timedelta; a ConfigError names a wrong one."""
+    if value is None or isinstance(value, timedelta):
+        seconds = None if value is None else value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise ConfigError(f"run_until_idle: timeout must be a timedelta or seconds, got {value!r}")
+    if seconds is not None and not 0 < seconds <= 86_400 * 366:
+        raise ConfigError(
+            f"run_until_idle: timeout must be above 0 and at most a year, got {value!r}"
+        )
+    return None if seconds is None else timedelta(seconds=seconds)
 
 
 def _alert_ms(after: timedelta | None) -> int | None:

@@ -40,6 +40,7 @@ def open_store(
     fencing: Fencing = "lease",
     lock_wait_s: float | None = None,
     time_source: TimeSource = "server",
+    any_thread: bool = False,
 ) -> SqlStore:
     """The store behind ``--store``: ``sqlite:///PATH`` or ``postgresql://…``.
 
@@ -52,6 +53,8 @@ def open_store(
     handlers run inside the transaction, as long as they take).
     ``time_source``: on a server, whose clock judges due-ness and lease expiry — the
     server's, or the caller's (an ``App`` given a clock of its own: a test's ``FakeClock``).
+    ``any_thread``: a SQLite connection that another thread may close (``App.close``; it is
+    still used by one thread at a time).
     """
     parsed = urls.parse(url)
     if parsed.scheme == "sqlite":
@@ -59,7 +62,12 @@ def open_store(
 
         wait_s = LOCK_WAIT_S if lock_wait_s is None else lock_wait_s
         return SqliteStore(
-            parsed.path, create=create, read_only=read_only, fencing=fencing, lock_wait_s=wait_s
+            parsed.path,
+            create=create,
+            read_only=read_only,
+            fencing=fencing,
+            lock_wait_s=wait_s,
+            any_thread=any_thread,
         )
     from cronlab.stores.postgres import PostgresStore
 

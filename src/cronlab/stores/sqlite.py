@@ -104,13 +104,14 @@ class SqliteDialect:
         read_only: bool = False,
         seams: Seams | None = None,
         lock_wait_s: float = LOCK_WAIT_S,
+        any_thread: bool = False,
     ) -> None:
         self.path = Path(path)
         self.memory = str(path) == MEMORY
         self.read_only = read_only
         self.seams = seams = seams or REAL
         mode = "rwc" if create and not read_only else "rw"
-        conn = _connect(str(path), mode, self.memory, lock_wait_s)
+        conn = _connect(str(path), mode, self.memory, lock_wait_s, any_thread)
         if read_only:
             # Not mode=ro: a read-only connection to a WAL file leaves its -wal and -shm
             # behind; a read-write one that writes nothing removes them as it closes.
@@ -238,12 +239,19 @@ class SqliteStore(sql.SqlStore):
         fencing: Fencing = "lease",
         seams: Seams | None = None,
         lock_wait_s: float = LOCK_WAIT_S,
+        any_thread: bool = False,
     ) -> None:
         """``create=False``: a missing file is a ConfigError; ``read_only``: the file is
-        opened read-only and never changed (no journal mode, lock file or migration)."""
+        opened read-only and never changed (no journal mode, lock file or migration);
+        ``any_thread``: its connection may be closed from another thread."""
         self.path = Path(path)
         self.dialect = SqliteDialect(
-            path, create=create, read_only=read_only, seams=seams, lock_wait_s=lock_wait_s
+            path,
+            create=create,
+            read_only=read_only,
+            seams=seams,
+            lock_wait_s=lock_wait_s,
+            any_thread=any_thread,
         )
         super().__init__(self.dialect, create=create, read_only=read_only, fencing=fencing)
 
@@ -342,8 +350,11 @@ class _WriterLock:
             self._opened = None
 
 
-def _connect(path: str, mode: str, memory: bool, wait_s: float) -> sqlite3.Connection:
-    """A connection to ``path`` in SQLite's ``mode`` (``rwc`` or ``rw``)."""
+def _connect(
+    path: str, mode: str, memory: bool, wait_s: float, any_thread: bool = False
+) -> sqlite3.Connection:
+    """A connection to ``path`` in SQLite's ``mode`` (``rwc`` or ``rw``); one that only its
+    own thread may use, unless ``memory`` (shared, behind a lock) or ``any_thread``."""
     if not memory:
         _check_file(path, create=mode == "rwc")
     try:
@@ -352,7 +363,7 @@ def _connect(path: str, mode: str, memory: bool, wait_s: float) -> sqlite3.Conne
             uri=not memory,
             isolation_level=None,
             timeout=wait_s,
-            check_same_thread=not memory,
+            check_same_thread=not (memory or any_thread),
         )
         conn.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
         conn.execute("PRAGMA synchronous = NORMAL")
