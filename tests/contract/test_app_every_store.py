@@ -155,3 +155,35 @@ def test_defer_many_treats_a_known_key_with_other_arguments_as_defer_does(where:
     with pytest.raises(cronlab.ConflictError, match="bill:1"):
         bill.defer_many([({"customer": 3}, "bill:3"), ({"customer": 9}, "bill:1")])
     assert count(app, "tasks") == 2  # the batch went in whole or not at all
+
+
+def test_an_apps_sql_written_once_with_question_marks_and_names_runs_on_every_store(
+    where: str,
+) -> None:
+    """Issue 31, item 2: ``ctx.tx`` took each driver's own placeholders, so a task written
+    for SQLite failed on PostgreSQL (``the query has 0 placeholders but 2 parameters were
+    passed``). Now ``?`` and ``:name`` work on both, in sync and async tasks, in ``rows``
+    and in ``store.query``; a ``%`` in a literal stays a ``%``."""
+    clock = FakeClock(T0)
+    app = open_app(where, clock)
+
+    @app.task(name="credit")
+    def credit(ctx: cronlab.Context, n: int) -> None:
+        ctx.tx.execute("INSERT INTO ledger VALUES (?, ?)", (ctx.idempotency_key, n))
+        ctx.tx.execute("UPDATE ledger SET n = n + :more WHERE k = :k", {"more": 1, "k": "seed"})
+        (total,) = ctx.tx.rows("SELECT sum(n) FROM ledger WHERE k LIKE 'c%' OR k = ?", ("x",))
+        assert total[0] is None  # (no key starts with c: the % matched as a wildcard)
+
+    @app.task(name="acredit")
+    async def acredit(ctx: cronlab.Context, n: int) -> None:
+        ctx.tx.execute("INSERT INTO ledger VALUES (:k, :n)", {"k": ctx.idempotency_key, "n": n})
+
+    app.store().write(lambda tx: tx.execute("CREATE TABLE ledger (k TEXT, n INT)"))
+    app.store().write(lambda tx: tx.execute("INSERT INTO ledger VALUES (?, ?)", ("seed", 0)))
+    credit.defer(n=5, key="one")
+    acredit.defer(n=7, key="two")
+    counts = app.run_until_idle(timeout=timedelta(seconds=30))
+    assert (counts["ok"], counts["error"]) == (2, 0)
+    rows = app.store().query("SELECT k, n FROM ledger WHERE n >= ? ORDER BY k", (0,))
+    assert [tuple(r) for r in rows] == [("one", 5), ("seed", 1), ("two", 7)]
+    assert app.store().query("SELECT n FROM ledger WHERE k = :k", {"k": "two"})[0][0] == 7

@@ -29,6 +29,7 @@ from cronlab import execution, handlers
 from cronlab.core import occurrences
 from cronlab.execution import BatchTx, Ending
 from cronlab.ports import Batch, Message, NewTask
+from cronlab.stores.sql import placeholders
 from cronlab.stores.sql.dialect import Conn, fetch
 
 if TYPE_CHECKING:
@@ -38,8 +39,9 @@ if TYPE_CHECKING:
 class SqlTx:
     """The open transaction a handler writes through (``ports.Tx``), committed with its ack.
 
-    ``execute`` takes the dialect's own placeholders (SQLite ``?``/``:name``, PostgreSQL
-    ``%s``/``%(name)s``); ``dialect`` says which.
+    ``execute`` and ``rows`` take ``?`` (values in a sequence) and ``:name`` (a mapping) on
+    both stores, and each driver's own style too (PostgreSQL ``%s``/``%(name)s``:
+    ``placeholders``); ``dialect`` says which store it is.
     """
 
     def __init__(self, c: Conn, store: SqlStore) -> None:
@@ -51,12 +53,15 @@ class SqlTx:
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
         self._first()
         with handlers.statement(self._cancel):
-            return int(self._c.execute(sql, params).rowcount)
+            return int(self._c.execute(self._portable(sql, params), params).rowcount)
 
     def rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         self._first()
         with handlers.statement(self._cancel):
-            return fetch(self._c.execute(sql, params))
+            return fetch(self._c.execute(self._portable(sql, params), params))
+
+    def _portable(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> str:
+        return placeholders.for_psycopg(sql, params) if self.dialect == "postgresql" else sql
 
     def add_task(self, task: NewTask) -> int:
         self._first()

@@ -33,7 +33,7 @@ from cronlab.ports import (
 )
 from cronlab.stores import Fencing
 from cronlab.stores.rows import Envelope, by_column, task
-from cronlab.stores.sql import batch, history, migrate, operations, planning
+from cronlab.stores.sql import batch, history, migrate, operations, placeholders, planning
 from cronlab.stores.sql.dialect import Conn, Dialect, TaskRow, fetch, task_row
 from cronlab.stores.sql.schedule_methods import ScheduleMethods
 
@@ -93,7 +93,10 @@ class SqlStore(ScheduleMethods):
     # -- reads for reports, tests and apps --------------------------------------------------
 
     def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
-        """Read-only SQL in the dialect's own placeholders (bound parameters)."""
+        """Read-only SQL with bound parameters: ``?`` or ``:name`` on both stores, or the
+        driver's own style (``placeholders``)."""
+        if self.d.name == "postgresql":
+            sql = placeholders.for_psycopg(sql, params)
         return self.d.read(lambda c: fetch(c.execute(sql, params)))
 
     def named(self, name: str, params: Mapping[str, Any] | None = None) -> list[Any]:
