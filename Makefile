@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 LINTED := $(wildcard src tests bench examples scripts)
 
-.PHONY: lab test check bench verify mutants venv deps services clean
+.PHONY: lab test check bench verify mutants venv deps services clean dist
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -50,6 +50,10 @@ mutants: deps
 
 bench: $(STAMP)
 	for f in bench/*.py; do $(BIN)/python $$f || exit 1; done
+
+# A wheel of the package, to install where there is no clone: pip install dist/cronlab-*.whl
+dist:
+	$(PY) -m pip wheel -q --no-deps --wheel-dir dist .
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info

@@ -20,6 +20,15 @@ class ConfigError(CronlabError, ValueError):
     """A scenario, flag, URL, cron expression or time zone is invalid."""
 
 
+class ParamError(ConfigError):
+    """A bad request field (a query parameter, a JSON body's member): ``field`` names it, the
+    message says why (the lab's and the console's APIs answer 422 with both)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class NotFoundError(CronlabError, LookupError):
     """A task, schedule, process, handler or leader that was asked for does not exist."""
 

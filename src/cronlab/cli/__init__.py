@@ -44,6 +44,8 @@ EXTRAS = {
     "requests": "etcd",
     "prometheus_client": "metrics",
 }
+# A command whose web server is its own extra's (the console runs without the lab's numpy).
+COMMAND_EXTRAS = {"console": {"starlette": "console", "uvicorn": "console"}}
 
 
 class LazyGroup(click.Group):
@@ -63,12 +65,28 @@ class LazyGroup(click.Group):
             top = (exc.name or "").partition(".")[0]
             if top not in EXTRAS:
                 raise
-            extra = EXTRAS[top]
+            extra = COMMAND_EXTRAS.get(cmd_name, {}).get(top, EXTRAS[top])
             raise ConfigError(
                 f"cronlab {cmd_name} needs {top}: pip install 'cronlab[{extra}]'"
             ) from None
         assert isinstance(found, click.Command)
         return found
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``--help``: one whose extra is not installed is listed with
+        the line that installs it, instead of failing the whole help."""
+        rows = []
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        for name in self.list_commands(ctx):
+            try:
+                cmd = self.get_command(ctx, name)
+            except ConfigError as missing:
+                rows.append((name, str(missing).removeprefix(f"cronlab {name} ")))
+                continue
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 @click.group(
@@ -100,6 +118,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(exc))
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
+    except ModuleNotFoundError as exc:  # an extra a command imports as it runs
+        if (missing := _extra(args, exc)) is None:
+            raise
+        return _fail(missing)
     except (click.Abort, KeyboardInterrupt):
         click.echo("cronlab: interrupted", err=True)
         return 130
@@ -110,6 +132,16 @@ def main(argv: list[str] | None = None) -> int:
 
         return _fail(redact(errors.explain(exc)))
     return 0
+
+
+def _extra(args: list[str], exc: ModuleNotFoundError) -> str | None:
+    """The line naming the extra that installs what ``exc`` found missing, or None."""
+    top = (exc.name or "").partition(".")[0]
+    if top not in EXTRAS:
+        return None
+    command = next((a for a in args if not a.startswith("-")), "")
+    extra = COMMAND_EXTRAS.get(command, {}).get(top, EXTRAS[top])
+    return f"cronlab {command} needs {top}: pip install 'cronlab[{extra}]'"
 
 
 def _from_the_store(exc: Exception) -> bool:

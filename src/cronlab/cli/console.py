@@ -7,7 +7,6 @@ import click
 
 from cronlab.cli.options import STORE, open_store
 from cronlab.cli.serving import serve, server_options
-from cronlab.web.console import ConsoleConfig, create_console
 
 
 @click.command("console")
@@ -20,6 +19,8 @@ from cronlab.web.console import ConsoleConfig, create_console
 )
 def console_cmd(store_url: str, host: str, port: int, token: str | None, no_open: bool) -> None:
     """The console of the store at --store, at http://HOST:PORT/."""
+    from cronlab.web.console import ConsoleConfig, create_console  # (--help needs no extra)
+
     config = ConsoleConfig(store_url=store_url, host=host, port=port, token=token)
     open_store(store_url, create=False).close()  # a missing or foreign store: one line, now
     serve("console", lambda: create_console(config), host, port, no_open)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from cronlab.cli.serving import serve, server_options
-from cronlab.web.app import LabConfig, create_app
 
 
 @click.command("lab")
@@ -17,5 +16,7 @@ from cronlab.web.app import LabConfig, create_app
 )
 def lab_cmd(host: str, port: int, token: str | None, no_open: bool) -> None:
     """Cron at Scale: Leader Election & Worker Dispatch, at http://HOST:PORT/."""
+    from cronlab.web.app import LabConfig, create_app  # (the lab extra: --help needs none)
+
     config = LabConfig(host=host, port=port, token=token)
     serve("lab", lambda: create_app(config), host, port, no_open)

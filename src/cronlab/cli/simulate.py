@@ -12,7 +12,6 @@ from rich.table import Table
 from cronlab.cli.knobs import knob, repeatable
 from cronlab.core import model, params, workload
 from cronlab.core.model import Result, Scenario, Totals, simulate
-from cronlab.core.series import per_minute
 
 TICKER_HEAD, TICKER_TAIL = 12, 6
 
@@ -156,6 +155,8 @@ def lead_metrics(t: Totals) -> list[tuple[str, str]]:
 
 def ticker(r: Result) -> list[str]:
     """``min 00 · dispatched … · executed … · dup ×… · missed … · backlog …`` per minute."""
+    from cronlab.core.series import per_minute  # numpy: the lab extra (--help needs none)
+
     pm = per_minute(r.timeline)
     rows = zip(
         pm.minute, pm.dispatched, pm.executed, pm.duplicates, pm.missed, pm.backlog, strict=True

@@ -10,7 +10,6 @@ from typing import Any
 
 from cronlab.core import workload
 from cronlab.core.model import Fault, Loss, Pause, Result, Scenario, Totals, WorkerCrash
-from cronlab.core.series import per_minute
 from cronlab.exceptions import ConfigError
 
 COMPARE_KEYS = (
@@ -314,6 +313,8 @@ def result_dict(r: Result, *, minutes: bool = False) -> dict[str, Any]:
         "verdict": verdict(r.totals),
     }
     if minutes:
+        from cronlab.core.series import per_minute  # numpy: the lab extra
+
         pm = per_minute(r.timeline)
         data["per_minute"] = {f.name: getattr(pm, f.name).tolist() for f in dataclasses.fields(pm)}
     return data

@@ -35,7 +35,7 @@ from starlette.staticfiles import StaticFiles
 
 from cronlab.core import params
 from cronlab.core.model import simulate
-from cronlab.exceptions import ConfigError
+from cronlab.exceptions import ConfigError, ParamError
 from cronlab.sim import lab as labsim
 from cronlab.web import guard, metrics, openapi, query
 from cronlab.web.guard import PAGE_HEADERS, Handler, problem, read_body
@@ -100,7 +100,7 @@ class _Lab:
     async def simulate(self, request: Request) -> Response:
         try:
             parsed = query.parse(list(request.query_params.multi_items()))
-        except query.ParamError as exc:
+        except ParamError as exc:
             return problem(422, str(exc), exc.field)
         # A day of steady load takes tens of ms: keep the event loop (SSE, other tabs) free.
         try:
@@ -113,7 +113,7 @@ class _Lab:
         another runs), answers cached."""
         try:
             parsed = query.parse(list(request.query_params.multi_items()))
-        except query.ParamError as exc:
+        except ParamError as exc:
             return problem(422, str(exc), exc.field)
         key = json.dumps(params.scenario_dict(parsed.scenario), sort_keys=True)
         if (hit := self.realsims.get(key)) is not None:
@@ -143,7 +143,7 @@ class _Lab:
         body = await read_body(request)
         try:
             cfg = live_config(body)
-        except query.ParamError as exc:
+        except ParamError as exc:
             return problem(422, str(exc), exc.field)
         return JSONResponse(await asyncio.to_thread(self.live.start, cfg), status_code=201)
 
@@ -214,7 +214,7 @@ def live_config(body: dict[str, Any]) -> LiveConfig:
         key = "lease_ttl" if name == "ttl" else name
         if name in LIVE_WORDS:
             if not isinstance(value, str):
-                raise query.ParamError(name, f"{name} must be a string, got {str(value)[:40]}")
+                raise ParamError(name, f"{name} must be a string, got {str(value)[:40]}")
             knobs[key] = value
         else:
             knobs[key] = whole(name, value)
@@ -227,16 +227,14 @@ def chaos_request(body: dict[str, Any]) -> tuple[str, int, bool]:
     _known(body, {"action", "for", "mid_dispatch"})
     mid = body.get("mid_dispatch", False)
     if not isinstance(mid, bool):
-        raise query.ParamError(
-            "mid_dispatch", f"mid_dispatch must be true or false, got {str(mid)[:40]}"
-        )
+        raise ParamError("mid_dispatch", f"mid_dispatch must be true or false, got {str(mid)[:40]}")
     seconds = whole("for", body.get("for", 15))
     if not 1 <= seconds <= 600:
-        raise query.ParamError("for", f"for must be 1..600 seconds, got {seconds}")
+        raise ParamError("for", f"for must be 1..600 seconds, got {seconds}")
     action = body.get("action")
     if action not in CHAOS:
         why = f"unknown action {str(action)[:40]!r} ({', '.join(CHAOS)})"
-        raise query.ParamError("action", why)
+        raise ParamError("action", why)
     return action, seconds, mid
 
 
@@ -246,11 +244,11 @@ def whole(name: str, value: object) -> int:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if not isinstance(value, int) or isinstance(value, bool):
-        raise query.ParamError(name, f"{name} must be a whole number, got {str(value)[:40]}")
+        raise ParamError(name, f"{name} must be a whole number, got {str(value)[:40]}")
     return value
 
 
 def _known(body: dict[str, Any], fields: set[str]) -> None:
     for name in body:
         if name not in fields:
-            raise query.ParamError(name[:40], f"unknown field {name[:40]!r}")
+            raise ParamError(name[:40], f"unknown field {name[:40]!r}")

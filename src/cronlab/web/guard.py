@@ -21,8 +21,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from cronlab.exceptions import ConfigError, ConflictError, NotFoundError
-from cronlab.web import query
+from cronlab.exceptions import ConfigError, ConflictError, NotFoundError, ParamError
 from cronlab.web.rules import API_CSP, SECURITY_HEADERS, bearer, loopback_hosts, token_matches
 from cronlab.web.rules import is_loopback as is_loopback  # (the lab's and console's configs)
 
@@ -178,13 +177,13 @@ async def read_body(request: Request) -> dict[str, Any]:
     async for chunk in request.stream():
         raw += chunk
         if len(raw) > MAX_BODY:
-            raise query.ParamError("body", f"request body larger than {MAX_BODY} bytes")
+            raise ParamError("body", f"request body larger than {MAX_BODY} bytes")
     if not raw.strip():
         return {}
     try:
         data = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError):  # not UTF-8, not JSON, too deep, too many digits
-        raise query.ParamError("body", "request body must be a JSON object") from None
+        raise ParamError("body", "request body must be a JSON object") from None
     if not isinstance(data, dict):
-        raise query.ParamError("body", "request body must be a JSON object")
+        raise ParamError("body", "request body must be a JSON object")
     return data

@@ -28,9 +28,8 @@ from typing import Any
 
 from cronlab.core import params
 from cronlab.core.model import simulate
-from cronlab.exceptions import ConfigError, ConflictError, NotFoundError
+from cronlab.exceptions import ConfigError, ConflictError, NotFoundError, ParamError
 from cronlab.web import reaper
-from cronlab.web.query import ParamError
 
 CRONLAB: tuple[str, ...] = (sys.executable, "-m", "cronlab")
 POLL_S = 1.5  # each poll runs three short CLI processes; the engine needs the cores

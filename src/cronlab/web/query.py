@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from cronlab.core import params, workload
 from cronlab.core.model import Scenario
-from cronlab.exceptions import ConfigError
+from cronlab.exceptions import ConfigError, ParamError
 
 #: Bounds keep one request cheap: the model's cost grows with buckets and faults, not tasks.
 INT_BOUNDS: dict[str, tuple[str, int, int]] = {
@@ -53,14 +53,6 @@ FAULTS: tuple[tuple[str, Callable[[str], object], str], ...] = (
     ("worker-crash", params.parse_worker_crash, "worker_crashes"),
     ("lose", params.parse_loss, "losses"),
 )
-
-
-class ParamError(ConfigError):
-    """A query parameter is missing its meaning: ``field`` names it, the message says why."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
 
 
 @dataclass(frozen=True, kw_only=True)
