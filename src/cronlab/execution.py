@@ -108,7 +108,10 @@ def execute(
 
     counts = transaction(attempt)
     if work.observe is not None:
-        work.observe([Ended(m, began, end, o) for m, began, end, o, _ in last[0].records])
+        work.observe([Ended(m, began, end, o, e) for m, began, end, o, e in last[0].records])
+    if work.failed is not None and (counts["error"] or counts["failed"]):
+        failures = [Ended(*r) for r in last[0].records if r[3] in ("error", "failed")]
+        work.failed(failures)
     if last[0].stop is not None:  # committed: now stop, as a handler asked
         raise last[0].stop
     return counts

@@ -153,18 +153,20 @@ Run = Callable[[Message, Tx], bool]
 
 class Ended(NamedTuple):
     """A run of a message that ended and was recorded: when its handler started and ended,
-    and its outcome (``ok``, ``noop``, ``error``, ``failed``)."""
+    and its outcome (``ok``, ``noop``, ``error``, ``failed``) with its error, if it failed."""
 
     message: Message
     start_ms: int
     end_ms: int
     outcome: str
+    error: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class Batch:
-    """Messages a worker claimed, and how to run them (``Store.execute``). ``observe`` (the
-    worker's metrics) is given the batch's recorded runs once they have committed."""
+    """Messages a worker claimed, and how to run them (``Store.execute``). Once the batch has
+    committed, ``observe`` (the worker's metrics) is given its recorded runs, and ``failed``
+    (the worker's log) those that failed."""
 
     worker: str
     messages: Sequence[Message]
@@ -173,6 +175,7 @@ class Batch:
     now: Callable[[], int]
     checked: bool = True  # False: run every delivery, live or stale (``--fencing off``)
     observe: Callable[[Sequence[Ended]], None] | None = None
+    failed: Callable[[Sequence[Ended]], None] | None = None
 
 
 class Clock(Protocol):

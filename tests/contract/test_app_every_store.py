@@ -187,3 +187,28 @@ def test_an_apps_sql_written_once_with_question_marks_and_names_runs_on_every_st
     rows = app.store().query("SELECT k, n FROM ledger WHERE n >= ? ORDER BY k", (0,))
     assert [tuple(r) for r in rows] == [("one", 5), ("seed", 1), ("two", 7)]
     assert app.store().query("SELECT n FROM ledger WHERE k = :k", {"k": "two"})[0][0] == 7
+
+
+def test_a_failed_run_is_said_by_the_process_that_ran_it_one_line_each(
+    where: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 31: task failures printed nothing where they ran; only ``cronlab runs`` showed
+    them. Now each failed run is one line on the worker's stderr: the task, its id and key,
+    the attempt, the error (secrets hidden) and what comes next."""
+    clock = FakeClock(T0)
+    app = open_app(where, clock)
+
+    @app.task(name="charge", retries=1)
+    def charge(ctx: cronlab.Context, card: str) -> None:
+        raise ValueError(f"declined\nby postgresql://bank:s3cret@10.0.0.1/x for {card}")
+
+    ref = charge.defer(card="4242", key="charge:1")
+    counts = app.run_until_idle(timeout=timedelta(seconds=30))
+    assert (counts["error"], counts["failed"]) == (1, 1)
+    lines = [x for x in capfd.readouterr().err.splitlines() if "task charge" in x]
+    said = "task charge (id {}, key charge:1) attempt {} failed: ValueError: declined by "
+    said += "postgresql://bank:***@10.0.0.1/x for 4242; {}"
+    assert [x.partition(": ")[2] for x in lines] == [
+        said.format(ref.id, 1, "retried"),
+        said.format(ref.id, 2, "no attempts left: FAILED"),
+    ]

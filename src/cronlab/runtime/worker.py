@@ -14,15 +14,17 @@ batches, so one worker does not hoard the queue or outlive its visibility timeou
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cronlab.exceptions import BackendUnavailable
 from cronlab.handlers import CONCURRENCY, Registry
 from cronlab.metrics import NO_METRICS, Metrics
-from cronlab.ports import Batch, Clock, Event, Message, Queue, Retry, Store, Waiter
+from cronlab.ports import Batch, Clock, Ended, Event, Message, Queue, Retry, Store, Waiter
 from cronlab.runtime.heartbeat import Heartbeat
 from cronlab.runtime.outage import Outage
+from cronlab.urls import redact_text
 
 IDLE_MS = 100  # an idle worker's poll
 WOKEN_IDLE_MS = 1_000  # its poll when a waiter wakes it on news (redeliveries, retries due)
@@ -30,6 +32,7 @@ FIRST_BATCH = 10
 TARGET_BATCH_MS = 1_000
 YIELD_MAX_MS = 100
 LONG_BATCH_MS = 250
+ERROR_CHARS = 300  # of a failed run's error in its line
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +47,23 @@ class WorkerConfig:
     concurrency: int = CONCURRENCY  # async handlers run at once
     checked: bool = True  # False (``--fencing off``): every delivery runs, stale ones too
     idle_ms: int = IDLE_MS  # how long an idle worker waits before it polls again
+
+
+def failure_line(worker: str, run: Ended) -> str:
+    """``run``'s failure in one line (its error cut to ``ERROR_CHARS``, secrets hidden)."""
+    m = run.message
+    error = " ".join(redact_text(run.error or "").split())
+    if len(error) > ERROR_CHARS:
+        error = error[: ERROR_CHARS - 1] + "…"
+    then = "retried" if run.outcome == "error" else "no attempts left: FAILED"
+    return (
+        f"{worker}: task {m.handler} (id {m.task_id}, key {m.idempotency_key}) attempt "
+        f"{m.attempt} failed: {error}; {then}"
+    )
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def transactions(messages: Sequence[Message]) -> list[list[Message]]:
@@ -107,6 +127,7 @@ class Worker:
         self.totals = dict.fromkeys(("ok", "noop", "error", "failed", "stale"), 0)
         self.limit = min(cfg.batch, FIRST_BATCH)
         self.outage = Outage(clock, name)
+        self.say: Callable[[str], None] = _stderr  # a failed run's line (the simulator's trace)
 
     def run(self, stopping: Callable[[], bool]) -> None:
         while not stopping():
@@ -193,11 +214,17 @@ class Worker:
             now=self.clock.now_ms,
             checked=self.cfg.checked,
             observe=self._observe,
+            failed=self._failed,
         )
         counts = self.store.execute(work)
         for key, n in counts.items():
             self.totals[key] += n
         self.metrics.executed(counts)
+
+    def _failed(self, runs: Sequence[Ended]) -> None:
+        """Say each failed run, one line: the task, its attempt, the error, what comes next."""
+        for r in runs:
+            self.say(failure_line(self.name, r))
 
     def _size_next(self, n: int, asked: int, took_ms: int) -> None:
         """The next batch's size from how long this one took (only a full batch tells)."""

@@ -409,7 +409,7 @@ class _Run:
                     name=f"worker-{index}@{100 + self.restarts}",
                     waiter=waiter,
                 )
-                worker.outage.say = self.world.log
+                worker.outage.say = worker.say = self.world.log
                 if waiter is None:
                     while True:
                         clock.sleep(worker.step() / 1000)
