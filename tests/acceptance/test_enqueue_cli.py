@@ -57,11 +57,28 @@ def test_at_an_instant_and_a_key_make_a_retry_add_nothing(tmp_path: Path) -> Non
     assert second.returncode == 0 and second.stdout.startswith("already there: k1")
 
 
+@pytest.mark.parametrize("when", [(), ("--in", "0s")])
+def test_with_no_delay_or_a_zero_one_the_task_is_due_now(
+    tmp_path: Path, when: tuple[str, ...]
+) -> None:
+    """Issue 31: ``enqueue`` had no "now" form (no --in/--at was refused, ``--in 0s`` too)."""
+    before = time.time_ns() // 1_000_000
+    out = cronlab(
+        "enqueue", "invoice", *when, "--store", f"sqlite:///{tmp_path / 'c.db'}", "--json"
+    )
+    after = time.time_ns() // 1_000_000
+    assert out.returncode == 0, out.stderr
+    assert before <= json.loads(out.stdout)["due_ms"] <= after
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (("invoice",), ("exactly one of --in",)),
-        (("invoice", "--in", "3d", "--at", "2026-11-01T09:00Z"), ("exactly one of --in",)),
+        (
+            ("invoice", "--in", "3d", "--at", "2026-11-01T09:00Z"),
+            ("--in DELAY or --at TIME, not both",),
+        ),
+        (("invoice", "--in", "-1s"), ("bad delay", "'-1s'")),
         (("invoice", "--in", "3 days"), ("bad delay", "'3 days'")),
         (("invoice", "--at", "2026-11-01T09:00"), ("no UTC offset",)),
         (("invoice", "--in", "1h", "--payload", "{nope"), ("--payload", "not JSON")),

@@ -142,6 +142,27 @@ def test_schedule_sync_says_what_it_added_changed_and_removed(workdir: Path) -> 
     assert plain.stdout.strip() == "removed: tick"
 
 
+def test_schedule_sync_defaults_to_the_apps_own_store(workdir: Path) -> None:
+    """Issue 31: ``schedule sync --app`` needed --store while ``run`` and ``enqueue`` took the
+    app's own; now all three do (--store, else the app's URL, else CRONLAB_STORE)."""
+    done = cronlab("schedule", "sync", "--app", "jobs:app", "--json", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"added": ["tick"], "changed": [], "removed": []}
+    assert (workdir / "cron.db").exists()
+
+
+def test_enqueue_checks_the_payload_against_the_task_before_writing(workdir: Path) -> None:
+    """Issue 31: a payload with an unexpected name was written, then failed every attempt at
+    run time; with --app it is refused now, in one line, and nothing is written."""
+    bad = ("enqueue", "bill", "--payload", '{"customer": 1, "plna": "pro"}', "--app", "jobs:app")
+    done = cronlab(*bad, cwd=workdir)
+    assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
+    assert "plna" in done.stderr and "Traceback" not in done.stderr
+    assert not (workdir / "cron.db").exists()
+    good = cronlab(*bad[:3], '{"customer": 1, "plan": "pro"}', *bad[4:], "--json", cwd=workdir)
+    assert good.returncode == 0 and json.loads(good.stdout)["added"], good.stderr
+
+
 def test_enqueue_many_defers_a_run_per_line_and_checks_every_line_first(workdir: Path) -> None:
     lines = workdir / "customers.jsonl"
     lines.write_text("".join(json.dumps({"customer": c}) + "\n" for c in range(2_500)))

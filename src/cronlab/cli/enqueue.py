@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 import tempfile
 import uuid
@@ -28,6 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from cronlab import app as apps
 from cronlab.cli import schedule as schedule_cli
 from cronlab.cli.knobs import no_typed_secret
+from cronlab.cli.options import store_url_for
 from cronlab.core import delays
 from cronlab.core.policy import from_ms
 from cronlab.exceptions import ConfigError
@@ -44,7 +44,9 @@ SPOOL_MEMORY = 16 * 1024 * 1024  # bytes of checked lines kept in memory, then a
 @click.command("enqueue")
 @click.argument("handler")
 @click.option("--payload", default="{}", metavar="JSON", help="A JSON object for the handler.")
-@click.option("--in", "delay", metavar="DELAY", help="Due after this delay: 3d, 2h, 15m, 90s.")
+@click.option(
+    "--in", "delay", metavar="DELAY", help="Due after this delay: 3d, 2h, 15m, 90s (default: now)."
+)
 @click.option("--at", metavar="ISO8601", help="Due at this instant (with a UTC offset).")
 @click.option(
     "--key", default=None, help="Idempotency key, 1-500 characters (default: a fresh one)."
@@ -80,23 +82,26 @@ def enqueue_cmd(
     many: str | None,
     as_json: bool,
 ) -> None:
-    """Add a one-off task for HANDLER, due --in DELAY or --at TIME (a past time: at once);
-    with --many, a run per line of a file."""
+    """Add a one-off task for HANDLER, due now, --in DELAY or --at TIME (a past time: at
+    once); with --many, a run per line of a file."""
     if many is not None:
         _enqueue_many(handler, many, delay, at, store_url, app_spec, as_json, key)
         return
     if key is not None:
         check_key(key)  # (an empty one is refused: a fresh key would make a retry a duplicate)
     due = delays.due_ms(now_ms=CLOCK.now_ms(), delay=delay, at=at)
+    arguments = schedule_cli.parse_payload(payload)
     task = NewTask(
         idempotency_key=f"timer:{uuid.uuid4()}" if key is None else key,
         handler=handler,
         trigger_ms=due,
-        payload=json.dumps(schedule_cli.parse_payload(payload)),
+        payload=json.dumps(arguments),
     )
     schedule_cli.check_handler(handler, app_spec)
     app = apps.load(app_spec) if app_spec else None
-    store = schedule_cli.open_store(_store_url(store_url, app))
+    if app is not None and handler in app.tasks:  # its arguments now, not at every attempt
+        app.tasks[handler].signature.check(arguments)
+    store = schedule_cli.open_store(store_url_for(store_url, app))
     added = store.add_tasks([task]) > 0
     if not added:  # a retried enqueue: what is stored stands, and is what we show
         stored = store.task_by_key(task.idempotency_key)
@@ -112,14 +117,6 @@ def enqueue_cmd(
     else:
         verb = "enqueued" if added else "already there:"
         click.echo(f"{verb} {data['key']} → {handler} due {data['due']}")
-
-
-def _store_url(given: str | None, app: apps.App | None) -> str:
-    """``--store``, else the app's own store URL, else ``CRONLAB_STORE`` (as ``cronlab run``)."""
-    url = given or (app.store_url if app is not None else None) or os.environ.get("CRONLAB_STORE")
-    if not url:
-        raise ConfigError("no store: give --store URL (or CRONLAB_STORE, or a URL in the app)")
-    return url
 
 
 def _enqueue_many(
@@ -150,7 +147,7 @@ def _enqueue_many(
         else delays.due_ms(now_ms=CLOCK.now_ms(), delay=delay, at=at)
     )
     instant = None if when is None else from_ms(when)
-    url = _store_url(store_url, app)
+    url = store_url_for(store_url, app)
     with _read_once(path, task) as spool:  # nothing is written before its last line is checked
         if url != app.store_url:
             app.use_store(url)

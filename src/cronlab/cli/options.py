@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import signal
 import socket
 from collections.abc import Callable
@@ -228,3 +229,11 @@ class Stop:
 
     def __call__(self) -> bool:
         return self.flag
+
+
+def store_url_for(given: str | None, app: App | None) -> str:
+    """``--store``, else the app's own store URL, else ``CRONLAB_STORE`` (as ``cronlab run``)."""
+    url = given or (app.store_url if app is not None else None) or os.environ.get("CRONLAB_STORE")
+    if not url:
+        raise ConfigError("no store: give --store URL (or CRONLAB_STORE, or a URL in the app)")
+    return url

@@ -16,7 +16,8 @@ from typing import Any
 import click
 
 from cronlab import app as apps
-from cronlab.cli.knobs import echo_list, optional
+from cronlab.cli.knobs import echo_list, no_typed_secret, optional
+from cronlab.cli.options import store_url_for
 from cronlab.core import cron, delays, zones
 from cronlab.core.policy import Schedule, from_ms, to_ms
 from cronlab.exceptions import ConfigError
@@ -329,20 +330,28 @@ def _line_of(info: ScheduleInfo) -> str:
 
 
 @schedule_group.command("sync")
-@STORE
+@click.option(
+    "--store",
+    "store_url",
+    default=None,
+    callback=no_typed_secret,
+    metavar="URL",
+    help="sqlite:///PATH or postgresql://… (default: the --app's own store, or CRONLAB_STORE).",
+)
 @click.option(
     "--app",
     "app_spec",
     required=True,
+    envvar="CRONLAB_APP",
     metavar="MODULE:APP",
-    help="The app whose code declares them.",
+    help="The app whose code declares them (or CRONLAB_APP).",
 )
 @JSON
-def sync_cmd(store_url: str, app_spec: str, as_json: bool) -> None:
+def sync_cmd(store_url: str | None, app_spec: str, as_json: bool) -> None:
     """Write the schedules --app declares to the store, in one transaction; print what was
     added, changed and removed (only that app's; one added by hand is never removed)."""
     app = apps.load(app_spec)
-    report = app.sync(open_schedules(store_url, create=True))
+    report = app.sync(open_schedules(store_url_for(store_url, app), create=True))
     if as_json:
         data = {"added": report.added, "changed": report.changed, "removed": report.removed}
         click.echo(json.dumps({k: list(v) for k, v in data.items()}))

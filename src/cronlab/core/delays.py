@@ -18,10 +18,11 @@ _PART = re.compile(r"([0-9]+)(ms|d|h|m|s)")
 _DELAY = re.compile(r"(?:[0-9]+(?:ms|d|h|m|s))+")
 
 
-def parse_delay(text: str) -> int:
+def parse_delay(text: str, *, zero: bool = False) -> int:
     """Milliseconds in a delay like ``3d``, ``2h``, ``90s``, ``15m``, ``250ms`` or ``1h30m``.
 
-    ConfigError naming the text if it is empty, has another unit, or is not positive.
+    ConfigError naming the text if it is empty, has another unit, or is not positive (``zero``:
+    ``0s`` is taken too, as "now").
     """
     compact = text.strip().lower()
     if not _DELAY.fullmatch(compact):
@@ -29,8 +30,9 @@ def parse_delay(text: str) -> int:
     if len(compact) > 40:
         raise ConfigError(f"bad delay {text[:40]!r}…: too long")
     total = sum(int(n) * UNIT_MS[unit] for n, unit in _PART.findall(compact))
-    if not 0 < total <= MAX_DELAY_MS:
-        raise ConfigError(f"bad delay {text!r}: it must be positive and at most 36600d")
+    if not (0 if zero else 1) <= total <= MAX_DELAY_MS:
+        least = "0 or more" if zero else "positive"
+        raise ConfigError(f"bad delay {text!r}: it must be {least} and at most 36600d")
     return total
 
 
@@ -50,13 +52,15 @@ def parse_at(text: str) -> int:
 
 
 def due_ms(*, now_ms: int, delay: str | None = None, at: str | None = None) -> int:
-    """When a timer given ``--in`` (``delay``) or ``--at`` is due; exactly one must be given.
-
-    A time in the past is due at once: the engine runs it on its next pass.
+    """When a timer given ``--in`` (``delay``, ``0s`` included) or ``--at`` is due; neither:
+    now (as ``defer()``). A time in the past is due at once: the engine runs it on its next
+    pass.
     """
-    if (delay is None) == (at is None):
-        raise ConfigError("give exactly one of --in DELAY or --at TIME")
-    due = now_ms + parse_delay(delay) if delay is not None else parse_at(at or "")
+    if delay is not None and at is not None:
+        raise ConfigError("give one of --in DELAY or --at TIME, not both")
+    if delay is None and at is None:
+        return now_ms
+    due = now_ms + parse_delay(delay, zero=True) if delay is not None else parse_at(at or "")
     if not 0 <= due <= MAX_DUE_MS:
         raise ConfigError(f"due time out of range: {'--in ' + (delay or '') if delay else at}")
     return due
