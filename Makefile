@@ -3,6 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LAB_STAMP := $(VENV)/.lab-installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 LINTED := $(wildcard src tests bench examples scripts)
@@ -18,10 +19,17 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# The page needs only the lab extra (no test or benchmark tools): a first `make lab` installs
+# that, and a full install (`make deps`) already holds it.
+$(LAB_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	[ $(STAMP) -nt pyproject.toml ] || $(BIN)/python -m pip install -q -e '.[lab]'
+	touch $(LAB_STAMP)
+
 deps: $(STAMP)
 	bash scripts/setup.sh
 
-lab: $(STAMP)
+lab: $(LAB_STAMP)
 	bash scripts/setup.sh --web
 	$(BIN)/cronlab lab --host $(HOST) --port $(PORT)
 
