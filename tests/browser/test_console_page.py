@@ -5,6 +5,8 @@ controls change the store, a token guards it off loopback (a page on another ori
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -106,6 +108,10 @@ def test_it_lists_every_schedule_with_its_next_fires_and_last_runs(
     nightly = page_on.locator('tr[data-schedule="nightly-report"]')
     expect(nightly).to_contain_text("Europe/Berlin")
     expect(nightly.locator(".fires")).to_contain_text("03:00:00+0")  # in its own zone
+    # each later fire on another day says which (it read "03:00 03:00 …", issue 31)
+    later = (nightly.locator(".fires").text_content() or "").split()[2:]
+    assert len(later) == 18 and all(re.fullmatch(r"\d\d-\d\d|03:00", w) for w in later), later
+    assert later[0::2] == sorted(set(later[0::2])) and set(later[1::2]) == {"03:00"}
     expect(page_on.locator("#counts")).to_contain_text("3")
     expect(page_on.locator("#alerts")).to_contain_text("flaky-export: 2 runs in a row failed")
     expect(page_on.locator("#processes tr[data-process]")).to_have_count(1)

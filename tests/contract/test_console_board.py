@@ -62,3 +62,30 @@ def test_the_console_api_on_every_backend(backend: Backend) -> None:
     assert [r["outcome"] for r in runs] == [
         "due"
     ]  # (the console's clock is months ahead of the fake one)
+
+
+def test_a_process_not_heard_of_for_an_hour_is_counted_not_listed(backend: Backend) -> None:
+    """Issue 31: dead processes stayed listed as "silent" for ever (a restarted cluster's old
+    ones among them). Alive, exited or silent within the hour: listed; older: counted."""
+    from cronlab.ports import ProcessInfo
+
+    now = 1_800_000_000_000
+    hour = board.GONE_MS
+
+    def process(i: int, started: int, beat: int | None, exited: int | None = None) -> None:
+        info = ProcessInfo(role="worker", index=i, pid=100 + i, owner=f"w{i}", started_ms=started)
+        backend.store.register_process(info)
+        if beat is not None:
+            backend.store.heartbeat(info, beat)
+        if exited is not None:
+            backend.store.process_exited(info.owner, exited)
+
+    process(0, now - 10_000, now - 1_000)  # alive
+    process(1, now - 2 * hour, now - hour + 60_000)  # silent for 59 minutes: listed
+    process(2, now - 3 * hour, now - 2 * hour)  # silent for two hours: counted
+    process(3, now - 3 * hour, now - 2 * hour, exited=now - 2 * hour)  # exited long ago
+    process(4, now - 3 * hour, None, exited=now - 30 * 60_000)  # exited half an hour ago
+    data = board.snapshot(backend.store, now, board.Fires())
+    listed = {p["owner"]: p["alive"] for p in data["processes"]}
+    assert listed == {"w0": True, "w1": False, "w4": False}
+    assert data["processes_gone"] == 2

@@ -25,6 +25,7 @@ RECENT_RUNS = 10
 LATENESS_SPAN_MS = 3_600_000  # the chart's last hour
 SETTLED_MS = 300_000  # a minute of occurrences this old is charted as it was read
 ALIVE_BEATS = 3  # a process whose heartbeat is older than this many beats is not alive
+GONE_MS = 3_600_000  # a process not heard of for this long is no longer listed, only counted
 
 
 class Fires:
@@ -109,7 +110,7 @@ def snapshot(
         "now_ms": now_ms,
         "store": store.d.describe(),
         "leader": _leader(store, now_ms),
-        "processes": _processes(store, now_ms),
+        **_processes(store, now_ms),
         "queue_depth": store.queue_depth(),
         "pending_due": store.pending_due(now_ms),
         **_schedules(store, now_ms, fires, page or Page()),
@@ -148,13 +149,19 @@ def _leader(store: SqlStore, now_ms: int) -> dict[str, Any] | None:
     return {"holder": lease.holder, "epoch": lease.epoch, "expires_ms": lease.expires_ms}
 
 
-def _processes(store: SqlStore, now_ms: int) -> list[dict[str, Any]]:
-    out = []
+def _processes(store: SqlStore, now_ms: int) -> dict[str, Any]:
+    """The processes heard of within ``GONE_MS`` (``processes``), and how many others there
+    are (``processes_gone``: exited or silent for longer; a restarted cluster's old ones)."""
+    out, gone = [], 0
     for p in store.processes():
         beat = p.heartbeat_ms
         alive = (
             p.exited_ms is None and beat is not None and now_ms - beat < ALIVE_BEATS * HEARTBEAT_MS
         )
+        heard = max(x for x in (p.started_ms, beat, p.exited_ms) if x is not None)
+        if not alive and now_ms - heard > GONE_MS:
+            gone += 1
+            continue
         out.append(
             {
                 "role": p.role,
@@ -167,7 +174,7 @@ def _processes(store: SqlStore, now_ms: int) -> list[dict[str, Any]]:
                 "alive": alive,
             }
         )
-    return out
+    return {"processes": out, "processes_gone": gone}
 
 
 def _schedules(store: SqlStore, now_ms: int, fires: Fires, page: Page) -> dict[str, Any]:

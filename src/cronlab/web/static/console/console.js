@@ -95,6 +95,14 @@
     $("counts").innerHTML = num(d.total) + " <small>" + num(d.paused) + " paused</small>";
   }
 
+  /* A later fire: its time, with its date when it falls on another day than the one before
+     (a monthly schedule's fires read 01-01 00:00 02-01 00:00 …, not 00:00 00:00). */
+  function later(f, before) {
+    var time = f.slice(11, 16);
+    if (f.slice(0, 10) === before.slice(0, 10)) return time;
+    return (f.slice(0, 4) === before.slice(0, 4) ? f.slice(5, 10) : f.slice(0, 10)) + " " + time;
+  }
+
   function processes(d) {
     $("processes").tBodies[0].innerHTML = d.processes.map(function (p) {
       var host = p.owner.split("@")[1] || "";
@@ -106,6 +114,10 @@
         "</td><td>" + p.index + "</td><td>" + p.pid + "</td><td>" + esc(host.split(":")[0]) +
         "</td><td>" + beat + "</td><td>" + live + "</td></tr>";
     }).join("") || '<tr><td colspan="6" class="muted">no process has registered</td></tr>';
+    if (d.processes_gone) {
+      $("processes").tBodies[0].innerHTML += '<tr class="gone"><td colspan="6" class="muted">and ' +
+        num(d.processes_gone) + " not heard of for over an hour (not listed)</td></tr>";
+    }
   }
 
   function alerts(d) {
@@ -130,7 +142,7 @@
     var note = s.note ? '<div class="note">' + esc(s.note) + "</div>" : "";
     var fires = s.next.length
       ? "<b>" + esc(s.next[0].replace("T", " ")) + "</b> " +
-        s.next.slice(1).map(function (f) { return esc(f.slice(11, 16)); }).join(" ")
+        s.next.slice(1).map(function (f, i) { return esc(later(f, s.next[i])); }).join(" ")
       : "—";
     var runs = s.runs.slice().reverse().map(runCell).join("");
     var alertsSet = (s.alert_after_ms ? "late > " + secs(s.alert_after_ms) : "") +
