@@ -6,7 +6,6 @@ controls change the store, a token guards it off loopback (a page on another ori
 from __future__ import annotations
 
 import re
-
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
