@@ -8,7 +8,10 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 LINTED := $(wildcard src tests bench examples scripts)
 
-.PHONY: lab test check bench verify mutants venv deps services clean dist
+.PHONY: help lab test unit fmt check bench verify mutants venv deps services clean dist
+
+help:  ## what each target does
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 10
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,38 +32,47 @@ $(LAB_STAMP): pyproject.toml
 deps: $(STAMP)
 	bash scripts/setup.sh
 
-lab: $(LAB_STAMP)
+lab: $(LAB_STAMP)  ## the lab page at http://127.0.0.1:8000 (installs only what it needs)
 	bash scripts/setup.sh --web
 	$(BIN)/cronlab lab --host $(HOST) --port $(PORT)
 
-check: $(STAMP)
+check: $(STAMP)  ## ruff and mypy --strict
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy
 
-test: deps
+test: deps  ## every test: installs and starts what they need (Chromium, etcd, servers)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 tests
+
+# The inner loop: unit and contract tests on the memory store and SQLite; no root, no servers.
+unit: $(STAMP)  ## the fast loop: unit and contract tests, memory and SQLite only
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit tests/contract \
+	  -m "not postgres and not redis and not etcd and not browser and not integration and not acceptance"
+
+fmt: $(STAMP)  ## ruff format and ruff --fix
+	$(BIN)/ruff format $(LINTED)
+	$(BIN)/ruff check --fix $(LINTED)
 
 # The PostgreSQL server the simulator and the mutation gate run on (a scratch database each).
 PG_URL ?= postgresql://postgres@127.0.0.1:5432/test
 
 # Nightly size: the deterministic simulator over every fault kind, on SQLite and on
 # PostgreSQL (docs/engine.md, Guarantees).
-verify: deps
+verify: deps  ## the nightly simulator sizes on both stores
 	$(BIN)/cronlab verify --seeds 100000 --jobs 2
 	CRONLAB_VERIFY_STORE=$(PG_URL) $(BIN)/cronlab verify --seeds 20000 --jobs 2
 
 # The mutation gate: every deliberate bug of tests/mutants/mutations.py caught, on both
 # stores, within 2,000 seeds; the catching seeds recorded for CI's quick run.
-mutants: deps
+mutants: deps  ## the mutation gate on both stores
 	$(BIN)/python scripts/mutants.py --seeds 2000 --record
 	$(BIN)/python scripts/mutants.py --seeds 2000 --record --store $(PG_URL)
 
-bench: $(STAMP)
+bench: $(STAMP)  ## every benchmark
 	for f in bench/*.py; do $(BIN)/python $$f || exit 1; done
 
 # A wheel of the package, to install where there is no clone: pip install dist/cronlab-*.whl
-dist:
+dist:  ## a wheel in dist/
 	$(PY) -m pip wheel -q --no-deps --wheel-dir dist .
 
 clean:
