@@ -1,4 +1,4 @@
-import cronlab  # pip install cronlab && python quickstart.py
+import cronlab  # pip install . (in a cronlab clone), then python quickstart.py
 
 app = cronlab.App("sqlite:///cron.db")
 

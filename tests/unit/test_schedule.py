@@ -275,10 +275,11 @@ def test_parse_at_needs_an_offset() -> None:
         delays.parse_at("tomorrow")
 
 
-def test_due_ms_takes_exactly_one_of_in_and_at() -> None:
+def test_due_ms_takes_at_most_one_of_in_and_at_and_neither_is_now() -> None:
     assert delays.due_ms(now_ms=T0, delay="3d") == T0 + 3 * 86_400_000
     assert delays.due_ms(now_ms=T0 + 5, at="2026-06-01T00:00:00Z") == T0
-    with pytest.raises(ConfigError, match="exactly one"):
-        delays.due_ms(now_ms=T0)
-    with pytest.raises(ConfigError, match="exactly one"):
+    assert delays.due_ms(now_ms=T0) == T0 == delays.due_ms(now_ms=T0, delay="0s")
+    with pytest.raises(ConfigError, match="not both"):
         delays.due_ms(now_ms=T0, delay="1h", at="2026-06-01T00:00:00Z")
+    with pytest.raises(ConfigError, match="positive"):
+        delays.parse_delay("0s")  # (a keep or a window of nothing is still refused)
