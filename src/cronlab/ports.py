@@ -1,7 +1,7 @@
 """The engine's ports: every piece of I/O sits behind one of these protocols.
 
 Time is integer epoch milliseconds everywhere here. Backends live in role-named folders
-(``stores/sql.py`` with its dialects ``stores/sqlite.py`` and ``stores/postgres.py``,
+(``stores/sql/`` with its dialects ``stores/sqlite.py`` and ``stores/postgres.py``,
 ``election/store.py``, ``queues/store.py``); ``stores/memory.MemoryStore`` (SQLite
 ``:memory:`` through the same code) and ``runtime/clock.FakeClock`` ship in the package.
 

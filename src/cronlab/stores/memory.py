@@ -1,6 +1,6 @@
 """The in-memory store: the SQL store on a private SQLite ``:memory:`` database.
 
-Not a second implementation: the same ``stores/sql.py`` code, statements and handler runs as a
+Not a second implementation: the same ``stores/sql/`` code, statements and handler runs as a
 file store, so unit tests on it prove what they seem to. Gone with the process.
 """
 
