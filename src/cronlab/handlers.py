@@ -34,9 +34,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from cronlab import tasks
+from cronlab.core.policy import from_ms, to_ms
 from cronlab.exceptions import ConfigError, NotFoundError
 from cronlab.ports import Message, NewTask, Retry, Tx
-from cronlab.runtime.clock import to_datetime, to_ms
 
 if TYPE_CHECKING:
     import asyncio
@@ -150,7 +150,7 @@ class Context:
     @property
     def scheduled_for(self) -> datetime:
         """The trigger instant, an aware UTC datetime (computed on demand: it is rarely read)."""
-        return to_datetime(self.scheduled_ms)
+        return from_ms(self.scheduled_ms)
 
     def defer(
         self,
@@ -168,7 +168,7 @@ class Context:
         Its key derives from this task's key, so a duplicate execution adds nothing twice.
         """
         self._follow_ups += 1
-        trigger = to_ms(at) if at is not None else self.now_ms + int(delay.total_seconds() * 1000)
+        trigger = to_ms(at) if at is not None else self.now_ms + delay // timedelta(milliseconds=1)
         name = task if isinstance(task, str) else task.name
         key = tasks.follow_up_key(self.idempotency_key, name, self._follow_ups)
         if isinstance(task, str):

@@ -11,9 +11,9 @@ from rich.progress import Progress
 
 from cronlab.cli.options import CLOCK, JSON, STORE, open_store
 from cronlab.core import delays
+from cronlab.core.policy import from_ms
 from cronlab.exceptions import ConfigError
 from cronlab.lab import invoices as invoices_app
-from cronlab.runtime.clock import to_datetime
 
 MAX_COUNT = 10_000_000  # about 2 GB of SQLite and minutes of seeding: the lab's largest run × 10
 MAX_WORK_MS = 3_600_000
@@ -53,7 +53,7 @@ def seed_cmd(store_url: str, count: int, at_text: str, work_ms: int, as_json: bo
         added = store.add_tasks(
             invoices_app.tasks(count, trigger_ms, work_ms), progress=lambda n: bar.advance(job, n)
         )
-    at_iso = to_datetime(trigger_ms).isoformat()
+    at_iso = from_ms(trigger_ms).isoformat()
     if as_json:
         click.echo(
             json.dumps({"added": added, "count": count, "at": at_iso, "trigger_ms": trigger_ms})

@@ -14,9 +14,9 @@ from rich.table import Table
 
 from cronlab import distributed
 from cronlab.cli.options import CLOCK, JSON, OBSERVE_ELECTION, STORE, read_store
+from cronlab.core.policy import from_ms
 from cronlab.ports import Event, Lease, LeaseElector, ProcessInfo
 from cronlab.runtime import chaos, cluster, report
-from cronlab.runtime.clock import to_datetime
 from cronlab.stores.sql import SqlStore
 
 
@@ -64,7 +64,7 @@ def _leader(lease: Lease, procs: list[ProcessInfo]) -> dict[str, Any]:
         "registered": holder is not None,
         "epoch": lease.epoch,
         "expires_ms": lease.expires_ms,
-        "expires_at": to_datetime(lease.expires_ms).isoformat(),
+        "expires_at": from_ms(lease.expires_ms).isoformat(),
     }
 
 
@@ -109,7 +109,7 @@ def _print_status(data: dict[str, Any]) -> None:
     counts = " · ".join(f"{k} {v:,}" for k, v in data["tasks"].items())
     out.print(f"tasks: {counts} · queue depth {data['queue_depth']:,}", highlight=False)
     for down in data["backends_down"]:
-        since = to_datetime(down["since_ms"]).isoformat()
+        since = from_ms(down["since_ms"]).isoformat()
         out.print(f"backend down for {down['holder']} since {since}: {down['error']}", markup=False)
 
 

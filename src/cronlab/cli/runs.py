@@ -11,9 +11,9 @@ import click
 from cronlab.cli.knobs import echo_list, optional
 from cronlab.cli.options import CLOCK, JSON, STORE, read_store
 from cronlab.core import delays
+from cronlab.core.policy import from_ms
 from cronlab.exceptions import ConfigError
 from cronlab.ports import MAX_RUNS, RunQuery, RunRecord
-from cronlab.runtime.clock import to_datetime
 
 
 @click.command("runs")
@@ -64,7 +64,7 @@ def since_ms(text: str | None, now_ms: int) -> int | None:
 def as_dict(r: RunRecord) -> dict[str, Any]:
     """A history row as ``--json`` prints it: the stored values, and what follows from them."""
     data = dataclasses.asdict(r)
-    data["occurrence"] = to_datetime(r.occurrence_ms).isoformat()
+    data["occurrence"] = from_ms(r.occurrence_ms).isoformat()
     start, end = r.start_ms, r.end_ms
     data["lateness_ms"] = None if start is None else start - r.occurrence_ms
     data["duration_ms"] = None if start is None or end is None else end - start
@@ -73,7 +73,7 @@ def as_dict(r: RunRecord) -> dict[str, Any]:
 
 def line(r: RunRecord) -> str:
     """One row for a terminal."""
-    when = to_datetime(r.occurrence_ms).isoformat(timespec="seconds")
+    when = from_ms(r.occurrence_ms).isoformat(timespec="seconds")
     what = r.schedule or r.task
     parts = [when, what, r.outcome, f"attempt {r.attempt}"]
     if r.start_ms is not None and r.end_ms is not None:

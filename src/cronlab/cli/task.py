@@ -16,9 +16,9 @@ from typing import Any
 import click
 
 from cronlab.cli.options import CLOCK, JSON, STORE, open_store, read_store
+from cronlab.core.policy import from_ms
 from cronlab.exceptions import ConfigError
 from cronlab.ports import MAX_TASK_ID, TaskControl, TaskInfo
-from cronlab.runtime.clock import to_datetime
 
 MAX_DIGITS = len(str(MAX_TASK_ID))
 
@@ -110,5 +110,5 @@ def operator() -> str:
 def task_json(info: TaskInfo) -> dict[str, Any]:
     """A task as plain JSON data: the stored values, its occurrence also in ISO 8601."""
     data = dataclasses.asdict(info)
-    data["occurrence"] = to_datetime(info.occurrence_ms).isoformat()
+    data["occurrence"] = from_ms(info.occurrence_ms).isoformat()
     return data

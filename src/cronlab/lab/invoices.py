@@ -16,10 +16,10 @@ from datetime import UTC
 from typing import Any
 
 from cronlab.app import App
+from cronlab.core.policy import from_ms
 from cronlab.exceptions import ConfigError
 from cronlab.handlers import BatchStep, Context, Item
 from cronlab.ports import NewTask, Tx
-from cronlab.runtime.clock import to_datetime
 
 SPEC = "cronlab.lab.invoices:app"
 
@@ -86,7 +86,7 @@ def duplicates(store: Any) -> int:
 
 def tasks(count: int, trigger_ms: int, work_ms: int = 0) -> Iterator[NewTask]:
     """One invoice per customer for the period named by the trigger instant."""
-    period = to_datetime(trigger_ms).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    period = from_ms(trigger_ms).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     work = f', "work_ms": {work_ms}' if work_ms else ""
     for i in range(1, count + 1):
         customer = f"cust-{i:07d}"

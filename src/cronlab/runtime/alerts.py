@@ -32,9 +32,9 @@ from urllib.parse import urlsplit
 
 from cronlab import urls
 from cronlab.core import policy
+from cronlab.core.policy import from_ms
 from cronlab.exceptions import ConfigError
 from cronlab.ports import Alert, Clock, Watched
-from cronlab.runtime.clock import to_datetime
 from cronlab.stores.sql import alerting
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def payload(alert: Alert) -> dict[str, Any]:
         "subject": alert.subject,
         "message": message(alert),
         "raised_ms": alert.raised_ms,
-        "raised_at": to_datetime(alert.raised_ms).isoformat(),
+        "raised_at": from_ms(alert.raised_ms).isoformat(),
         "detail": dict(alert.detail),
     }
 
@@ -118,7 +118,7 @@ def message(alert: Alert) -> str:
     """One line saying what is wrong."""
     d = alert.detail
     if alert.kind == "late":
-        due = to_datetime(int(d["occurrence_ms"])).isoformat()
+        due = from_ms(int(d["occurrence_ms"])).isoformat()
         after = int(d["alert_after_ms"]) / 1000
         return (
             f"schedule {alert.schedule}: no run of its occurrence at {due} started "

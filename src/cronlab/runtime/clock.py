@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 
 
 class SystemClock:
@@ -42,13 +41,3 @@ class FakeClock:
 
     def jump(self, ms: int) -> None:
         self._offset += ms
-
-
-def to_datetime(ms: int) -> datetime:
-    """Epoch milliseconds → aware UTC datetime (the CLI/API boundary)."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
-
-
-def to_ms(moment: datetime) -> int:
-    """Aware datetime → epoch milliseconds."""
-    return int(moment.timestamp() * 1000)
