@@ -42,7 +42,7 @@ check: $(STAMP)  ## ruff and mypy --strict
 	$(BIN)/mypy
 
 test: deps  ## every test: installs and starts what they need (Chromium, etcd, servers)
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=50 tests
 
 # The inner loop: unit and contract tests on the memory store and SQLite; no root, no servers.
 unit: $(STAMP)  ## the fast loop: unit and contract tests, memory and SQLite only
