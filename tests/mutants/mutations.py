@@ -288,6 +288,8 @@ MUTATIONS: tuple[Mutation, ...] = (
             ),
         ),
         ("stuck", "lost"),
-        ("postgresql",),  # only a server ends a session mid-batch (``idle``, ``terminate``)
+        # On SQLite only a handler that crashes its worker takes batch-mates down, as often as
+        # it is made to crash: a loss the checker allows it (not caught in 2,000 seeds there).
+        ("postgresql",),
     ),
 )
