@@ -26,8 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from cronlab import app as apps
 from cronlab.cli import schedule as schedule_cli
-from cronlab.cli.knobs import no_typed_secret
-from cronlab.cli.options import store_url_for
+from cronlab.cli.options import APP_STORE, store_url_for
 from cronlab.core import delays
 from cronlab.core.policy import from_ms
 from cronlab.exceptions import ConfigError
@@ -51,14 +50,7 @@ SPOOL_MEMORY = 16 * 1024 * 1024  # bytes of checked lines kept in memory, then a
 @click.option(
     "--key", default=None, help="Idempotency key, 1-500 characters (default: a fresh one)."
 )
-@click.option(
-    "--store",
-    "store_url",
-    default=None,
-    callback=no_typed_secret,
-    metavar="URL",
-    help="sqlite:///PATH or postgresql://… (default: the --app's own store, or CRONLAB_STORE).",
-)
+@APP_STORE
 @click.option("--app", "app_spec", default=None, metavar="MODULE:APP", help="Its handlers too.")
 @click.option(
     "--many",

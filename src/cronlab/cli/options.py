@@ -42,6 +42,16 @@ QUEUE = click.option(
     metavar="URL",
     help="redis://host:6379 (default: the store's own queue; or CRONLAB_QUEUE).",
 )
+# ``--store`` of a command that takes ``--app``: optional, the app's own store by default
+# (``store_url_for``).
+APP_STORE = click.option(
+    "--store",
+    "store_url",
+    default=None,
+    callback=no_typed_secret,
+    metavar="URL",
+    help="sqlite:///PATH or postgresql://… (default: the --app's own store, or CRONLAB_STORE).",
+)
 APP = click.option(
     "--app",
     "app_spec",

@@ -16,9 +16,10 @@ import click
 
 from cronlab import distributed, stores
 from cronlab.app import schedule_store
-from cronlab.cli.knobs import Finite, knob, no_typed_secret
+from cronlab.cli.knobs import Finite, knob
 from cronlab.cli.options import (
     APP,
+    APP_STORE,
     BATCH,
     BATCH_HELP,
     CLOCK,
@@ -379,14 +380,7 @@ def echo_sync(report: SyncReport, *, quiet: bool = False) -> None:
 
 
 @click.command("run")
-@click.option(
-    "--store",
-    "store_url",
-    default=None,
-    callback=no_typed_secret,
-    metavar="URL",
-    help="sqlite:///PATH or postgresql://… (default: the app's own, or CRONLAB_STORE).",
-)
+@APP_STORE
 @APP
 @CONCURRENCY
 @SCAN_INTERVAL

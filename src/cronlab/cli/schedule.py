@@ -16,8 +16,8 @@ from typing import Any
 import click
 
 from cronlab import app as apps
-from cronlab.cli.knobs import echo_list, no_typed_secret, optional
-from cronlab.cli.options import store_url_for
+from cronlab.cli.knobs import echo_list, optional
+from cronlab.cli.options import APP_STORE, store_url_for
 from cronlab.core import cron, delays, zones
 from cronlab.core.policy import Schedule, from_ms, to_ms
 from cronlab.exceptions import ConfigError
@@ -330,14 +330,7 @@ def _line_of(info: ScheduleInfo) -> str:
 
 
 @schedule_group.command("sync")
-@click.option(
-    "--store",
-    "store_url",
-    default=None,
-    callback=no_typed_secret,
-    metavar="URL",
-    help="sqlite:///PATH or postgresql://… (default: the --app's own store, or CRONLAB_STORE).",
-)
+@APP_STORE
 @click.option(
     "--app",
     "app_spec",
