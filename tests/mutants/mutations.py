@@ -283,7 +283,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         (
             Edit(
                 "runtime/worker.py",
-                "    return ([together] if together else []) + [[m] for m in alone]",
+                "    return ([together] if together else []) + alone",
                 "    return [list(messages)]",
             ),
         ),

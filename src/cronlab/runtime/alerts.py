@@ -23,7 +23,6 @@ import hmac
 import json
 import os
 import queue
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from cronlab.core import policy
 from cronlab.core.policy import from_ms
 from cronlab.exceptions import ConfigError
 from cronlab.ports import Alert, Clock, Watched
+from cronlab.runtime import reports
 from cronlab.stores.sql import alerting
 
 if TYPE_CHECKING:
@@ -178,10 +178,6 @@ class Sender:
                 self._done.put((alert.id, None))
 
 
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 class Alerter:
     """``Duty``: check, raise, deliver. ``holder`` names this replica in the alert events."""
 
@@ -191,7 +187,7 @@ class Alerter:
         clock: Clock,
         holder: str,
         sender: Sender | None = None,
-        say: Callable[[str], None] = _stderr,
+        say: Callable[[str], None] = reports.stderr,
     ) -> None:
         self.store, self.clock, self.holder, self.sender, self.say = (
             store,

@@ -8,23 +8,19 @@ once it is back. ``cronlab status`` lists the processes whose latest such event 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 
 from cronlab.exceptions import BackendUnavailable
 from cronlab.ports import Clock
+from cronlab.runtime import reports
 
 FIRST_MS, MAX_MS = 100, 5_000
-
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 class Outage:
     """One process's view of its backends: up, or down since a monotonic instant."""
 
-    def __init__(self, clock: Clock, who: str, say: Callable[[str], None] = _stderr) -> None:
+    def __init__(self, clock: Clock, who: str, say: Callable[[str], None] = reports.stderr) -> None:
         self.clock, self.who, self.say = clock, who, say
         self.since_ms: int | None = None
         self.error = ""

@@ -9,6 +9,7 @@ on every error."""
 from __future__ import annotations
 
 import os
+import sys
 from typing import Literal
 
 ENV = "CRONLAB_REPORT_FD"
@@ -48,3 +49,8 @@ def read(fd: int) -> dict[int, tuple[str, str]]:
         if pid.isdecimal():
             found[int(pid)] = (kind, line)
     return found
+
+
+def stderr(line: str) -> None:
+    """Say ``line`` on the process's stderr, at once (a process's default ``say``)."""
+    print(line, file=sys.stderr, flush=True)

@@ -6,20 +6,16 @@ has just reached it, so that is an outage, not a wrong URL."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import TypeVar
 
 from cronlab.exceptions import BackendBusy, BackendUnavailable
 from cronlab.ports import Clock
+from cronlab.runtime import reports
 
 T = TypeVar("T")
 WAIT_S = 60.0  # the longest a process waits for its backends at start-up
 FIRST_S, MAX_S = 0.1, 5.0
-
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def patiently(
@@ -29,7 +25,7 @@ def patiently(
     *,
     transient: type[BackendUnavailable] = BackendBusy,
     wait_s: float = WAIT_S,
-    say: Callable[[str], None] = _stderr,
+    say: Callable[[str], None] = reports.stderr,
 ) -> T:
     """``step()``, tried again with backoff (0.1 s doubling to 5 s) while it raises
     ``transient``, for at most ``wait_s``; the first such failure is said once, naming

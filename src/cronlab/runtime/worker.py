@@ -14,7 +14,6 @@ batches, so one worker does not hoard the queue or outlive its visibility timeou
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -22,6 +21,7 @@ from cronlab.exceptions import BackendUnavailable
 from cronlab.handlers import CONCURRENCY, Registry
 from cronlab.metrics import NO_METRICS, Metrics
 from cronlab.ports import Batch, Clock, Ended, Event, Message, Queue, Retry, Store, Waiter
+from cronlab.runtime import reports
 from cronlab.runtime.heartbeat import Heartbeat
 from cronlab.runtime.outage import Outage
 from cronlab.urls import redact_text
@@ -62,10 +62,6 @@ def failure_line(worker: str, run: Ended) -> str:
     )
 
 
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 def transactions(messages: Sequence[Message]) -> list[list[Message]]:
     """The claimed ``messages`` as the transactions they run in: every first attempt in one,
     then each retry in one of its own. A run that fails by ending its transaction — a handler
@@ -74,9 +70,14 @@ def transactions(messages: Sequence[Message]) -> list[list[Message]]:
     cost another task an attempt (PostgreSQL seed 1529: batch-mates lost again and again, stuck
     at the end). A delivery of an earlier attempt that never ended runs nothing (``execution
     .LostRun``): it stays with the first attempts."""
-    alone = [m for m in messages if m.attempt > 1 and m.receives == 1]
-    together = [m for m in messages if not (m.attempt > 1 and m.receives == 1)]
-    return ([together] if together else []) + [[m] for m in alone]
+    together: list[Message] = []
+    alone: list[list[Message]] = []
+    for m in messages:
+        if m.attempt > 1 and m.receives == 1:
+            alone.append([m])
+        else:
+            together.append(m)
+    return ([together] if together else []) + alone
 
 
 class TokenBucket:
@@ -127,7 +128,9 @@ class Worker:
         self.totals = dict.fromkeys(("ok", "noop", "error", "failed", "stale"), 0)
         self.limit = min(cfg.batch, FIRST_BATCH)
         self.outage = Outage(clock, name)
-        self.say: Callable[[str], None] = _stderr  # a failed run's line (the simulator's trace)
+        self.say: Callable[[str], None] = (
+            reports.stderr
+        )  # a failed run's line (the simulator's trace)
 
     def run(self, stopping: Callable[[], bool]) -> None:
         while not stopping():
