@@ -42,6 +42,12 @@ class BackendUnavailable(CronlabError):
     """A store, lease or queue backend cannot be reached."""
 
 
+class SessionLost(BackendUnavailable):
+    """A backend answered, then ended the session or refused the transaction (a handler that
+    outlasted the server's limits, an administrator's ``pg_terminate_backend``, a deadlock):
+    the transaction was rolled back, and the next one, on a fresh session, may well succeed."""
+
+
 class BackendBusy(BackendUnavailable):
     """A backend answered but a lock was not free in time: a writer busy, paused or stuck
     inside its transaction. Waiting may help (a process starting up waits it out)."""

@@ -26,6 +26,11 @@ STATUSES = ("PENDING", "DISPATCHED", "DONE", "FAILED", "MISSED", "SKIPPED")
 RUN_OUTCOMES = ("ok", "noop")  # a run that completed: effect applied, or a no-op duplicate
 
 
+# A keyed insert that found its key held, then its holder gone (deleted by the retention before
+# it could be read back), inserts again at most this many times (the key is free by then).
+KEY_TRIES = 5
+
+
 class NewTask(NamedTuple):
     """A task to add; a second task with the same ``idempotency_key`` is ignored.
 

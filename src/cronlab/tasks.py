@@ -25,7 +25,7 @@ from cronlab.core import delays, occurrences
 from cronlab.core.chunks import chunks
 from cronlab.core.policy import from_ms, to_ms
 from cronlab.exceptions import ConfigError, ConflictError
-from cronlab.ports import NewTask, Tx
+from cronlab.ports import KEY_TRIES, NewTask, Tx
 
 if TYPE_CHECKING:
     from cronlab.app import App
@@ -202,9 +202,7 @@ class Task(Generic[P, R]):
         tx = handlers.running(self.app.registry)
         if tx is not None:
             return _defer_in_run(tx, new, key is not None)
-        store = self.app.defer_store()
-        added = store.add_tasks([new]) > 0
-        stored = store.task_by_key(new.idempotency_key)
+        added, stored = self.app.defer_store().add_task(new)
         if not added and (stored.handler, json.loads(stored.payload)) != (
             new.handler,
             json.loads(new.payload),
@@ -290,7 +288,15 @@ def _defer_in_run(tx: Tx, new: NewTask, keyed: bool) -> TaskRef:
         return TaskRef(id=-1, key=new.idempotency_key, task=new.handler, due=due, added=True)
     mark = "?" if tx.dialect == "sqlite" else "%s"
     sql = f"SELECT id, handler, payload, trigger_ms FROM tasks WHERE idempotency_key = {mark}"
-    task_id, handler, payload, trigger_ms = tx.rows(sql, (new.idempotency_key,))[0]
+    held = tx.rows(sql, (new.idempotency_key,))
+    for _ in range(KEY_TRIES):  # (the holder the insert ran into was deleted: the key is free)
+        if held:
+            break
+        added = tx.add_task(new) != 0
+        held = tx.rows(sql, (new.idempotency_key,))
+    if not held:
+        raise ConflictError(f"key {new.idempotency_key!r}: its task was deleted while deferred")
+    task_id, handler, payload, trigger_ms = held[0]
     if (
         not added
         and keyed

@@ -85,13 +85,17 @@ def test_each_seed_that_failed_during_issue_27_passes_now(seed: int) -> None:
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize("seed", [1507, 1529])
-def test_each_postgresql_seed_that_failed_at_09de925_passes_now(seed: int) -> None:
-    """Each failed at 09de925, found by the 5,000-seed run on PostgreSQL. 1507: a redeploy
-    waited for a paused leader's fence locks and judged due-ness by the instant it asked,
-    dropping an occurrence that fell due meanwhile (lost; now judged once it holds the locks).
-    1529: a handler outlasting the server's idle-in-transaction timeout took its batch-mates
-    down at every attempt (stuck at the end; now a retry runs in a transaction of its own)."""
+@pytest.mark.parametrize("seed", [1507, 1529, 2601, 2974, 11587])
+def test_each_postgresql_seed_that_failed_passes_now(seed: int) -> None:
+    """Each failed in a search on PostgreSQL (docs/history/verify-ffb1f53/). At 09de925: 1507,
+    a redeploy waited for a paused leader's fence locks and judged due-ness by the instant it
+    asked, dropping an occurrence that fell due meanwhile (lost; now judged once it holds the
+    locks); 1529, a handler outlasting the server's idle-in-transaction timeout took its
+    batch-mates down at every attempt (now a retry runs in a transaction of its own). At
+    ffb1f53: 2601, a keyed ``defer`` read back a task the retention had deleted after its
+    insert ran into it (``NotFoundError``; now read in the insert's transaction, inserted
+    again if gone); 2974 and 11587, the checker's own bound: one worker, jobs outlasting the
+    idle limit at every attempt, all five attempts each take longer than it allowed."""
     need_pg()
     done = cronlab("verify", "--seed", str(seed), "--store", PG, timeout=120)
     assert done.returncode == 0, done.stdout[-2000:]

@@ -156,12 +156,42 @@ def test_a_task_that_outlasts_the_idle_transaction_timeout_costs_its_batch_mates
     app.store().close()
 
 
+def test_retries_behind_sessions_the_server_ended_still_run(url: str) -> None:
+    """PostgreSQL seed 1529, again, with the checker made stricter: a worker stopped its batch
+    after two groups in a row whose sessions the server ended (retries of handlers that
+    outlast the idle-in-transaction timeout); the groups behind them never ran, and each was
+    charged a lost attempt at its redelivery, until a quick task FAILED having run once. Now
+    only a backend that cannot be reached stops the batch: the quick task's retry runs."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        name = admin.info.dbname
+        admin.execute(f'ALTER DATABASE "{name}" SET idle_in_transaction_session_timeout = 300')
+    app, quick_calls = cronlab.App(url), []
+
+    @app.task(name="dawdles", retries=3)
+    def dawdles(ctx: cronlab.Context, n: int) -> Any:
+        ctx.tx.execute("SELECT %s", (n,))
+        time.sleep(0.6)  # idle in the transaction past the server's 300 ms
+
+    @app.task(name="quick", retries=3)
+    def quick(ctx: cronlab.Context) -> Any:
+        quick_calls.append(ctx.attempt)
+        ctx.tx.execute("SELECT 1")
+
+    for n in range(3):
+        dawdles.defer(n=n)
+    quick.defer()
+    statuses = work_until_all_settled(app)
+    assert statuses == {"dawdles": [("FAILED", 4)] * 3, "quick": [("DONE", 2)]}
+    # Its first attempt was in the dawdlers' group, after them: lost before its handler ran.
+    assert quick_calls == [2]
+    app.store().close()
+
+
 def work_until_all_settled(app: cronlab.App, deadline_s: float = 60.0) -> dict[str, list[Any]]:
     """Dispatch the app's due tasks, then run a worker (short visibility) until no task is
     open; each task name's (status, attempts)."""
     clock, store = SystemClock(), app.store()
-    epoch = StoreElector(store, clock).acquire_or_renew("leader", 10_000)
-    assert epoch is not None
+    elector = StoreElector(store, clock)
     cfg = WorkerConfig(index=0, visibility_ms=VISIBILITY_MS, idle_ms=50)
     worker = Worker(
         cfg, store=store, queue=StoreQueue(store, clock), registry=app.registry, clock=clock,
@@ -169,6 +199,8 @@ def work_until_all_settled(app: cronlab.App, deadline_s: float = 60.0) -> dict[s
     )  # fmt: skip
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
+        epoch = elector.acquire_or_renew("leader", 10_000)  # (renewed: a run may take longer)
+        assert epoch is not None
         store.dispatch_due(clock.now_ms(), 100, epoch.epoch)
         clock.sleep(worker.step() / 1000)
         found = store.query("SELECT handler, status, attempts FROM tasks ORDER BY handler, id")

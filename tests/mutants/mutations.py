@@ -292,4 +292,33 @@ MUTATIONS: tuple[Mutation, ...] = (
         # it is made to crash: a loss the checker allows it (not caught in 2,000 seeds there).
         ("postgresql",),
     ),
+    Mutation(
+        "session-lost-stops-batch",
+        "a group whose session the server ended stops the batch: the groups behind it never run "
+        "and are charged a lost attempt at their redelivery (seed 1529, the stricter checker)",
+        (
+            Edit(
+                "runtime/worker.py",
+                "            except SessionLost as exc:\n                lost = lost or exc\n",
+                "            except SessionLost as exc:\n                lost = lost or exc\n"
+                "                break\n",
+            ),
+        ),
+        ("lost", "stuck"),
+        ("postgresql",),  # only PostgreSQL's sessions end under a batch (SessionLost)
+    ),
+    Mutation(
+        "key-holder-read-once",
+        "a keyed defer reads the task holding its key once: when the retention deleted it after "
+        "the insert ran into it, the defer raises (seed 2601)",
+        (
+            Edit(
+                "stores/sql/store.py",
+                "            for _ in range(KEY_TRIES):",
+                "            for _ in range(1):",
+            ),
+        ),
+        ("stuck",),
+        ("postgresql",),  # on SQLite the writer lock keeps the insert and its read together
+    ),
 )

@@ -94,9 +94,8 @@ def enqueue_cmd(
     if app is not None and handler in app.tasks:  # its arguments now, not at every attempt
         app.tasks[handler].signature.check(arguments)
     store = schedule_cli.open_store(store_url_for(store_url, app))
-    added = store.add_tasks([task]) > 0
+    added, stored = store.add_task(task)
     if not added:  # a retried enqueue: what is stored stands, and is what we show
-        stored = store.task_by_key(task.idempotency_key)
         if (stored.handler, json.loads(stored.payload)) != (handler, json.loads(task.payload)):
             raise ConfigError(
                 f"key {task.idempotency_key!r} is taken by a task for {stored.handler} with "

@@ -29,7 +29,7 @@ from cronlab.sim.tasks import POISON
 
 KINDS = ("lost", "duplicated", "unexpected", "late", "stuck", "split_brain")
 SETTLED = ("DONE", "SKIPPED", "FAILED", "MISSED")
-MAX_ATTEMPTS = 5  # the simulated workers' retry policy (run.py worker_config)
+MAX_ATTEMPTS = sc.MAX_ATTEMPTS
 # Faults that lose runs (each lost run counts as a failed attempt: execution.LostRun)
 LOSING = {"kill", "pause", "outage", "terminate", "server_error", "slow", "jump", "lose"}
 POISON_ROWS = tuple(k for k, _, _ in POISON)
@@ -48,7 +48,7 @@ def check(o: Outcome) -> list[Violation]:
     """Every violation the run shows, in a stable order."""
     found = [*_tasks(o), *_external(o), *_dropped(o), *_split_brain(o)]
     found += [*_pruned_open(o), *_backfilled_twice(o), *_alerted_twice(o)]
-    found += [*_follow_ups(o), *_poison(o), *_wrong_task(o), *_overlapped(o)]
+    found += [*_follow_ups(o), *_poison(o), *_wrong_task(o), *_overlapped(o), *_crashed(o)]
     if o.deadlock:
         found.append(Violation(kind="stuck", key="*", detail=f"the world froze: {o.deadlock}"))
     return sorted(set(found), key=lambda v: (KINDS.index(v.kind), v.key))
@@ -115,7 +115,12 @@ def _spent(o: Outcome, key: str) -> bool:
     if job is not None and job.timeout_first and job.work_ms >= sc.TIMEOUT_MS:
         scripted = MAX_ATTEMPTS  # its work outlasts its timeout: every attempt fails
     crash = any(j.raises == "crash" for j in o.scenario.jobs)
-    losing = {f.kind for f in o.scenario.faults} & LOSING or o.scenario.idle_ms or crash
+    idle = o.scenario.idle_ms
+    # A session ended past the idle limit loses every attempt of a job whose work outlasts
+    # it; its batch-mates lose their first attempt beside it at most (a retry runs alone).
+    doomed = idle is not None and job is not None and job.work_ms > idle
+    losing = {f.kind for f in o.scenario.faults} & LOSING or crash or doomed
+    scripted += idle is not None
     return scripted >= MAX_ATTEMPTS or bool(losing)
 
 
@@ -248,6 +253,17 @@ def _alerted_twice(o: Outcome) -> list[Violation]:
         Violation(kind="duplicated", key=f"alert {' '.join(c)}", detail=f"raised {n} times")
         for c, n in raised.items()
         if n > 1
+    ]
+
+
+def _crashed(o: Outcome) -> list[Violation]:
+    """An operator's command or an App API call that raised what no caller is told to expect
+    (only a refusal — ``ConfigError``, ``ConflictError`` — or ``BackendUnavailable``): the
+    command never finished (PostgreSQL seed 2601: a keyed ``defer`` raised ``NotFoundError``)."""
+    return [
+        Violation(kind="stuck", key=line.split(" exited: ")[0], detail=line.split(" exited: ")[1])
+        for _, line in o.trace
+        if line.startswith("operator-") and " exited: " in line
     ]
 
 

@@ -216,7 +216,7 @@ class _Run:
         return SchedulerConfig(replica=index, ttl_ms=sc.TTL_MS, scan_ms=sc.SCAN_MS, batch=50)
 
     def worker_config(self, index: int) -> WorkerConfig:
-        retry = Retry(max_attempts=5, base_ms=500)
+        retry = Retry(max_attempts=sc.MAX_ATTEMPTS, base_ms=500)
         return WorkerConfig(index=index, batch=8, visibility_ms=sc.VISIBILITY_MS, retry=retry)
 
     def elector(self, store: SqliteStore, clock: SimClock) -> LeaseElector:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import cronlab
 from cronlab import tasks as task_module
 from cronlab.core.policy import Schedule
+from cronlab.exceptions import ConflictError
 from cronlab.handlers import Context, Options, Registry
 from cronlab.ports import NewTask
 from cronlab.sim import scenario as sc
@@ -195,17 +196,25 @@ def api_definition(version: int) -> Schedule:
     return api_app(None, lambda: 0, version).schedules[API_SCHEDULE]
 
 
+class Refused(Exception):
+    """The App API refused a call it must take: a key deferred again with the arguments it
+    holds (a ``ConflictError`` there is a bug, not a refusal the checker allows)."""
+
+
 def api_call(app: cronlab.App, call: sc.ApiCall, index: int) -> str:
     """One call of the actor; what it did, for the trace."""
     task = app.tasks["api"]
-    if call.op == "defer":
-        key = call.keys[0]
-        ref = task.defer(n=_n(key, index), key=key)
-        return f"defer {ref.key} added={ref.added}"
-    if call.op == "many":
-        items = [({"n": _n(key, index)}, key) for key in call.keys]
-        done = task.defer_many(items)
-        return f"defer_many {len(items)}: added {done.added}, existing {done.existing}"
+    try:
+        if call.op == "defer":
+            key = call.keys[0]
+            ref = task.defer(n=_n(key, index), key=key)
+            return f"defer {ref.key} added={ref.added}"
+        if call.op == "many":
+            items = [({"n": _n(key, index)}, key) for key in call.keys]
+            done = task.defer_many(items)
+            return f"defer_many {len(items)}: added {done.added}, existing {done.existing}"
+    except ConflictError as exc:  # (a key is always deferred with the same argument)
+        raise Refused(str(exc)) from exc
     report = app.sync()
     return f"sync version {call.version}: {report}"
 

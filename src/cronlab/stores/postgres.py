@@ -21,7 +21,7 @@ from typing import Any, Literal, NamedTuple, Protocol, TypedDict, TypeVar, Unpac
 from urllib.parse import urlsplit, urlunsplit
 
 from cronlab import urls
-from cronlab.exceptions import BackendBusy, BackendUnavailable, ConfigError
+from cronlab.exceptions import BackendBusy, BackendUnavailable, ConfigError, SessionLost
 from cronlab.ports import Channel, Clock, Waiter
 from cronlab.runtime.clock import SystemClock
 from cronlab.stores import Fencing, TimeSource, sql
@@ -146,9 +146,11 @@ class PostgresDialect:
     def _retrying(self, fn: Callable[[sql.Conn], T], *, block: bool, replay: bool) -> T:
         deadline_ms, delay, conflicts = self._clock.monotonic_ms() + self.retry_s * 1000, 0.1, 0
         while True:
+            reached = False  # the server gave this attempt a session
             try:
                 self._news.clear()
                 with self._pool.connection() as conn:
+                    reached = True
                     if not block:
                         return fn(cast(sql.Conn, conn))
                     with conn.transaction():
@@ -159,7 +161,8 @@ class PostgresDialect:
                 kind = error_kind(exc)
                 if not replay and kind in ("connection", "conflict"):
                     reason = urls.scrub((str(exc).strip().splitlines() or [kind])[0], self.url)
-                    raise BackendUnavailable(
+                    lost = SessionLost if reached or kind == "conflict" else BackendUnavailable
+                    raise lost(
                         f"postgresql {redact(self.url)}: {reason} (the batch was rolled back; "
                         "its messages come back through the queue)"
                     ) from exc

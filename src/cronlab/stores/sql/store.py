@@ -18,6 +18,7 @@ from cronlab.core.chunks import chunks
 from cronlab.core.settlement import Delivery, Settlement
 from cronlab.exceptions import ConfigError, ConflictError, FencedError, NotFoundError
 from cronlab.ports import (
+    KEY_TRIES,
     STATUSES,
     Batch,
     Channel,
@@ -153,6 +154,29 @@ class SqlStore(ScheduleMethods):
             if inserted:
                 self.d.notify(c, "due")
             return inserted
+
+        return self.d.transaction(add)
+
+    def add_task(self, new: NewTask) -> tuple[bool, Task]:
+        """Insert one PENDING task unless its key is taken: (whether it went in, the task that
+        holds the key now), read in the same transaction. On PostgreSQL the holder the insert
+        ran into may be deleted (the retention) before the read: the key is free then, and the
+        insert is tried again (``KEY_TRIES`` times; then ``ConflictError``, nothing written)."""
+        row = task_row(new)
+
+        def add(c: Conn) -> tuple[bool, Task]:
+            for _ in range(KEY_TRIES):
+                added = self.d.insert_tasks(c, [row]) > 0
+                found = c.execute(self.q["task_by_key"], {"key": new.idempotency_key})
+                held = found.fetchone()
+                if held is not None:
+                    if added:
+                        self.d.notify(c, "due")
+                    return added, task(held[:6], held[6], held[7])
+            raise ConflictError(
+                f"key {new.idempotency_key!r}: its task was deleted {KEY_TRIES} times while "
+                "this insert ran; nothing changed"
+            )
 
         return self.d.transaction(add)
 
