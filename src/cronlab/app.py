@@ -29,7 +29,6 @@ import os
 import sys
 import threading
 import traceback
-import warnings
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
@@ -134,19 +133,8 @@ class App:
 
         return register if fn is None else register(fn)
 
-    def handler(self, name: str) -> Callable[[Handler], Handler]:
-        """Deprecated: ``@app.task`` (the function takes its arguments by name)."""
-        warnings.warn(
-            "@app.handler(name) is deprecated: use @app.task (or @app.task(name=...)), whose "
-            "function takes its arguments by name",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return self.registry.handler(name)
-
     # -- schedules ----------------------------------------------------------------------------
 
-    @overload
     def cron(
         self,
         expr: str,
@@ -160,41 +148,8 @@ class App:
         args: Mapping[str, Any] | None = None,
         alert_after: timedelta | None = None,
         alert_on_failures: int | None = None,
-    ) -> Callable[[Task[P, R]], Task[P, R]]: ...
-
-    @overload
-    def cron(
-        self,
-        name: str,
-        expr: str,
-        /,
-        *,
-        handler: str,
-        tz: str = "UTC",
-        payload: Mapping[str, Any] | None = None,
-        catchup: Catchup = "latest",
-        catchup_window: timedelta = timedelta(hours=1),
-        overlap: Overlap = "skip",
-    ) -> Schedule: ...
-
-    def cron(
-        self,
-        first: str,
-        second: str | None = None,
-        /,
-        *,
-        handler: str | None = None,
-        tz: str = "UTC",
-        payload: Mapping[str, Any] | None = None,
-        catchup: Catchup = "latest",
-        catchup_window: timedelta = timedelta(hours=1),
-        overlap: Overlap = "skip",
-        name: str | None = None,
-        args: Mapping[str, Any] | None = None,
-        alert_after: timedelta | None = None,
-        alert_on_failures: int | None = None,
-    ) -> Callable[[Task[P, R]], Task[P, R]] | Schedule:
-        """Decorator on a task: run it on the cron expression ``first`` in time zone ``tz``
+    ) -> Callable[[Task[P, R]], Task[P, R]]:
+        """Decorator on a task: run it on the cron expression ``expr`` in time zone ``tz``
         (the schedule is named after the task unless ``name`` is given; ``args`` are the
         task's arguments). ``catchup`` (all, latest, none) says what runs for occurrences
         missed while no scheduler was up, within ``catchup_window``; ``overlap`` (skip,
@@ -203,25 +158,10 @@ class App:
         ``alert_on_failures``: alert after this many failed runs in a row (the leader raises
         both, to the log, the store and ``--alert-webhook``).
 
-        Deprecated form: ``app.cron(name, expr, handler="bill", payload=...)``.
         A declared schedule is written by ``sync``; a paused one stays paused.
         """
         window_ms = _window_ms(catchup_window)
         alerts: Alerts = (_alert_ms(alert_after), alert_on_failures)
-        if second is not None or handler is not None:
-            warnings.warn(
-                "app.cron(name, expr, handler=...) is deprecated: stack @app.cron(expr) on an "
-                "@app.task",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            if second is None or handler is None:
-                raise ConfigError("app.cron(name, expr, handler=...): give all three")
-            schedule = self._schedule(
-                first, second, handler, tz, payload, catchup, window_ms, overlap
-            )
-            self.schedules[schedule.name] = schedule
-            return schedule
 
         def declare(task: Task[P, R]) -> Task[P, R]:
             if not isinstance(task, Task):
@@ -230,7 +170,7 @@ class App:
             task.new(arguments, 0, "check")  # the arguments must fit the task: refused now
             schedule = self._schedule(
                 name or task.name,
-                first,
+                expr,
                 task.name,
                 tz,
                 arguments,

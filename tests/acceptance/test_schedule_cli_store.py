@@ -83,8 +83,8 @@ def test_add_accepts_the_handlers_of_an_app(tmp_path: Path, url: str) -> None:
     (tmp_path / "jobs.py").write_text(
         "import cronlab\n"
         f"app = cronlab.App({url!r})\n"
-        "@app.handler('bill')\n"
-        "def bill(ctx, payload):\n"
+        "@app.task(name='bill')\n"
+        "def bill(ctx):\n"
         "    pass\n"
     )
     args = ("schedule", "add", "monthly", "0 0 1 * *", "--handler", "bill", "--store", url)

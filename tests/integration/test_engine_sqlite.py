@@ -70,22 +70,13 @@ def _old_store(path: Path, applied: list[str]) -> None:
     conn.close()
 
 
-def test_a_store_of_the_last_release_is_taken_over_with_its_rows(tmp_path: Path) -> None:
+def test_a_store_of_cronlab_0_1_is_refused_untouched(tmp_path: Path) -> None:
+    """Its takeover is retired (issue 29): a 0.1 store is a database with other tables."""
     _old_store(tmp_path / "old.db", OLD)
-    store = SqliteStore(tmp_path / "old.db")
-    assert store.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13]
-    assert store.counts()["PENDING"] == 1
-    assert not store.query("SELECT name FROM sqlite_master WHERE name = 'schema_version'")
-
-
-def test_a_half_migrated_old_store_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
-    _old_store(tmp_path / "old.db", OLD[:4])
-    with pytest.raises(ConfigError, match=r"missing 005_schedules\.sql, 006_envelopes\.sql"):
+    before = (tmp_path / "old.db").read_bytes()
+    with pytest.raises(ConfigError, match="is not a cronlab store"):
         SqliteStore(tmp_path / "old.db")
-    import sqlite3
-
-    left = sqlite3.connect(tmp_path / "old.db").execute("SELECT count(*) FROM schema_version")
-    assert left.fetchone() == (4,)
+    assert (tmp_path / "old.db").read_bytes() == before
 
 
 @pytest.mark.parametrize(
@@ -141,13 +132,20 @@ def test_an_apps_own_schema_version_table_in_a_store_is_left_alone(tmp_path: Pat
     store.close()
 
 
-def test_a_read_only_store_is_never_migrated_nor_taken_over(tmp_path: Path) -> None:
-    _old_store(tmp_path / "old.db", OLD)
-    before = (tmp_path / "old.db").read_bytes()
-    with pytest.raises(ConfigError, match=r"is a cronlab 0\.1 store, older than"):
+def test_a_read_only_store_is_never_migrated(tmp_path: Path) -> None:
+    import sqlite3
+
+    SqliteStore(tmp_path / "old.db").close()
+    conn = sqlite3.connect(tmp_path / "old.db")
+    conn.execute("DELETE FROM cronlab_schema WHERE version = 13")  # a store before 013
+    conn.execute("ALTER TABLE processes DROP COLUMN place")
+    conn.commit()
+    conn.close()
+    before, files = (tmp_path / "old.db").read_bytes(), sorted(tmp_path.iterdir())
+    with pytest.raises(ConfigError, match=r"lacks migration 013, older than"):
         SqliteStore(tmp_path / "old.db", create=False, read_only=True)
     assert (tmp_path / "old.db").read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.db"]
+    assert sorted(tmp_path.iterdir()) == files
 
 
 def _contend(

@@ -140,18 +140,19 @@ def test_task_names_are_unique_and_none_is_reserved_by_the_engine() -> None:
     assert app.task(module_level).name == f"{__name__}.module_level"
 
 
-def test_the_old_forms_still_work_and_warn(tmp_path: Path) -> None:
+def test_the_retired_forms_are_gone(tmp_path: Path) -> None:
+    """``@app.handler(name)`` and ``app.cron(name, expr, handler=...)``, deprecated before,
+    are retired: an app uses ``@app.task`` and stacks ``@app.cron(expr)`` on it."""
     app = cronlab.App(f"sqlite:///{tmp_path / 'cron.db'}", clock=FakeClock(T0))
-    with pytest.warns(DeprecationWarning, match="@app.task"):
+    assert not hasattr(app, "handler")
+    with pytest.raises(TypeError):
+        app.cron("q", "*/15 * * * *", handler="bill")  # type: ignore[call-arg]
 
-        @app.handler("bill")
-        def bill(ctx: Context, payload: dict[str, Any]) -> None: ...
+    @app.cron("*/15 * * * *", name="q", catchup_window=timedelta(minutes=90))
+    @app.task(name="bill")
+    def bill(ctx: Context) -> None: ...
 
-    with pytest.warns(DeprecationWarning, match="stack @app.cron"):
-        s = app.cron("q", "*/15 * * * *", handler="bill", catchup_window=timedelta(minutes=90))
-    assert s.catchup_window_ms == 5_400_000
-    with pytest.warns(DeprecationWarning), pytest.raises(ConfigError, match="unknown task 'nope'"):
-        app.cron("daily", "0 6 * * *", handler="nope")
+    assert app.schedules["q"].catchup_window_ms == 5_400_000
     assert app.sync() == SyncReport(added=("q",))
 
 

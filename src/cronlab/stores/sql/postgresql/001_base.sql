@@ -1,4 +1,3 @@
--- replaces: 001_init.sql 002_invoices.sql 003_copies.sql 004_schedules.sql 005_envelopes.sql 006_pending_keyset.sql 007_pending_table.sql
 -- PostgreSQL's part of the engine's tables (shared/001_base.sql has the rest), as SQLite's
 -- in BIGINT and arrays. The lab's invoices table is not here: its app creates it.
 --

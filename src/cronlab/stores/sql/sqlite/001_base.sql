@@ -1,4 +1,3 @@
--- replaces: 001_init.sql 002_invoices.sql 003_copies.sql 004_slim_queue.sql 005_schedules.sql 006_envelopes.sql
 -- SQLite's part of the engine's tables (shared/001_base.sql has the rest). The lab's invoices
 -- table is not here: the lab's app creates it (cronlab/lab/invoices.py).
 CREATE TABLE tasks (
