@@ -55,8 +55,8 @@ def _not_migrated(d: Dialect, applied: set[int], missing: set[int]) -> str:
     numbers = ", ".join(f"{v:03d}" for v in sorted(missing))
     return (
         f"store {d.describe()} lacks migration {numbers}, older than this cronlab: a "
-        "read-only command does not migrate it; run a writing one on it first (cronlab schedule sync, scheduler or "
-        "cluster): nothing was written"
+        "read-only command does not migrate it; run a writing one on it first (cronlab "
+        "schedule sync, scheduler or cluster): nothing was written"
     )
 
 
