@@ -1,8 +1,9 @@
 """Choosing backends by URL: ``--store``, ``--election`` and ``--queue`` in any combination.
 
 * store: ``sqlite:///PATH`` or ``postgresql://user@host:port/db``;
-* election: ``lease`` (the lease row in the store), ``off`` (the anti-pattern) or
-  ``etcd://host:2379[/prefix]`` (the store then fences by the highest epoch it has seen);
+* election: ``lease`` (the lease row in the store) or ``etcd://host:2379[/prefix]`` (the
+  store then fences by the highest epoch it has seen); ``off``, the anti-pattern, is the
+  lab's alone (``cronlab lab cluster --election off``);
 * queue: the store's own queue (default) or ``redis://host:6379[?prefix=NAME]`` (the store's
   queue table becomes the transactional outbox the leader relays to the stream).
 
@@ -13,10 +14,7 @@ a missing one is a one-line ``ConfigError`` naming the extra to install.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from cronlab import stores
-from cronlab.election.off import NoElection
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import ConfigError
 from cronlab.ports import Clock, LeaseElector, Queue, Store
@@ -24,8 +22,7 @@ from cronlab.queues.store import StoreQueue
 from cronlab.stores.sql import SqlStore
 from cronlab.urls import redact
 
-Mode = Literal["lease", "off"]
-ELECTIONS = "lease, off or etcd://host:2379"
+ELECTIONS = "lease or etcd://host:2379"
 
 
 def open_store(
@@ -43,10 +40,16 @@ def open_store(
     )
 
 
-def check_election(text: str) -> str:
-    """Validate ``--election``; ConfigError names a value that is none of the three."""
-    if text in ("lease", "off"):
+def check_election(text: str, *, off: bool = False) -> str:
+    """Validate ``--election``; ConfigError names a value that is none of them. ``off`` (the
+    anti-pattern) only where ``off`` is True: the lab's commands, and those that observe."""
+    if text == "lease" or (off and text == "off"):
         return text
+    if text == "off":
+        raise ConfigError(
+            "--election off is the anti-pattern the lab teaches (every replica dispatches): "
+            "run it as cronlab lab cluster --election off"
+        )
     if text.startswith("etcd://"):
         from cronlab.election import etcd
 
@@ -80,17 +83,15 @@ def reach(election: str, queue_url: str | None) -> None:
         redis_queue.connect(redis_queue.parse_url(queue_url or "")).close()
 
 
-def open_elector(election: str, store: SqlStore, clock: Clock) -> tuple[LeaseElector, Mode]:
-    """The elector for ``--election`` and the scheduler mode it implies."""
-    if election == "off":
-        return NoElection(clock), "off"
+def open_elector(election: str, store: SqlStore, clock: Clock) -> LeaseElector:
+    """The elector for ``--election``: the store's lease row, or etcd."""
     if election.startswith("etcd://"):
         from cronlab.election import etcd
 
         url = etcd.parse_url(election)
         etcd.ping(url)
-        return etcd.EtcdElector(url, clock), "lease"
-    return StoreElector(store, clock), "lease"
+        return etcd.EtcdElector(url, clock)
+    return StoreElector(store, clock)
 
 
 def observer(election: str, clock: Clock) -> LeaseElector | None:

@@ -244,36 +244,6 @@ class Store(Protocol):
         """
         ...
 
-    def dispatch_held(self, held: Sequence[Task], now_ms: int, epoch: int, *, fenced: bool) -> int:
-        """Write a batch read earlier with ``read_due`` (the two-phase dispatch): ``fenced``,
-        refused (``FencedError``) unless ``epoch`` holds the lease and only the rows still
-        PENDING; unfenced (the ``--fencing off`` anti-pattern), every row. Returns how many."""
-        ...
-
-    def pause_request(self, owner: str, since_ms: int) -> tuple[int, float, int] | None:
-        """The newest chaos pause request for ``owner`` after ``since_ms``: (instant,
-        seconds, until)."""
-        ...
-
-    def read_due(
-        self, now_ms: int, limit: int, copied_since_ms: int | None = None
-    ) -> Sequence[Task]:
-        """Due PENDING tasks, without claiming them (``--election off``).
-
-        With ``copied_since_ms`` (the caller's previous scan), also the tasks that fell due
-        after it and another unfenced dispatcher copied already: cron on every replica sends its
-        own copy of every task that falls due while it runs. Each task at most once.
-        """
-        ...
-
-    def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
-        """Enqueue a message per task and mark them DISPATCHED, unfenced (``--election off``)."""
-        ...
-
-    def mark_missed(self, before_ms: int, now_ms: int) -> int:
-        """Mark PENDING tasks with ``trigger_ms < before_ms`` MISSED (in-memory timers)."""
-        ...
-
     def next_due_ms(self, after_ms: int) -> int | None:
         """The earliest trigger time of a PENDING task later than ``after_ms`` (None: none)."""
         ...

@@ -43,10 +43,12 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
 
 
 @contextmanager
-def running_cluster(url: str, *flags: str) -> Iterator[subprocess.Popen[bytes]]:
-    """``cronlab cluster`` in the background; SIGINT and wait on exit (SIGKILL as a last resort)."""
+def running_cluster(url: str, *flags: str, lab: bool = False) -> Iterator[subprocess.Popen[bytes]]:
+    """``cronlab cluster`` (``lab``: ``cronlab lab cluster``, which takes the anti-patterns'
+    flags) in the background; SIGINT and wait on exit (SIGKILL as a last resort)."""
+    command = ["lab", "cluster"] if lab else ["cluster"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cronlab", "cluster", "--store", url, *flags],
+        [sys.executable, "-m", "cronlab", *command, "--store", url, *flags],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

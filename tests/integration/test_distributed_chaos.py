@@ -208,7 +208,7 @@ def test_a_frozen_vm_leader_is_stopped_by_the_store_fence_alone(dist: Dist) -> N
     def replica(name: str, clock: SystemClock) -> Scheduler:
         store = dist.store()
         elector = EtcdElector(parse_url(dist.etcd_url), clock)
-        cfg = SchedulerConfig(replica=0, election="etcd", ttl_ms=2_000, scan_ms=100)
+        cfg = SchedulerConfig(replica=0, ttl_ms=2_000, scan_ms=100)
         queue = StoreQueue(store, clock)
         return Scheduler(cfg, store=store, queue=queue, elector=elector, clock=clock, owner=name)
 

@@ -99,7 +99,8 @@ def test_paused_leader_resumes_fenced_without_duplicate_dispatch(url: str) -> No
 
 
 def test_election_off_duplicates_and_no_idempotency_duplicates_invoices(url: str) -> None:
-    with running_cluster(url, "--election", "off", "--no-idempotency", "--workers", "2"):
+    lab = ("--election", "off", "--no-idempotency", "--workers", "2")
+    with running_cluster(url, *lab, lab=True):
         wait_until(lambda: scanned_by_all(url, 3), 30, "the cluster to come up")
         seeded = cli_json("invoices", "seed", "--store", url, "--count", "3000", "--at", "+1")
         clock = SystemClock()
@@ -126,7 +127,7 @@ def test_in_memory_timers_miss_what_falls_due_in_the_takeover_gap(url: str) -> N
         "--restart-after",
         "never",
     )
-    with running_cluster(url, *flags):
+    with running_cluster(url, *flags, lab=True):
         wait_until(lambda: scanned_by_all(url, 2), 30, "the cluster to come up")
         cli("chaos", "crash-leader", "--store", url)
         cli("invoices", "seed", "--store", url, "--count", "500", "--at", "+0.5")

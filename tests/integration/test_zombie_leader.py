@@ -8,7 +8,6 @@ number, min(batch, due)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -25,40 +24,35 @@ COUNT, TTL_S, PAUSE_S = 2_000, 2, 5
 
 
 def zombie_run(url: str, *flags: str) -> dict[str, object]:
-    os.environ["CRONLAB_CHAOS"] = "1"  # the cluster's schedulers honour mid-dispatch pauses
-    try:
-        cluster = running_cluster(
-            url, "--replicas", "2", "--workers", "2", "--lease-ttl", str(TTL_S), *flags
+    # (a lab cluster: its schedulers honour mid-dispatch pause requests)
+    cluster = running_cluster(
+        url, "--replicas", "2", "--workers", "2", "--lease-ttl", str(TTL_S), *flags, lab=True
+    )
+    with cluster:
+        wait_until(lambda: scanned_by_all(url, 2), 30, "the cluster to come up")
+        wait_until(lambda: leader_of(url), 30, "a leader")
+        seeded = cli_json("invoices", "seed", "--store", url, "--count", str(COUNT), "--at", "+2")
+        pause = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "cronlab",
+                "chaos",
+                "pause-leader",
+                "--store",
+                url,
+                "--for",
+                str(PAUSE_S),
+                "--mid-dispatch",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
-        with cluster:
-            wait_until(lambda: scanned_by_all(url, 2), 30, "the cluster to come up")
-            wait_until(lambda: leader_of(url), 30, "a leader")
-            seeded = cli_json(
-                "invoices", "seed", "--store", url, "--count", str(COUNT), "--at", "+2"
-            )
-            pause = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "cronlab",
-                    "chaos",
-                    "pause-leader",
-                    "--store",
-                    url,
-                    "--for",
-                    str(PAUSE_S),
-                    "--mid-dispatch",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
-            assert pause.returncode == 0, pause.stderr
-            wait_until(lambda: settled(url, COUNT), 60, "every invoice to run")
-            assert SystemClock().now_ms() > seeded["trigger_ms"]
-    finally:
-        del os.environ["CRONLAB_CHAOS"]
+        assert pause.returncode == 0, pause.stderr
+        wait_until(lambda: settled(url, COUNT), 60, "every invoice to run")
+        assert SystemClock().now_ms() > seeded["trigger_ms"]
     return cli_json("report", "--store", url)
 
 

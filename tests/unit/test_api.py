@@ -241,7 +241,8 @@ def test_live_commands_follow_the_engine_contract() -> None:
     cmds = commands(cfg, "sqlite:////tmp/x/lab.db")
     assert cfg.worker_rate == 67  # 20,000 invoices / (5 pods × 60 s), rounded up
     assert cmds["cluster"][len(CRONLAB) :] == [
-        *("cluster", "--store", "sqlite:////tmp/x/lab.db", "--replicas", "4", "--workers", "5"),
+        *("lab", "cluster", "--store", "sqlite:////tmp/x/lab.db", "--replicas", "4"),
+        *("--workers", "5"),
         *("--election", "off", "--timers", "in-memory", "--lease-ttl", "7"),
         *("--worker-rate", "67", "--fencing", "on", "--visibility", "30"),
     ]

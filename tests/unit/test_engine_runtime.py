@@ -8,10 +8,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from cronlab.election.off import NoElection
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import BackendUnavailable
 from cronlab.handlers import Context, Registry
+from cronlab.lab.election_off import NoElection
+from cronlab.lab.scheduler import LabScheduler, Modes
 from cronlab.ports import NewTask, Retry
 from cronlab.queues.store import StoreQueue
 from cronlab.runtime.clock import FakeClock
@@ -28,16 +29,16 @@ def seed(store: MemoryStore, n: int, at: int) -> None:
 
 
 def replica(store: MemoryStore, clock: FakeClock, i: int, **kw: Any) -> Scheduler:
+    """The engine's scheduler; the lab's (``LabScheduler``) when an anti-pattern is asked
+    for (``election``, ``timers``, ``fencing``)."""
+    modes = Modes(**{k: kw.pop(k) for k in ("election", "timers", "fencing") if k in kw})
     cfg = SchedulerConfig(replica=i, ttl_ms=3_000, batch=kw.pop("batch", 100), **kw)
-    elector = NoElection(clock) if cfg.election == "off" else StoreElector(store, clock)
-    return Scheduler(
-        cfg,
-        store=store,
-        queue=StoreQueue(store, clock),
-        elector=elector,
-        clock=clock,
-        owner=f"r{i}",
-    )
+    elector = NoElection(clock) if modes.election == "off" else StoreElector(store, clock)
+    queue = StoreQueue(store, clock)
+    parts: dict[str, Any] = dict(store=store, queue=queue, elector=elector, clock=clock)
+    if modes.plain():
+        return Scheduler(cfg, owner=f"r{i}", **parts)
+    return LabScheduler(cfg, modes=modes, owner=f"r{i}", **parts)
 
 
 def test_only_the_leader_dispatches_and_in_batches() -> None:

@@ -36,8 +36,8 @@ def crash_leader_cmd(store_url: str, election: str) -> None:
 @click.option(
     "--mid-dispatch",
     is_flag=True,
-    help="Catch it between reading a batch and writing it (schedulers of the lab, "
-    "CRONLAB_CHAOS=1): the zombie leader.",
+    help="Catch it between reading a batch and writing it (a cronlab lab cluster's "
+    "schedulers): the zombie leader.",
 )
 def pause_leader_cmd(store_url: str, election: str, seconds: float, mid_dispatch: bool) -> None:
     """SIGSTOP the leader, then SIGCONT it after --for seconds (blocks meanwhile)."""

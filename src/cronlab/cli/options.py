@@ -32,7 +32,7 @@ STORE = click.option(
     metavar="URL",
     help=STORE_HELP,
 )
-ELECTION_HELP = "lease, off (the anti-pattern: every replica dispatches) or etcd://host:2379."
+ELECTION_HELP = "lease or etcd://host:2379."
 QUEUE = click.option(
     "--queue",
     "queue_url",
@@ -70,12 +70,6 @@ MAX_BATCH = 1_000_000  # tasks or messages one transaction takes
 BATCH = click.IntRange(min=1, max=MAX_BATCH)
 MAX_INDEX = 1_000_000  # a process's --replica or --index (the registry stores it)
 INDEX = click.IntRange(min=0, max=MAX_INDEX)
-TIMERS = knob(
-    "--timers",
-    click.Choice(["durable", "in-memory"]),
-    "durable",
-    "in-memory: the anti-pattern, takeover gaps are missed.",
-)
 # (named with their unit, as the engine's configurations name them)
 LEASE_TTL = knob("--lease-ttl", SECONDS, 10.0, "Seconds.", dest="lease_ttl_s")
 SCAN_INTERVAL = knob(
@@ -180,20 +174,28 @@ def check_listen(port: int, host: str) -> None:
 
 
 def check_election(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """Click callback for ``--election``."""
+    """Click callback for ``--election`` (``off`` refused: ``check_election_or_off``)."""
     checked = distributed.check_election(value)
     untyped_secret(checked, ctx, param)
     return checked
 
 
-def election_option(help: str) -> Callable[[F], F]:
-    """``--election`` (or CRONLAB_ELECTION), checked; ``help`` says what it is to the command."""
+def check_election_or_off(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Click callback for ``--election`` where ``off`` is taken: the lab's, and observers'."""
+    checked = distributed.check_election(value, off=True)
+    untyped_secret(checked, ctx, param)
+    return checked
+
+
+def election_option(help: str, *, off: bool = False) -> Callable[[F], F]:
+    """``--election`` (or CRONLAB_ELECTION), checked; ``help`` says what it is to the command;
+    ``off``: the anti-pattern is taken (the lab's commands, and those that observe)."""
     return click.option(
         "--election",
         envvar="CRONLAB_ELECTION",
         default="lease",
         show_default=True,
-        callback=check_election,
+        callback=check_election_or_off if off else check_election,
         help=help,
     )
 
@@ -202,7 +204,7 @@ def election_option(help: str) -> Callable[[F], F]:
 ELECTION = election_option(ELECTION_HELP + " (or CRONLAB_ELECTION: keeps a password out of ps).")
 # status/chaos: where the leader lives (the store's lease row, or etcd's leader key).
 OBSERVE_ELECTION = election_option(
-    "The cluster's --election: etcd://host:2379[/prefix] to ask etcd for the leader."
+    "The cluster's --election: etcd://host:2379[/prefix] to ask etcd for the leader.", off=True
 )
 
 

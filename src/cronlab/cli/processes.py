@@ -1,6 +1,8 @@
 """The engine's processes: ``cluster`` (R schedulers + W workers), ``scheduler`` and ``worker``.
 
-The lab drives these; their names and flags are a contract.
+Their names and flags are a contract. They offer no anti-pattern: the lab's own commands
+(``cronlab lab cluster|scheduler|worker``, ``cli/lab.py``) run the same code with its
+scheduler and its flags plugged in (``run_cluster``, ``run_scheduler``, ``run_worker``).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import click
 
@@ -33,7 +35,6 @@ from cronlab.cli.options import (
     RESTART_AFTER,
     SCAN_INTERVAL,
     STORE,
-    TIMERS,
     VISIBILITY,
     Stop,
     app_for,
@@ -42,10 +43,10 @@ from cronlab.cli.options import (
     with_operations,
 )
 from cronlab.exceptions import BackendBusy, BackendUnavailable, ConfigError
-from cronlab.ports import Retry, SyncReport, Waiter
+from cronlab.ports import LeaseElector, Retry, SyncReport, Waiter
 from cronlab.runtime import cluster, duties, embedded, reports, startup
 from cronlab.runtime.duties import Operations
-from cronlab.runtime.scheduler import Scheduler, SchedulerConfig, Timers
+from cronlab.runtime.scheduler import Scheduler, SchedulerConfig
 from cronlab.runtime.worker import IDLE_MS, WOKEN_IDLE_MS, Worker, WorkerConfig
 from cronlab.stores import LOCK_WAIT_S
 from cronlab.stores.sql import SqlStore
@@ -58,15 +59,6 @@ MAX_RETRY_BASE_S = Retry().cap_ms / 1000  # retries back off from the base, doub
 CONCURRENCY = knob(
     "--concurrency", click.IntRange(min=1, max=10_000), 100, "Async tasks a worker runs at once."
 )
-FENCING = click.option(
-    "--fencing",
-    type=click.Choice(["on", "off"]),
-    default="on",
-    show_default=True,
-    help="off: the zombie anti-pattern (docs/engine.md): a leader's write checks no lease and "
-    "workers run stale deliveries too.",
-)
-CHAOS_ENV = "CRONLAB_CHAOS"  # the lab's clusters: schedulers honour mid-dispatch pause requests
 WAKEUPS_ENV = "CRONLAB_WAKEUPS"  # "off": schedulers and workers poll, as before wake-ups
 
 
@@ -82,7 +74,6 @@ def wakeups_on() -> bool:
 @ELECTION
 @QUEUE
 @APP
-@TIMERS
 @LEASE_TTL
 @click.option(
     "--worker-rate",
@@ -99,34 +90,48 @@ def wakeups_on() -> bool:
 @knob("--scan-batch", BATCH, 10_000, "Tasks a leader claims per transaction.")
 @knob("--worker-batch", BATCH, 10_000, BATCH_HELP)
 @CONCURRENCY
-@FENCING
 @with_operations
-def cluster_cmd(
-    queue_url: str | None,
-    app_spec: str | None,
-    no_idempotency: bool,
-    restart_after: str,
-    fencing: str,
-    **options: Any,
-) -> None:
+def cluster_cmd(**options: Any) -> None:
     """Run R scheduler and W worker processes in the foreground until SIGINT/SIGTERM."""
+    run_cluster(options, {"scheduler": scheduler_cmd, "worker": worker_cmd})
+
+
+def run_cluster(
+    options: dict[str, Any],
+    children: dict[str, click.Command],
+    *,
+    prefix: tuple[str, ...] = (),
+    scheduler_args: tuple[str, ...] = (),
+    worker_args: tuple[str, ...] = (),
+) -> None:
+    """``cronlab cluster`` with ``options`` (its flags, by name): ``children`` are the
+    commands its children run (``prefix`` before their names, each role's ``…_args`` after
+    theirs: the lab's)."""
+    queue_url, app_spec = options.pop("queue_url"), options.pop("app_spec")
+    no_idempotency = options.pop("no_idempotency")
+    restart_after = _restart_after(options.pop("restart_after"))
     # every other option is one of ClusterConfig's fields, by name
     cfg = cluster.ClusterConfig(
-        restart_after_s=_restart_after(restart_after), fencing=fencing == "on", **options
+        restart_after_s=restart_after,
+        prefix=prefix,
+        scheduler_args=scheduler_args,
+        worker_args=worker_args,
+        **options,
     )
     if queue_url:
         os.environ["CRONLAB_QUEUE"] = queue_url  # the children read --queue from it
     if app_spec:
         os.environ["CRONLAB_APP"] = app_spec  # the children read --app from it
-    _children_take(cfg)
+    _children_take(cfg, children)
     procs = cluster.Cluster(cfg, CLOCK)
     try:  # (a Ctrl-C during start-up too: no child, metrics directory or pipe left behind)
         procs.launch()  # they import while this process checks; they wait at the start gate
         store = _checked_store(cfg, app_spec, queue_url, not no_idempotency)
+        modes = " ".join(scheduler_args)
         click.echo(
-            f"cronlab cluster: {cfg.replicas} schedulers ({redact(cfg.election)}, "
-            f"{cfg.timers} timers), {cfg.workers} workers on {redact(cfg.store_url)} — Ctrl-C "
-            "stops",
+            f"cronlab cluster: {cfg.replicas} schedulers ({redact(cfg.election)}"
+            f"{', ' + modes if modes else ''}), {cfg.workers} workers on "
+            f"{redact(cfg.store_url)} — Ctrl-C stops",
             err=True,
         )
         procs.go(store)
@@ -136,12 +141,12 @@ def cluster_cmd(
     procs.run()
 
 
-def _children_take(cfg: cluster.ClusterConfig) -> None:
+def _children_take(cfg: cluster.ClusterConfig, children: dict[str, click.Command]) -> None:
     """Each child's command line, parsed by the child's own command before any child starts:
     a value the cluster took but its children would refuse is the cluster's one line, not a
     crash loop of children."""
-    for role, command in (("scheduler", scheduler_cmd), ("worker", worker_cmd)):
-        argv = cluster.command(cfg, role, 0)[4:]  # (python -m cronlab ROLE …)
+    for role, command in children.items():
+        argv = cluster.command(cfg, role, 0)[4 + len(cfg.prefix) :]  # (python -m cronlab ROLE …)
         with _environment(cluster.secret_env(cfg)):
             try:
                 command.make_context(role, argv)
@@ -198,26 +203,29 @@ def _restart_after(text: str) -> float | None:
 @ELECTION
 @QUEUE
 @APP
-@TIMERS
 @LEASE_TTL
 @SCAN_INTERVAL
 @knob("--batch", BATCH, 10_000, "Tasks claimed per transaction.")
-@FENCING
 @with_operations
-def scheduler_cmd(
-    store_url: str,
-    replica: int,
-    election: str,
-    queue_url: str | None,
-    app_spec: str | None,
-    timers: str,
-    lease_ttl_s: float,
-    scan_interval_s: float,
-    batch: int,
-    fencing: str,
-    ops: Operations,
-) -> None:
+def scheduler_cmd(**options: Any) -> None:
     """One scheduler replica (the cluster starts these)."""
+    run_scheduler(options)
+
+
+Make = Callable[..., Scheduler]  # (SchedulerConfig, **its parts) → a replica
+
+
+def run_scheduler(
+    options: dict[str, Any],
+    *,
+    make: Make = Scheduler,
+    elect: Callable[[str, SqlStore], LeaseElector] | None = None,
+) -> None:
+    """``cronlab scheduler`` with ``options`` (its flags, by name); ``make`` builds the
+    replica and ``elect`` its elector (the lab's: its scheduler, no election)."""
+    store_url, replica, election = options["store_url"], options["replica"], options["election"]
+    queue_url, app_spec = options["queue_url"], options["app_spec"]
+    lease_ttl_s, ops = options["lease_ttl_s"], options["ops"]
     _at_the_gate(store_url)
     app = app_for(app_spec)  # a bad --app: one line, nothing written
     who = f"scheduler {replica}"
@@ -229,31 +237,27 @@ def scheduler_cmd(
 
     sql_store = patiently(opened, who)
     echo_sync(patiently(lambda: app.sync(schedule_store(sql_store)), who), quiet=True)
-    elector, mode = patiently(lambda: distributed.open_elector(election, sql_store, CLOCK), who)
+    elect = elect or (lambda e, s: distributed.open_elector(e, s, CLOCK))
+    elector = patiently(lambda: elect(election, sql_store), who)
     queue, store = patiently(lambda: distributed.open_queue(queue_url, sql_store, CLOCK), who)
     cfg = SchedulerConfig(
         replica=replica,
-        election=mode,
-        timers=cast(Timers, timers),
         ttl_ms=int(lease_ttl_s * 1000),
-        scan_ms=int(scan_interval_s * 1000),
-        batch=batch,
-        fencing=fencing == "on",
-        chaos=os.environ.get(CHAOS_ENV) == "1",
+        scan_ms=int(options["scan_interval_s"] * 1000),
+        batch=options["batch"],
     )
-    pid = os.getpid()
     owner = cluster.identity("scheduler", replica)
     metrics = duties.metrics(ops, store_url, CLOCK)
     cluster.tune_gc()
     with _waiting(lambda: sql_store.waiter("due")) as waiter:
-        Scheduler(
+        make(
             cfg,
             store=store,
             queue=queue,
             elector=elector,
             clock=CLOCK,
             owner=owner,
-            pid=pid,
+            pid=os.getpid(),
             duties=duties.leader_duties(sql_store, CLOCK, owner, ops),
             metrics=metrics,
             heartbeat=duties.heartbeat(sql_store, CLOCK, "scheduler", replica, owner),
@@ -278,28 +282,20 @@ def scheduler_cmd(
 @QUEUE
 @APP
 @CONCURRENCY
-@FENCING
 @METRICS_PORT
 @METRICS_HOST
-def worker_cmd(
-    store_url: str,
-    index: int,
-    rate: float | None,
-    batch: int,
-    visibility_s: float,
-    max_attempts: int,
-    retry_base: float,
-    queue_url: str | None,
-    app_spec: str | None,
-    concurrency: int,
-    fencing: str,
-    metrics_port: int | None,
-    metrics_host: str,
-) -> None:
+def worker_cmd(**options: Any) -> None:
     """One worker (the cluster starts these)."""
+    run_worker(options)
+
+
+def run_worker(options: dict[str, Any], *, checked: bool = True) -> None:
+    """``cronlab worker`` with ``options`` (its flags, by name). ``checked=False``: the lab's
+    ``--fencing off``, whose workers run stale deliveries too."""
+    store_url, index, queue_url = options["store_url"], options["index"], options["queue_url"]
     _at_the_gate(store_url)
-    ops = operations("30d", None, metrics_port, metrics_host)
-    app = app_for(app_spec)
+    ops = operations("30d", None, options["metrics_port"], options["metrics_host"])
+    app = app_for(options["app_spec"])
     who = f"worker {index}"
 
     def opened() -> SqlStore:
@@ -309,15 +305,16 @@ def worker_cmd(
     sql_store = patiently(opened, who)
     patiently(lambda: app.start(sql_store), who)
     queue, store = patiently(lambda: distributed.open_queue(queue_url, sql_store, CLOCK), who)
-    retry = Retry(max_attempts=max_attempts, base_ms=int(retry_base * 1000))
+    retry_base_ms = int(options["retry_base"] * 1000)
+    retry = Retry(max_attempts=options["max_attempts"], base_ms=retry_base_ms)
     cfg = WorkerConfig(
         index=index,
-        batch=batch,
-        visibility_ms=int(visibility_s * 1000),
-        rate=rate,
+        batch=options["batch"],
+        visibility_ms=int(options["visibility_s"] * 1000),
+        rate=options["rate"],
         retry=retry,
-        concurrency=concurrency,
-        checked=fencing == "on",
+        concurrency=options["concurrency"],
+        checked=checked,
     )
     name = cluster.identity("worker", index)
     metrics = duties.metrics(ops, store_url, CLOCK)

@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 from urllib.parse import parse_qsl, urlencode, urlunsplit
 
 from cronlab import urls
@@ -470,13 +470,16 @@ class RelayStore:
         self.queue.relay()  # also re-publishes what a dead leader committed but never sent
         return n
 
+    # The lab's two-phase and unclaimed dispatches (``cronlab.lab.scheduler.LabStore``), relayed
+    # as the engine's are.
+
     def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
-        n = self.inner.enqueue_copies(tasks, now_ms)
+        n = int(cast(Any, self.inner).enqueue_copies(tasks, now_ms))
         self.queue.relay()
         return n
 
     def dispatch_held(self, held: Sequence[Task], now_ms: int, epoch: int, *, fenced: bool) -> int:
-        n = self.inner.dispatch_held(held, now_ms, epoch, fenced=fenced)
+        n = int(cast(Any, self.inner).dispatch_held(held, now_ms, epoch, fenced=fenced))
         self.queue.relay()
         return n
 

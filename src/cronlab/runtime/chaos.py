@@ -122,9 +122,9 @@ def pause_leader(
 ) -> Event:
     """SIGSTOP the leader, wait ``seconds``, SIGCONT it; records ``pause`` and ``resume``.
 
-    ``mid_dispatch``: ask the leader (a scheduler started with ``CRONLAB_CHAOS=1``, as the
-    lab's are) to stop itself between reading its next batch and writing it — where a GC pause
-    hits a leader by chance — and send SIGCONT ``seconds`` after it stopped. NotFoundError if
+    ``mid_dispatch``: ask the leader (a lab scheduler: ``cronlab lab cluster``) to stop itself
+    between reading its next batch and writing it — where a GC pause hits a leader by chance —
+    and send SIGCONT ``seconds`` after it stopped. NotFoundError if
     it had nothing to dispatch within ``MID_DISPATCH_WAIT_S``."""
     p = leader(store, clock, elector)
     detail = {"target": "leader", "was_leader": True, "replica": p.index, "for_s": seconds}

@@ -62,7 +62,6 @@ class ClusterConfig:
     replicas: int = 3
     workers: int = 5
     election: str = "lease"
-    timers: str = "durable"
     lease_ttl_s: float = 10.0
     worker_rate: float | None = None
     restart_after_s: float | None = 300.0
@@ -71,7 +70,11 @@ class ClusterConfig:
     scan_batch: int = 10_000
     worker_batch: int = 10_000
     concurrency: int = 100  # async tasks a worker runs at once
-    fencing: bool = True  # False: the zombie anti-pattern on every scheduler and worker
+    # The children's command: ``python -m cronlab *prefix ROLE … *ROLE_args`` (the lab's
+    # clusters run ``lab scheduler`` and ``lab worker`` with its anti-patterns' flags).
+    prefix: tuple[str, ...] = ()
+    scheduler_args: tuple[str, ...] = ()
+    worker_args: tuple[str, ...] = ()
     # the history's retention, the alerts' webhook, one port serving every child's metrics
     ops: Operations = field(default_factory=Operations)
 
@@ -126,28 +129,26 @@ def parse_identity(name: str) -> Identity | None:
 def command(cfg: ClusterConfig, role: str, index: int) -> list[str]:
     """The child's command line. It holds no URL: those may carry passwords, and every local
     user can read a process's argv (``ps``); the child reads them from ``secret_env``."""
-    base = [sys.executable, "-m", "cronlab", role]
+    base = [sys.executable, "-m", "cronlab", *cfg.prefix, role]
     if role == "scheduler":
         return [
             *base,
             "--replica",
             str(index),
-            "--timers",
-            cfg.timers,
             "--lease-ttl",
             str(cfg.lease_ttl_s),
             "--scan-interval",
             str(cfg.scan_interval_s),
             "--batch",
             str(cfg.scan_batch),
-            *([] if cfg.fencing else ["--fencing", "off"]),
             "--keep",
             f"{cfg.ops.keep_ms}ms",
+            *cfg.scheduler_args,
         ]
     rate = [] if cfg.worker_rate is None else ["--rate", str(cfg.worker_rate)]
     batch = ["--batch", str(cfg.worker_batch), "--concurrency", str(cfg.concurrency)]
-    batch += [] if cfg.fencing else ["--fencing", "off"]
-    return [*base, "--index", str(index), "--visibility", str(cfg.visibility_s), *batch, *rate]
+    visibility = ["--visibility", str(cfg.visibility_s)]
+    return [*base, "--index", str(index), *visibility, *batch, *rate, *cfg.worker_args]
 
 
 def die_with_parent() -> None:

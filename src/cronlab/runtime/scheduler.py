@@ -10,29 +10,24 @@ once while batches come back full, and when its ``waiter`` says a task was added
 Every dispatch carries the epoch, and the store refuses a stale one (``FencedError``) inside
 the same transaction — the backstop for a replica paused between its check and its write.
 
-Anti-patterns for the lab (documented in docs/engine.md): ``election="off"`` reads the due
-rows without claiming and enqueues its own copy; ``timers="in-memory"`` dispatches only what
-falls due after this replica took over and marks what fell due before as MISSED.
+One way to dispatch: fenced, in one transaction. The lab's anti-patterns (no election,
+in-memory timers, an unfenced write, a pause mid-dispatch) are its own subclass
+(``cronlab.lab.scheduler``), which replaces the methods marked "a subclass may replace".
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
 from cronlab.exceptions import BackendUnavailable, FencedError
 from cronlab.metrics import NO_METRICS, Metrics
-from cronlab.ports import Clock, Event, Lease, LeaseElector, Queue, Store, Task, Waiter
+from cronlab.ports import Clock, Event, Lease, LeaseElector, Queue, Store, Waiter
 from cronlab.runtime.heartbeat import Heartbeat
 from cronlab.runtime.outage import Outage
 
-Election = Literal["lease", "off"]
-Timers = Literal["durable", "in-memory"]
-UNBOUNDED = 1 << 62
 STANDBY_POLL_MS = 500
 MARGIN_DIVISOR = 10  # a leader stops TTL/10 before its lease can have expired anywhere
 
@@ -42,14 +37,10 @@ class SchedulerConfig:
     """A replica's knobs; times in milliseconds."""
 
     replica: int
-    election: Election = "lease"
-    timers: Timers = "durable"
     ttl_ms: int = 10_000
     scan_ms: int = 1_000
     batch: int = 10_000
     reconcile_ms: int = 10_000  # how often the leader looks for tasks whose message was lost
-    fencing: bool = True  # False: the zombie anti-pattern (read, then write unchecked)
-    chaos: bool = False  # honour ``chaos pause-leader --mid-dispatch`` requests (the lab)
 
 
 class Duty(Protocol):
@@ -91,10 +82,6 @@ class Scheduler:
         self.outage = Outage(clock, owner)
         self._unreachable: BackendUnavailable | None = None
         self.next_reconcile_ms = 0  # monotonic
-        self.copied_until = clock.now_ms() - 1  # off: what fell due before it started is not
-        self.pauses_seen_ms = clock.now_ms()  # chaos: pause requests older than this are done
-        # How a mid-dispatch pause stops this replica (the simulator's sleeps in simulated time).
-        self.stop_self: Callable[[float], None] = lambda _: os.kill(os.getpid(), signal.SIGSTOP)
 
     def run(self, stopping: Callable[[], bool]) -> None:
         """Loop until ``stopping()``; then give the lease up so a standby takes over at once."""
@@ -106,8 +93,13 @@ class Scheduler:
                 self.clock.sleep(wait_ms / 1000)
             elif self.waiter.wait(wait_ms / 1000):
                 self.wake()
-        if self.lease is not None and self.cfg.election == "lease":
-            self.elector.release(self.owner)
+        if self.lease is not None:
+            self.give_up()
+
+    def give_up(self) -> None:
+        """At the end of ``run``: release the lease, so a standby takes over at once (a
+        subclass may replace it)."""
+        self.elector.release(self.owner)
 
     def step(self) -> int:
         """One round; returns milliseconds to sleep before the next. A backend outage is
@@ -131,14 +123,14 @@ class Scheduler:
             epoch = self.lease.epoch if self.lease else 0
             with contextlib.suppress(BackendUnavailable):  # the store itself is what is down
                 detail = {"error": str(exc), "replica": self.cfg.replica}
-                self._record("backend_unreachable", self.clock.now_ms(), epoch, **detail)
+                self.record("backend_unreachable", self.clock.now_ms(), epoch, **detail)
         return wait
 
     def _note_outage(self, lasted_ms: int) -> None:
         epoch = self.lease.epoch if self.lease else 0
         detail = {"lasted_ms": lasted_ms, "error": self.outage.error, "replica": self.cfg.replica}
         with contextlib.suppress(BackendUnavailable):  # down again already: said next time
-            self._record("backend_down", self.clock.now_ms(), epoch, **detail)
+            self.record("backend_down", self.clock.now_ms(), epoch, **detail)
 
     def _round(self) -> int:
         if self.heartbeat is not None:
@@ -152,21 +144,24 @@ class Scheduler:
         now = self.clock.now_ms()
         if now >= self.next_scan_ms or self.next_scan_ms - now > self.cfg.scan_ms:
             # (the second: the wall clock was set back; scan now, not when it comes round)
-            if self._dispatch(now) >= self.cfg.batch and self.cfg.election == "lease":
+            if self.more_due(self.dispatch(now)):
                 return 0  # more is due: claim the next batch at once
             self.store.record_sample(now, self.queue.depth())
-            self._reconcile(now)
-            self._duties(now)
-            self.next_scan_ms = self._next_scan(now)
+            self.leader_work(now)
+            self.next_scan_ms = self.next_scan(now)
         until_scan = self.next_scan_ms - self.clock.now_ms()
         until_renew = self.next_renew_ms - self.clock.monotonic_ms()
         return max(1, min(until_scan, until_renew))
 
-    def _next_scan(self, now: int) -> int:
-        """The next whole ``scan_ms`` boundary, or the next PENDING trigger if sooner."""
+    def more_due(self, dispatched: int) -> bool:
+        """True when a dispatch came back full: claim the next batch at once (a subclass may
+        replace it)."""
+        return dispatched >= self.cfg.batch
+
+    def next_scan(self, now: int) -> int:
+        """The next whole ``scan_ms`` boundary, or the next PENDING trigger if sooner (a
+        subclass may replace it)."""
         boundary = (now // self.cfg.scan_ms + 1) * self.cfg.scan_ms
-        if self.cfg.election == "off":
-            return boundary  # (its due rows stay PENDING: it copies at its own pace)
         due = self.store.next_due_ms(now)
         return boundary if due is None else min(boundary, due)
 
@@ -193,133 +188,68 @@ class Scheduler:
             self.next_renew_ms = sent + min(self.cfg.ttl_ms // 3, STANDBY_POLL_MS)
             return
         self.deadline_ms = sent + self.cfg.ttl_ms - self.cfg.ttl_ms // MARGIN_DIVISOR
-        if fresh and self.cfg.election == "lease":
-            self._took_over(lease, self.clock.now_ms())
-            self.wake()  # a new leader scans at once, not at the next boundary
+        if fresh:
+            self.took_over(lease, self.clock.now_ms())
 
-    def _record(self, kind: str, now: int, epoch: int, **detail: object) -> None:
+    def record(self, kind: str, now: int, epoch: int, **detail: object) -> None:
         """Append this replica's event to the store's log."""
         event = Event(
             kind=kind, at_ms=now, holder=self.owner, epoch=epoch, pid=self.pid, detail=detail
         )
         self.store.record_event(event)
 
-    def _took_over(self, lease: Lease, now: int) -> None:
-        self._record("acquire", now, lease.epoch, replica=self.cfg.replica)
-        if self.cfg.timers == "in-memory":
-            # Timers lived in the previous leader's memory: what fell due before now is lost.
-            missed = self.store.mark_missed(now, now)
-            if missed:
-                self._record("missed", now, lease.epoch, count=missed)
+    def took_over(self, lease: Lease, now: int) -> None:
+        """A new lease (a fresh epoch): say so, and scan at once, not at the next boundary (a
+        subclass may replace it)."""
+        self.record("acquire", now, lease.epoch, replica=self.cfg.replica)
+        self.wake()
 
-    def _dispatch(self, now: int) -> int:
-        if self.cfg.election == "off":
-            return self._dispatch_unclaimed(now)
+    def dispatch(self, now: int) -> int:
+        """Claim what is due, fenced by this leader's epoch, in one transaction; how many (a
+        subclass may replace it)."""
         assert self.lease is not None
-        request = self._pause_request()
-        if not self.cfg.fencing or request is not None:
-            return self._dispatch_in_two(now, request)
         try:
             n = self.store.dispatch_due(
                 now, self.cfg.batch, self.lease.epoch, clock=self.clock.now_ms
             )
         except FencedError as exc:
-            self._fenced(exc, now)
+            self.fenced(exc, now)
             return 0
         self.dispatched += n
         self.metrics.dispatched(n)
         return n
 
-    def _pause_request(self) -> float | None:
-        """Seconds a chaos request asks this leader to stay paused mid-dispatch (the lab only)."""
-        if not self.cfg.chaos:
-            return None
-        found = self.store.pause_request(self.owner, self.pauses_seen_ms)
-        if found is None:
-            return None
-        at, seconds, until = found
-        if self.clock.now_ms() >= until:
-            self.pauses_seen_ms = at  # too late: the chaos command has given up on it
-            return None
-        return seconds
-
-    def _dispatch_in_two(self, now: int, pause_s: float | None) -> int:
-        """Read a batch, then write it: how a leader without fencing dispatches (``--fencing
-        off``: its write checks nothing), and what a chaos pause catches in between — the
-        leader stops itself, holding what it read, and writes it when it resumes (fenced: the
-        store refuses it if the lease moved on)."""
-        assert self.lease is not None
-        held = self.store.read_due(now, self.cfg.batch)
-        if not held:
-            return 0  # (a pause request waits for a batch to catch)
-        if pause_s is not None:
-            self.pauses_seen_ms = self.clock.now_ms()
-            self._stop_self(pause_s, len(held), now)
-        try:
-            n = self.store.dispatch_held(
-                held, self.clock.now_ms(), self.lease.epoch, fenced=self.cfg.fencing
-            )
-        except FencedError as exc:
-            self._fenced(exc, now, held=len(held))
-            return 0
-        if not self.cfg.fencing and n:
-            self._record(
-                "unfenced_write",
-                self.clock.now_ms(),
-                self.lease.epoch,
-                count=n,
-                replica=self.cfg.replica,
-            )
-        self.dispatched += n
-        return n
-
-    def _stop_self(self, seconds: float, held: int, now: int) -> None:
-        """Stop here, holding what was read, for ``seconds``: ``stop_self`` (SIGSTOP this
-        process; the chaos command that asked sends SIGCONT)."""
-        assert self.lease is not None
-        detail = {"held": held, "for_s": seconds, "replica": self.cfg.replica, "mid_dispatch": True}
-        self._record("paused_mid_dispatch", now, self.lease.epoch, **detail)
-        self.stop_self(seconds)
+    def leader_work(self, now: int) -> None:
+        """After a scan: the reconcile and the duties, fenced by the epoch (a subclass may
+        replace it)."""
+        self._reconcile(now)
+        self._duties(now)
 
     def _reconcile(self, now: int) -> None:
         mono = self.clock.monotonic_ms()
-        if self.cfg.election == "off" or self.lease is None or mono < self.next_reconcile_ms:
+        if self.lease is None or mono < self.next_reconcile_ms:
             return
         self.next_reconcile_ms = mono + self.cfg.reconcile_ms
         try:
             n = self.queue.reconcile(now, self.lease.epoch)
         except FencedError as exc:
-            self._fenced(exc, now)
+            self.fenced(exc, now)
             return
         if n:
-            self._record("reconciled", now, self.lease.epoch, count=n, replica=self.cfg.replica)
+            self.record("reconciled", now, self.lease.epoch, count=n, replica=self.cfg.replica)
 
     def _duties(self, now: int) -> None:
         for duty in self.duties:
-            if self.cfg.election == "off" or self.lease is None:
+            if self.lease is None:
                 return
             try:
                 duty.run(now, self.lease.epoch)
             except FencedError as exc:
-                self._fenced(exc, now)
+                self.fenced(exc, now)
 
-    def _dispatch_unclaimed(self, now: int) -> int:
-        """Cron on every replica: no claim; each scan sends a copy of what is PENDING and of
-        everything that fell due since this replica's last scan, whatever the others did —
-        so k replicas running send k copies of each task: (k − 1) × due duplicates, as the
-        model counts them."""
-        tasks: Sequence[Task] = self.store.read_due(
-            now, UNBOUNDED, copied_since_ms=self.copied_until
-        )
-        if tasks:
-            self.store.enqueue_copies(tasks, now)
-        self.copied_until = max(self.copied_until, now)
-        self.dispatched += len(tasks)
-        self.metrics.dispatched(len(tasks))
-        return len(tasks)
-
-    def _fenced(self, exc: FencedError, now: int, held: int = 0) -> None:
+    def fenced(self, exc: FencedError, now: int, held: int = 0) -> None:
+        """The store refused this leader's epoch: its leadership ends here."""
         detail = {"current": exc.current, "replica": self.cfg.replica, "count": held}
-        self._record("fenced", now, exc.epoch, **detail)
+        self.record("fenced", now, exc.epoch, **detail)
         self.lease = None
         self.next_renew_ms = self.clock.monotonic_ms()

@@ -36,9 +36,10 @@ from typing import Any
 
 from cronlab.core import params
 from cronlab.core.model import Scenario, first_executions, simulate
-from cronlab.election.off import NoElection
+from cronlab.lab.election_off import NoElection
+from cronlab.lab.scheduler import LabScheduler, Modes
 from cronlab.ports import LeaseElector, NewTask, Retry
-from cronlab.runtime.scheduler import SchedulerConfig
+from cronlab.runtime.scheduler import Scheduler, SchedulerConfig
 from cronlab.runtime.worker import WorkerConfig
 from cronlab.sim import scenario as sc
 from cronlab.sim.checker import check
@@ -223,15 +224,24 @@ class _LabRun(_Run):
         reconcile = NEVER_MS if self.lab.reconcile is None else self.lab.reconcile * 1000
         return SchedulerConfig(
             replica=index,
-            election=self.lab.election,
-            timers="durable" if self.lab.durable else "in-memory",
             ttl_ms=self.lab.lease_ttl * 1000,
             scan_ms=1_000,
             batch=self.lab.batch,
             reconcile_ms=reconcile,
+        )
+
+    def make_scheduler(self, cfg: SchedulerConfig, **parts: Any) -> Scheduler:
+        """The lab's scheduler, with the scenario's anti-patterns; a mid-dispatch pause
+        sleeps in simulated time."""
+        modes = Modes(
+            election=self.lab.election,
+            timers="durable" if self.lab.durable else "in-memory",
             fencing=self.lab.fencing,
             chaos=True,
         )
+        sched = LabScheduler(cfg, modes=modes, **parts)
+        sched.stop_self = lambda seconds: self.world.sleep(int(seconds * 1000))
+        return sched
 
     def worker_config(self, index: int) -> WorkerConfig:
         return WorkerConfig(

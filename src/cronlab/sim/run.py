@@ -212,6 +212,10 @@ class _Run:
         for name in self.s.schedule_names():
             self.world.at(self.t0 + sc.WORK_END_MS + 500, partial(self._remove_schedule, name))
 
+    def make_scheduler(self, cfg: SchedulerConfig, **parts: Any) -> Scheduler:
+        """The engine's scheduler, as ``cronlab scheduler`` runs it (the lab runs its own)."""
+        return Scheduler(cfg, **parts)
+
     def scheduler_config(self, index: int) -> SchedulerConfig:
         return SchedulerConfig(replica=index, ttl_ms=sc.TTL_MS, scan_ms=sc.SCAN_MS, batch=50)
 
@@ -360,7 +364,7 @@ class _Run:
                 queue = StoreQueue(store, clock)
                 elector = self.elector(store, clock)
                 waiter = store.waiter("due")
-                sched = Scheduler(
+                sched = self.make_scheduler(
                     cfg,
                     store=recording,
                     queue=queue,
@@ -371,7 +375,6 @@ class _Run:
                     waiter=waiter,
                 )
                 sched.outage.say = self.world.log
-                sched.stop_self = lambda seconds: self.world.sleep(int(seconds * 1000))
                 if waiter is None:  # (as before wake-ups: the earlier kinds' seeds replay)
                     while True:
                         clock.sleep(sched.step() / 1000)

@@ -98,6 +98,7 @@ def commands(cfg: LiveConfig, store: str) -> dict[str, list[str]]:
         ],
         "cluster": [
             *CRONLAB,
+            "lab",
             "cluster",
             "--store",
             store,
@@ -332,8 +333,7 @@ class Live:
             cmds["cluster"],
             stdout=log,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, "CRONLAB_CHAOS": "1"},  # its leader can be paused mid-dispatch
+            start_new_session=True,  # (a lab cluster: its leader can be paused mid-dispatch)
         )
         log.close()
         run = Run(
