@@ -97,6 +97,8 @@ def commands() -> list[tuple[str, ...]]:
             sub = group.get_command(ctx, name)
             assert sub is not None
             if isinstance(sub, click.Group):
+                if sub.invoke_without_command:  # (``lab``: a command, with subcommands)
+                    found.append((*path, name))
                 walk(sub, (*path, name))
             else:
                 found.append((*path, name))
@@ -491,12 +493,20 @@ TABLE = (*URL_VARIABLES, "alert_webhook", "metrics_host")
 
 
 def table_cases() -> list[tuple[tuple[str, ...], str]]:
+    """Each command's URL and host options; an option a lab process command shares with the
+    engine's (the same object: the same checks) is the engine command's case alone."""
     return [
         (path, str(p.name))
         for path in commands()
         for p in command_at(path).params
-        if isinstance(p, click.Option) and p.name in TABLE
+        if isinstance(p, click.Option) and p.name in TABLE and not _shared(path, p)
     ]
+
+
+def _shared(path: tuple[str, ...], param: click.Parameter) -> bool:
+    if len(path) != 2 or path[0] != "lab":
+        return False
+    return any(param is q for q in command_at(path[1:]).params)
 
 
 def table_argvs(

@@ -33,7 +33,7 @@ def test_two_thousand_seeds_of_every_fault_kind_find_no_violation() -> None:
     [(86, "pause"), (1, "error"), (82, "skew"), (2, "identity"), (45, "redeploy"), (2, "switch")],
 )
 def test_each_bug_seed_of_issue_12_passes_now(seed: int, kind: str) -> None:
-    """Each failed at a0b0dff (bugs 1-6; the table in docs/engine.md names the fix)."""
+    """Each failed at a0b0dff (bugs 1-6; the table in docs/history/bugs.md names the fix)."""
     done = cronlab("verify", "--seed", str(seed), "--faults", kind, timeout=120)
     assert done.returncode == 0, done.stdout[-2000:]
     assert "no violation" in done.stdout
@@ -73,7 +73,7 @@ def test_each_seed_that_failed_at_e80873e_or_49e5425_passes_now(seed: int) -> No
 
 @pytest.mark.parametrize("seed", [265, 286, 953, 1271, 1576, 2890, 5733])
 def test_each_seed_that_failed_during_issue_27_passes_now(seed: int) -> None:
-    """Each failed with every fault kind once issue 27's were in (docs/engine.md, "Every
+    """Each failed with every fault kind once issue 27's were in (docs/history/bugs.md, "Every
     bug"): 265 and 953, a worker whose clock jumped ahead hid its retries (written on its own
     clock); 1271, the retention deleted an occurrence that had just finished, so the next one's
     overlap no longer saw it; 2890, an occurrence's end written on a clock stepped mid-batch;

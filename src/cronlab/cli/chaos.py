@@ -62,7 +62,14 @@ def crash_replica_cmd(store_url: str, election: str, index: int) -> None:
 @chaos_cmd.command("kill-worker")
 @STORE
 @click.argument("index", type=INDEX, required=False)
-def kill_worker_cmd(store_url: str, index: int | None) -> None:
+@click.option(
+    "--mid-batch",
+    is_flag=True,
+    help="Catch it right after it claims a batch, which it then never acks (workers of a "
+    "cronlab lab cluster).",
+)
+def kill_worker_cmd(store_url: str, index: int | None, mid_batch: bool) -> None:
     """SIGKILL worker INDEX (default: the lowest live one)."""
-    e = chaos.kill_worker(open_store(store_url, create=False), CLOCK, index)
+    store = open_store(store_url, create=False)
+    e = chaos.kill_worker(store, CLOCK, index, mid_batch=mid_batch)
     _echo_event("SIGKILL worker", e.pid, e.holder)

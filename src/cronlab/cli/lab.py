@@ -98,7 +98,9 @@ def _scheduler(timers: str, fencing: str, **options: Any) -> None:
 
 
 def _worker(fencing: str, **options: Any) -> None:
-    processes.run_worker(options, checked=fencing == "on")
+    from cronlab.lab.worker import LabWorker
+
+    processes.run_worker(options, checked=fencing == "on", make=LabWorker)
 
 
 scheduler_cmd = _lab_command(processes.scheduler_cmd, [TIMERS, FENCING], _scheduler)

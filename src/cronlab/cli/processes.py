@@ -289,9 +289,12 @@ def worker_cmd(**options: Any) -> None:
     run_worker(options)
 
 
-def run_worker(options: dict[str, Any], *, checked: bool = True) -> None:
-    """``cronlab worker`` with ``options`` (its flags, by name). ``checked=False``: the lab's
-    ``--fencing off``, whose workers run stale deliveries too."""
+def run_worker(
+    options: dict[str, Any], *, checked: bool = True, make: Callable[..., Worker] = Worker
+) -> None:
+    """``cronlab worker`` with ``options`` (its flags, by name); ``make`` builds the worker.
+    The lab's: ``checked=False`` (``--fencing off``: workers run stale deliveries too), and
+    its worker, which dies mid-batch on request."""
     store_url, index, queue_url = options["store_url"], options["index"], options["queue_url"]
     _at_the_gate(store_url)
     ops = operations("30d", None, options["metrics_port"], options["metrics_host"])
@@ -322,7 +325,7 @@ def run_worker(options: dict[str, Any], *, checked: bool = True) -> None:
     cluster.tune_gc()
     with _waiting(queue.waiter) as waiter:
         idle = IDLE_MS if waiter is None else WOKEN_IDLE_MS  # woken: poll as a fallback only
-        Worker(
+        make(
             dataclasses.replace(cfg, idle_ms=idle),
             store=store,
             queue=queue,

@@ -98,14 +98,43 @@ def crash_replica(
     return _hit(store, clock, elector, p, signal.SIGKILL, "crash", detail)
 
 
-def kill_worker(store: SqlStore, clock: Clock, index: int | None) -> Event:
+def kill_worker(
+    store: SqlStore, clock: Clock, index: int | None, *, mid_batch: bool = False
+) -> Event:
+    """SIGKILL worker ``index`` (default: the lowest live one). ``mid_batch``: ask it (a lab
+    worker: ``cronlab lab cluster``) to kill itself right after it claims its next batch,
+    which it then holds unacked; NotFoundError if it claimed nothing within
+    ``MID_DISPATCH_WAIT_S``."""
     if index is None:
         live = live_processes(store, "worker")
         if not live:
             raise NotFoundError("no live worker to kill")
         index = live[0].index
     p = _find(store, "worker", index)
-    return _hit(store, clock, None, p, signal.SIGKILL, "kill-worker", {"worker": index})
+    if not mid_batch:
+        return _hit(store, clock, None, p, signal.SIGKILL, "kill-worker", {"worker": index})
+    now = clock.now_ms()
+    until = now + int(MID_DISPATCH_WAIT_S * 1000)  # the worker honours it only until then
+    asked = {"worker": index, "until_ms": until}
+    store.record_event(
+        Event(kind="kill_request", at_ms=now, holder=p.owner, pid=p.pid, detail=asked)
+    )
+    deadline = time.monotonic() + MID_DISPATCH_WAIT_S + REQUEST_MARGIN_S
+    while alive(p.pid):
+        if time.monotonic() > deadline:
+            store.record_event(
+                Event(kind="kill_cancelled", at_ms=clock.now_ms(), holder=p.owner, pid=p.pid)
+            )
+            raise NotFoundError(
+                f"the worker claimed nothing within {MID_DISPATCH_WAIT_S:g} s: not killed"
+            )
+        time.sleep(0.01)
+    detail = {"worker": index, "mid_batch": True}
+    event = Event(
+        kind="kill-worker", at_ms=clock.now_ms(), holder=p.owner, pid=p.pid, detail=detail
+    )
+    store.record_event(event)
+    return event
 
 
 MID_DISPATCH_WAIT_S = 120.0  # how long a mid-dispatch pause waits for something to dispatch

@@ -179,6 +179,7 @@ class Worker:
             return self.cfg.idle_ms
         if self.bucket is not None:
             self.bucket.take(len(messages))
+        self.claimed(messages)
         started = self.clock.now_ms()
         with self.queue.holding(messages, self.cfg.visibility_ms):
             self._execute_all(transactions(messages))
@@ -188,6 +189,10 @@ class Worker:
         took = self.clock.now_ms() - started
         self._size_next(len(messages), limit, took)
         return 0 if took < LONG_BATCH_MS else min(YIELD_MAX_MS, took // 10)
+
+    def claimed(self, messages: Sequence[Message]) -> None:
+        """A batch was claimed and is about to run (a subclass may replace it: the lab's
+        worker dies here when asked, ``cronlab chaos kill-worker --mid-batch``)."""
 
     def _execute_all(self, groups: Sequence[Sequence[Message]]) -> None:
         """Each group in a transaction of its own, in order. A group whose session the server

@@ -252,8 +252,8 @@ class Live:
     def chaos(self, action: str, seconds: int, mid_dispatch: bool = False) -> dict[str, Any]:
         """``crash-leader``, ``pause-leader`` (``mid_dispatch``: caught between reading its
         batch and writing it, the zombie) or
-        ``kill-worker`` (SIGKILL the lowest live worker, whatever batch it holds) through
-        ``cronlab chaos``: real signals.
+        ``kill-worker`` (SIGKILL the lowest live worker right after it claims a batch, which
+        it then holds unacked: the lesson's crash) through ``cronlab chaos``: real signals.
 
         Returns at once: ``pause-leader`` blocks for its duration, so every chaos command runs
         in the background and its outcome lands in the run's events.
@@ -264,6 +264,8 @@ class Live:
         argv = [*self._cronlab, "chaos", action, "--store", run.store]
         if action == "pause-leader":
             argv += ["--for", str(seconds), *(["--mid-dispatch"] if mid_dispatch else [])]
+        if action == "kill-worker":
+            argv += ["--mid-batch"]
         offset = round(time.time() - run.due_at)
         at = max(0, offset)
         if action == "crash-leader":

@@ -235,8 +235,7 @@ SELECT count(*), min(trigger_ms) FROM tasks WHERE trigger_ms <= %(now)s;
 SELECT
   count(*) FILTER (WHERE outcome IN ('ok', 'noop')),
   count(*) FILTER (WHERE outcome IN ('ok', 'noop', 'failed'))
-    - count(DISTINCT task_id) FILTER (WHERE outcome IN ('ok', 'noop', 'failed'))
-    + coalesce(sum(greatest(receive - 1, 0)), 0),
+    - count(DISTINCT task_id) FILTER (WHERE outcome IN ('ok', 'noop', 'failed')),
   max(end_ms) FILTER (WHERE outcome IN ('ok', 'noop')),
   coalesce(sum(greatest(receive - 1, 0)), 0)
 FROM executions;

@@ -213,15 +213,14 @@ SELECT count(*), min(trigger_ms) FROM tasks WHERE trigger_ms <= :now;
 
 -- name: report_runs
 -- A run is an execution that completed (ok, noop) or gave up (failed); runs beyond the first
--- per task are duplicates. A delivery abandoned by a dead worker committed nothing, but its
--- message came back received once more: receive - 1 counts those, on every record (the one
--- that came back is recorded as its lost attempt, LostRun; a retry is a new message,
--- received from 1 again).
+-- per task are duplicates. A delivery abandoned by a dead worker committed nothing (not a
+-- run, nor a duplicate: its effects in ctx.tx rolled back), but its message came back received
+-- once more: receive - 1 counts those (redelivered), on every record (the one that came back
+-- is recorded as its lost attempt, LostRun; a retry is a new message, received from 1 again).
 SELECT
   coalesce(sum(outcome IN ('ok', 'noop')), 0),
   coalesce(sum(outcome IN ('ok', 'noop', 'failed')), 0)
-    - count(DISTINCT CASE WHEN outcome IN ('ok', 'noop', 'failed') THEN task_id END)
-    + coalesce(sum(max(receive - 1, 0)), 0),
+    - count(DISTINCT CASE WHEN outcome IN ('ok', 'noop', 'failed') THEN task_id END),
   max(CASE WHEN outcome IN ('ok', 'noop') THEN end_ms END),
   coalesce(sum(max(receive - 1, 0)), 0)
 FROM executions;
