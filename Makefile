@@ -36,10 +36,11 @@ lab: $(LAB_STAMP)  ## the lab page at http://127.0.0.1:8000 (installs only what 
 	bash scripts/setup.sh --web
 	$(BIN)/cronlab lab --host $(HOST) --port $(PORT)
 
-check: $(STAMP)  ## ruff and mypy --strict
+check: $(STAMP)  ## ruff, mypy --strict and the import contracts (pyproject.toml)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: deps  ## every test: installs and starts what they need (Chromium, etcd, servers)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=50 tests

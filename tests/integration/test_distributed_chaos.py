@@ -24,7 +24,7 @@ from cronlab.election.etcd import EtcdElector, parse_url, ping
 from cronlab.ports import Event, Lease
 from cronlab.queues.redis import connect, stream_keys
 from cronlab.queues.redis import parse_url as parse_redis
-from cronlab.runtime import chaos, report
+from cronlab.runtime import chaos, proc, report
 from cronlab.runtime.clock import SystemClock
 from cronlab.runtime.cluster import pid_of
 from cronlab.stores.postgres import PostgresStore
@@ -88,7 +88,7 @@ def cluster(d: Dist, *flags: str) -> Iterator[None]:
 def _reap(d: Dist) -> None:
     store = d.store()
     for p in store.processes():
-        if chaos.alive(p.pid):
+        if proc.alive(p.pid):
             os.kill(p.pid, signal.SIGCONT)
             os.kill(p.pid, signal.SIGKILL)
     store.close()

@@ -16,7 +16,7 @@ from cronlab import distributed
 from cronlab.cli.options import CLOCK, JSON, OBSERVE_ELECTION, STORE, read_store
 from cronlab.core.policy import from_ms
 from cronlab.ports import Event, Lease, LeaseElector, ProcessInfo
-from cronlab.runtime import chaos, cluster, report
+from cronlab.runtime import chaos, cluster, proc, report
 from cronlab.stores.sql import SqlStore
 
 
@@ -73,7 +73,7 @@ def _process(p: ProcessInfo) -> dict[str, Any]:
     named = cluster.parse_identity(p.owner)
     host = named.host if named else None
     here = host in (None, socket.gethostname())
-    alive = p.exited_ms is None and (chaos.alive(p.pid) if here else None)
+    alive = p.exited_ms is None and (proc.alive(p.pid) if here else None)
     return {
         "role": p.role,
         "index": p.index,

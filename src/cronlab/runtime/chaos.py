@@ -19,18 +19,8 @@ from pathlib import Path
 from cronlab.exceptions import NotFoundError
 from cronlab.ports import Clock, Event, Lease, LeaseElector, ProcessInfo
 from cronlab.runtime import proc
+from cronlab.runtime.proc import alive
 from cronlab.stores.sql import SqlStore
-
-
-def alive(pid: int) -> bool:
-    """True when ``pid`` runs (not a zombie) and is a cronlab process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    state = stat.rsplit(")", 1)[1].split()[0]
-    return state != "Z" and b"cronlab" in cmdline
 
 
 def live_processes(store: SqlStore, role: str) -> list[ProcessInfo]:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from cronlab.exceptions import ConfigError
 from cronlab.ports import Clock, Event, ProcessInfo, Store
-from cronlab.runtime import chaos, proc, reports
+from cronlab.runtime import proc, reports
 from cronlab.runtime.duties import Operations
 from cronlab.urls import redact
 
@@ -295,7 +295,7 @@ class Cluster:
         host, now = socket.gethostname(), self.clock.now_ms()
         for p in self.store.processes():
             who = parse_identity(p.owner)
-            if p.exited_ms is None and who and who.host == host and not chaos.alive(p.pid):
+            if p.exited_ms is None and who and who.host == host and not proc.alive(p.pid):
                 self.store.process_exited(p.owner, now)
 
     def _spawn(self, slot: tuple[str, int]) -> None:
@@ -423,7 +423,7 @@ def reap_metrics(folder: str) -> None:
         pid = found.name.removeprefix(METRICS_PREFIX).partition("-")[0]
         with contextlib.suppress(OSError):
             mine = found.is_dir() and found.stat().st_uid == os.getuid()
-            if mine and pid.isdecimal() and not chaos.alive(int(pid)):
+            if mine and pid.isdecimal() and not proc.alive(int(pid)):
                 shutil.rmtree(found, ignore_errors=True)
 
 

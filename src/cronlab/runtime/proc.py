@@ -41,3 +41,14 @@ def here(pid: int, recorded: str | None) -> bool:
     """True when ``pid`` here is the process registered at ``recorded``: the same machine
     and boot, the same PID namespace, and the same start (not a pid reused since)."""
     return recorded is not None and place(pid) == recorded
+
+
+def alive(pid: int) -> bool:
+    """True when ``pid`` runs (not a zombie) and is a cronlab process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return state != "Z" and b"cronlab" in cmdline
