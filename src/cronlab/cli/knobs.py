@@ -89,3 +89,25 @@ def echo_list(
         click.echo(json.dumps({what: [to_json(i) for i in items]}))
     else:
         click.echo("\n".join(map(line, items)) if items else f"no {what}")
+
+
+def echo_fields(data: dict[str, Any], as_json: bool) -> None:
+    """One record: its JSON with ``--json``, else a ``key: value`` line a field (the ``*_ms``
+    ones, which the ISO fields beside them say, left out)."""
+    if as_json:
+        click.echo(json.dumps(data))
+    else:
+        click.echo("\n".join(f"{k}: {v}" for k, v in data.items() if not k.endswith("_ms")))
+
+
+def tz_option(help: str) -> Callable[[F], F]:
+    """``--tz``, an IANA zone checked at once (``core/zones.check``)."""
+    from cronlab.core import zones
+
+    return click.option(
+        "--tz",
+        default="UTC",
+        show_default=True,
+        callback=lambda ctx, param, value: zones.check(value),
+        help=help,
+    )

@@ -16,9 +16,9 @@ from typing import Any
 import click
 
 from cronlab import app as apps
-from cronlab.cli.knobs import echo_list, optional
+from cronlab.cli.knobs import echo_fields, echo_list, optional, tz_option
 from cronlab.cli.options import APP_STORE, store_url_for
-from cronlab.core import cron, delays, zones
+from cronlab.core import cron, delays
 from cronlab.core.policy import Schedule, from_ms, to_ms
 from cronlab.exceptions import ConfigError
 from cronlab.ports import ScheduleInfo, ScheduleStore
@@ -42,13 +42,7 @@ def schedule_group() -> None:
 
 @schedule_group.command("next")
 @click.argument("expr", metavar="CRON")
-@click.option(
-    "--tz",
-    default="UTC",
-    show_default=True,
-    callback=lambda ctx, param, value: zones.check(value),
-    help="IANA time zone of the schedule.",
-)
+@tz_option("IANA time zone of the schedule.")
 @click.option(
     "--after",
     metavar="ISO8601",
@@ -132,13 +126,7 @@ def known_handlers(app_spec: str | None) -> list[str]:
 @NAME
 @click.argument("cron", metavar="CRON")
 @click.option("--handler", required=True, help="Registered handler name.")
-@click.option(
-    "--tz",
-    default="UTC",
-    show_default=True,
-    callback=lambda ctx, param, value: zones.check(value),
-    help="IANA time zone (not one whose meaning is the host's: localtime, posixrules).",
-)
+@tz_option("IANA time zone (not one whose meaning is the host's: localtime, posixrules).")
 @click.option("--payload", default="{}", metavar="JSON", help="A JSON object for the handler.")
 @click.option("--catchup", type=click.Choice(["all", "latest", "none"]), default="latest")
 @click.option("--catchup-window", default="1h", show_default=True, metavar="DELAY")
@@ -224,10 +212,7 @@ def list_cmd(store_url: str, as_json: bool) -> None:
 def show_cmd(name: str, store_url: str, as_json: bool) -> None:
     """One schedule, every field."""
     data = info_json(open_schedules(store_url, create=False, read_only=True).get_schedule(name))
-    if as_json:
-        click.echo(json.dumps(data))
-    else:
-        click.echo("\n".join(f"{k}: {v}" for k, v in data.items() if not k.endswith("_ms")))
+    echo_fields(data, as_json)
 
 
 @schedule_group.command("pause")

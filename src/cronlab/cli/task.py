@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
-import json
 import socket
 from typing import Any
 
 import click
 
+from cronlab.cli.knobs import echo_fields
 from cronlab.cli.options import CLOCK, JSON, STORE, open_store, read_store
 from cronlab.core.policy import from_ms
 from cronlab.exceptions import ConfigError
@@ -61,10 +61,7 @@ def task_group() -> None:
 def show_cmd(task_id: int, store_url: str, as_json: bool) -> None:
     """Task ID: its key, task, schedule, occurrence, status, attempts and last error."""
     data = task_json(read_store(store_url).task_info(task_id))
-    if as_json:
-        click.echo(json.dumps(data))
-    else:
-        click.echo("\n".join(f"{k}: {v}" for k, v in data.items() if not k.endswith("_ms")))
+    echo_fields(data, as_json)
 
 
 @task_group.command("cancel")
