@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from cronlab.exceptions import NotFoundError
-from cronlab.runtime import chaos
+from cronlab.lab import chaos
 from cronlab.runtime.clock import SystemClock
 from cronlab.stores.sqlite import SqliteStore
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from cronlab import stores
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import ConfigError
-from cronlab.ports import Clock, LeaseElector, Queue, Store
+from cronlab.ports import Clock, Lease, LeaseElector, Queue, Store
 from cronlab.queues.store import StoreQueue
 from cronlab.stores.sql import SqlStore
 from cronlab.urls import redact
@@ -112,3 +112,15 @@ def open_queue(queue_url: str | None, store: SqlStore, clock: Clock) -> tuple[Qu
 
     queue = redis_queue.RedisQueue(redis_queue.parse_url(queue_url), store, clock)
     return queue, redis_queue.RelayStore(store, queue)
+
+
+def current_lease(
+    store: SqlStore, clock: Clock, elector: LeaseElector | None = None
+) -> Lease | None:
+    """The unexpired lease: the elector's when given (etcd's), else the store's lease row."""
+    if elector is not None:
+        return elector.current()
+    state = store.lease_read()
+    if state.holder is None or not state.live(clock.now_ms()):
+        return None
+    return Lease(holder=state.holder, epoch=state.epoch, expires_ms=state.expires_ms)

@@ -21,10 +21,11 @@ import pytest
 from contract.dist_servers import ETCD, REDIS, START_ETCD, START_REDIS, need, pg_database
 from cronlab import distributed
 from cronlab.election.etcd import EtcdElector, parse_url, ping
+from cronlab.lab import chaos
 from cronlab.ports import Event, Lease
 from cronlab.queues.redis import connect, stream_keys
 from cronlab.queues.redis import parse_url as parse_redis
-from cronlab.runtime import chaos, proc, report
+from cronlab.runtime import proc, report
 from cronlab.runtime.clock import SystemClock
 from cronlab.runtime.cluster import pid_of
 from cronlab.stores.postgres import PostgresStore

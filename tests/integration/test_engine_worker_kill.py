@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from cronlab.runtime import chaos
+from cronlab.lab import chaos
 from cronlab.runtime.clock import SystemClock
 
 from .conftest import cli, cli_json, running_cluster, store_of, wait_until

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from cronlab.runtime import chaos
+from cronlab.lab import chaos
 from cronlab.runtime.clock import SystemClock
 from cronlab.stores.sqlite import SqliteStore
 

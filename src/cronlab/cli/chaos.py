@@ -7,7 +7,7 @@ import click
 from cronlab import distributed
 from cronlab.cli.knobs import Finite
 from cronlab.cli.options import CLOCK, INDEX, OBSERVE_ELECTION, STORE, open_store
-from cronlab.runtime import chaos
+from cronlab.lab import chaos
 
 
 @click.group("chaos")

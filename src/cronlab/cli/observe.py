@@ -16,7 +16,7 @@ from cronlab import distributed
 from cronlab.cli.options import CLOCK, JSON, OBSERVE_ELECTION, STORE, read_store
 from cronlab.core.policy import from_ms
 from cronlab.ports import Event, Lease, LeaseElector, ProcessInfo
-from cronlab.runtime import chaos, cluster, proc, report
+from cronlab.runtime import cluster, proc, report
 from cronlab.stores.sql import SqlStore
 
 
@@ -41,7 +41,7 @@ def status(store: SqlStore, elector: LeaseElector | None = None) -> dict[str, An
     comes from ``elector`` when the election lives outside the store (etcd)."""
     now = CLOCK.now_ms()
     procs = store.processes()
-    lease = chaos.current_lease(store, CLOCK, elector)
+    lease = distributed.current_lease(store, CLOCK, elector)
     return {
         "now_ms": now,
         "leader": _leader(lease, procs) if lease else None,

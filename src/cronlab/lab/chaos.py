@@ -16,8 +16,9 @@ import signal
 import time
 from pathlib import Path
 
+from cronlab import distributed
 from cronlab.exceptions import NotFoundError
-from cronlab.ports import Clock, Event, Lease, LeaseElector, ProcessInfo
+from cronlab.ports import Clock, Event, LeaseElector, ProcessInfo
 from cronlab.runtime import proc
 from cronlab.runtime.proc import alive
 from cronlab.stores.sql import SqlStore
@@ -47,21 +48,9 @@ def _unproven(p: ProcessInfo, what: str) -> NotFoundError:
     )
 
 
-def current_lease(
-    store: SqlStore, clock: Clock, elector: LeaseElector | None = None
-) -> Lease | None:
-    """The unexpired lease: the elector's when given, else the store's lease row."""
-    if elector is not None:
-        return elector.current()
-    state = store.lease_read()
-    if state.holder is None or not state.live(clock.now_ms()):
-        return None
-    return Lease(holder=state.holder, epoch=state.epoch, expires_ms=state.expires_ms)
-
-
 def leader(store: SqlStore, clock: Clock, elector: LeaseElector | None = None) -> ProcessInfo:
     """The live process holding an unexpired lease, or NotFoundError."""
-    lease = current_lease(store, clock, elector)
+    lease = distributed.current_lease(store, clock, elector)
     if lease is None:
         raise NotFoundError("no leader to crash: the lease is free or expired")
     for p in _running(store):
@@ -82,7 +71,7 @@ def crash_replica(
     store: SqlStore, clock: Clock, index: int, elector: LeaseElector | None = None
 ) -> Event:
     p = _find(store, "scheduler", index)
-    lease = current_lease(store, clock, elector)
+    lease = distributed.current_lease(store, clock, elector)
     was_leader = lease is not None and lease.holder == p.owner
     detail = {"target": f"replica:{index}", "was_leader": was_leader, "replica": index}
     return _hit(store, clock, elector, p, signal.SIGKILL, "crash", detail)
@@ -228,7 +217,7 @@ def _hit(
     kind: str,
     detail: dict[str, object],
 ) -> Event:
-    lease = current_lease(store, clock, elector) if elector else None
+    lease = distributed.current_lease(store, clock, elector) if elector else None
     epoch = lease.epoch if lease else store.lease_read().epoch
     at = clock.now_ms()
     if not ours(p):  # (asked again just before: it may have exited since)
