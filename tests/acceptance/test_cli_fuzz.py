@@ -27,6 +27,7 @@ import functools
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import sys
 import tempfile
@@ -44,6 +45,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from cronlab.cli import cli, main
+from cronlab.exceptions import ConfigError
 from cronlab.runtime import cluster, embedded, scheduler, worker
 
 pytestmark = pytest.mark.acceptance
@@ -372,6 +374,22 @@ def children_parse(self: cluster.Cluster) -> None:
             child.make_context(argv[0], argv[1:])
 
 
+def serve_and_close(port: int, host: str, registry: Any, token: str | None) -> None:
+    """``metrics.server.serve`` checked as it is (host, token, the port taken or not), then
+    closed at once: a metrics server left listening in this process took the ports later
+    tests use (a fuzzed ``--metrics-port 1`` answered the etcd tests' ``127.0.0.1:1``)."""
+    from cronlab.metrics import server
+
+    server.check(host, token)
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        with socket.socket(found[0][0], socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(found[0][4][:2])
+    except OSError as exc:
+        raise ConfigError(f"--metrics-port {port} on {host}: {exc.strerror or exc}") from None
+
+
 @contextlib.contextmanager
 def in_process(tmp: Path) -> Iterator[dict[str, Any]]:
     """The process state a command may change (cwd, environment, import path and modules,
@@ -390,6 +408,7 @@ def in_process(tmp: Path) -> Iterator[dict[str, Any]]:
             mock.patch("uvicorn.run", lambda *a, **k: None),
             mock.patch("cronlab.cli.serving._has_display", lambda: False),
             mock.patch("cronlab.sim.verify.run_many", lambda *a, **k: []),
+            mock.patch("cronlab.metrics.server.serve", serve_and_close),
         ):
             yield {}
     finally:
