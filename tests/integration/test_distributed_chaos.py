@@ -25,9 +25,10 @@ from cronlab.lab import chaos
 from cronlab.ports import Event, Lease
 from cronlab.queues.redis import connect, stream_keys
 from cronlab.queues.redis import parse_url as parse_redis
-from cronlab.runtime import proc, report
+from cronlab.runtime import report
 from cronlab.runtime.clock import SystemClock
 from cronlab.runtime.cluster import pid_of
+from cronlab.runtime.proc import alive
 from cronlab.stores.postgres import PostgresStore
 
 from .conftest import stop_cluster
@@ -89,7 +90,7 @@ def cluster(d: Dist, *flags: str) -> Iterator[None]:
 def _reap(d: Dist) -> None:
     store = d.store()
     for p in store.processes():
-        if proc.alive(p.pid):
+        if alive(p.pid):
             os.kill(p.pid, signal.SIGCONT)
             os.kill(p.pid, signal.SIGKILL)
     store.close()

@@ -20,7 +20,7 @@ import pytest
 
 from contract.dist_servers import ETCD, START_ETCD, need
 from cronlab.election.etcd import parse_url, ping
-from cronlab.runtime import proc
+from cronlab.runtime.proc import alive
 
 from .conftest import stop_cluster
 
@@ -151,7 +151,7 @@ def test_status_and_chaos_find_the_etcd_leader(tmp_path: Path) -> None:
             env=env,  # the election from CRONLAB_ELECTION
         )
         assert crash.returncode == 0, crash.stderr
-        assert f"pid {first['pid']}" in crash.stdout and not proc.alive(first["pid"])
+        assert f"pid {first['pid']}" in crash.stdout and not alive(first["pid"])
         second = wait_for(
             lambda: (
                 (lead := status_json(store, env=env)["leader"])

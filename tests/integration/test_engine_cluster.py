@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from cronlab.exceptions import ConfigError
-from cronlab.runtime import proc
 from cronlab.runtime.clock import SystemClock
+from cronlab.runtime.proc import alive
 
 from .conftest import cli, cli_json, running_cluster, store_of, wait_until
 
@@ -47,7 +47,7 @@ def scanned_by_all(url: str, replicas: int) -> bool:
     except ConfigError:  # the cluster has not created (or not yet migrated) its store
         return False
     try:
-        procs = [p for p in store.processes() if p.role == "scheduler" and proc.alive(p.pid)]
+        procs = [p for p in store.processes() if p.role == "scheduler" and alive(p.pid)]
         return len(procs) == replicas and store.query("SELECT count(*) FROM samples")[0][0] > 0
     finally:
         store.close()
@@ -146,7 +146,7 @@ def test_a_crashed_replica_is_restarted_after_restart_after(url: str) -> None:
 
         def restarted() -> bool:
             (now,) = [p for p in store.processes() if (p.role, p.index) == ("scheduler", 1)]
-            return now.pid != old.pid and now.exited_ms is None and proc.alive(now.pid)
+            return now.pid != old.pid and now.exited_ms is None and alive(now.pid)
 
         wait_until(restarted, 20, "replica 1 to be started again")
     kinds = [e.kind for e in store.events()]
@@ -158,10 +158,10 @@ def test_the_children_die_with_a_cluster_killed_outright(url: str) -> None:
     with running_cluster(url, "--replicas", "2", "--workers", "1") as proc:
         wait_until(lambda: scanned_by_all(url, 2), 30, "the cluster to come up")
         pids = [p.pid for p in store_of(url).processes() if p.exited_ms is None]
-        assert len(pids) == 3 and all(proc.alive(pid) for pid in pids)
+        assert len(pids) == 3 and all(alive(pid) for pid in pids)
         proc.kill()
         proc.wait()
-        wait_until(lambda: not any(proc.alive(pid) for pid in pids), 15, "the children to exit")
+        wait_until(lambda: not any(alive(pid) for pid in pids), 15, "the children to exit")
 
 
 def test_a_cluster_whose_store_file_is_deleted_stops_and_says_so(url: str) -> None:
@@ -174,4 +174,4 @@ def test_a_cluster_whose_store_file_is_deleted_stops_and_says_so(url: str) -> No
             f.unlink()
         wait_until(lambda: proc.poll() is not None, 15, "the cluster to stop")
         assert proc.returncode == 2
-        assert not any(proc.alive(pid) for pid in pids)
+        assert not any(alive(pid) for pid in pids)

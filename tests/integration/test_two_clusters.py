@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cronlab.runtime import proc
+from cronlab.runtime.proc import alive
 
 from .conftest import cli, running_cluster, wait_until
 
@@ -45,7 +45,7 @@ def status(url: str) -> dict[str, Any]:
 
 
 def live(url: str) -> list[dict[str, Any]]:
-    return [p for p in status(url).get("processes", []) if p["alive"] and proc.alive(p["pid"])]
+    return [p for p in status(url).get("processes", []) if p["alive"] and alive(p["pid"])]
 
 
 def _parent(pid: int) -> int:
