@@ -47,11 +47,11 @@ def migrate(d: Dialect, create: bool, *, read_only: bool = False) -> None:
     if not missing:
         return
     if read_only:
-        raise ConfigError(_not_migrated(d, applied, missing))
+        raise ConfigError(_not_migrated(d, missing))
     d.transaction(lambda c: _apply(d, c, steps, create))
 
 
-def _not_migrated(d: Dialect, applied: set[int], missing: set[int]) -> str:
+def _not_migrated(d: Dialect, missing: set[int]) -> str:
     numbers = ", ".join(f"{v:03d}" for v in sorted(missing))
     return (
         f"store {d.describe()} lacks migration {numbers}, older than this cronlab: a "
