@@ -318,6 +318,11 @@ class QueueTable(Protocol):
         """Delete the messages whose last delivery is the one given. Returns count."""
         ...
 
+    def queue_release(self, messages: Sequence[Message]) -> int:
+        """Give the envelopes of ``messages`` back, where the delivery given is still their
+        latest: visible now, their receive uncounted. Returns the envelopes given back."""
+        ...
+
     def queue_depth(self) -> int:
         """Messages not yet acked."""
         ...
@@ -363,10 +368,14 @@ class Queue(Protocol):
         ...
 
     def holding(
-        self, messages: Sequence[Message], visibility_ms: int
-    ) -> AbstractContextManager[None]:
-        """While the block runs, no one else receives these deliveries, however long it takes
-        (the visibility heartbeat); after it, unacked ones come back after ``visibility_ms``."""
+        self, groups: Sequence[Sequence[Message]], visibility_ms: int
+    ) -> AbstractContextManager[Sequence[Sequence[Message]]]:
+        """The claimed deliveries as the transactions that will run them (``groups``, in
+        order) → the groups to run now. While the block runs, no one else receives their
+        deliveries, however long it takes (a visibility heartbeat, or the running transaction's
+        locks); a group the queue cannot hold that long is given back at once instead, visible
+        and its receive uncounted (it never started). After the block, unacked deliveries come
+        back after ``visibility_ms``."""
         ...
 
     def reconcile(self, now_ms: int, epoch: int) -> int:

@@ -85,7 +85,7 @@ def test_each_seed_that_failed_during_issue_27_passes_now(seed: int) -> None:
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize("seed", [1507, 1529, 2601, 2974, 11587])
+@pytest.mark.parametrize("seed", [510, 654, 1017, 1507, 1529, 2601, 2974, 11587, 12941])
 def test_each_postgresql_seed_that_failed_passes_now(seed: int) -> None:
     """Each failed in a search on PostgreSQL (docs/history/verify-ffb1f53/). At 09de925: 1507,
     a redeploy waited for a paused leader's fence locks and judged due-ness by the instant it
@@ -95,7 +95,10 @@ def test_each_postgresql_seed_that_failed_passes_now(seed: int) -> None:
     ffb1f53: 2601, a keyed ``defer`` read back a task the retention had deleted after its
     insert ran into it (``NotFoundError``; now read in the insert's transaction, inserted
     again if gone); 2974 and 11587, the checker's own bound: one worker, jobs outlasting the
-    idle limit at every attempt, all five attempts each take longer than it allowed."""
+    idle limit at every attempt, all five attempts each take longer than it allowed. At
+    438121c: 510, 654, 1017 and 12941, a retry claimed behind a handler that outlasted the
+    visibility timeout was received again by another worker and charged attempts it never
+    started, until it FAILED (now a claim gives back the groups it cannot hold)."""
     need_pg()
     done = cronlab("verify", "--seed", str(seed), "--store", PG, timeout=120)
     assert done.returncode == 0, done.stdout[-2000:]

@@ -5,7 +5,10 @@ ever (15-23 handler calls in 45-100 s), attempts 0, the task DISPATCHED."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -14,9 +17,10 @@ import psycopg
 import pytest
 
 import cronlab
-from contract.dist_servers import pg_database
+from contract.dist_servers import REDIS, START_REDIS, need, pg_database
 from cronlab.election.store import StoreElector
-from cronlab.ports import Retry
+from cronlab.ports import Queue, Retry
+from cronlab.queues.redis import RedisQueue, RelayStore, connect, parse_url
 from cronlab.queues.store import StoreQueue
 from cronlab.runtime.clock import SystemClock
 from cronlab.runtime.worker import Worker, WorkerConfig
@@ -156,12 +160,15 @@ def test_a_task_that_outlasts_the_idle_transaction_timeout_costs_its_batch_mates
     app.store().close()
 
 
-def test_retries_behind_sessions_the_server_ended_still_run(url: str) -> None:
+@pytest.mark.parametrize("queue", ["store", "redis"])
+def test_retries_behind_sessions_the_server_ended_still_run(url: str, queue: str) -> None:
     """PostgreSQL seed 1529, again, with the checker made stricter: a worker stopped its batch
     after two groups in a row whose sessions the server ended (retries of handlers that
     outlast the idle-in-transaction timeout); the groups behind them never ran, and each was
     charged a lost attempt at its redelivery, until a quick task FAILED having run once. Now
-    only a backend that cannot be reached stops the batch: the quick task's retry runs."""
+    only a backend that cannot be reached stops the batch: the quick task's retry runs. (A
+    store queue's claim now runs only its first group and gives the others back; Redis's
+    heartbeat holds every group, so there the batch still runs group after group.)"""
     with psycopg.connect(url, autocommit=True) as admin:
         name = admin.info.dbname
         admin.execute(f'ALTER DATABASE "{name}" SET idle_in_transaction_session_timeout = 300')
@@ -180,22 +187,44 @@ def test_retries_behind_sessions_the_server_ended_still_run(url: str) -> None:
     for n in range(3):
         dawdles.defer(n=n)
     quick.defer()
-    statuses = work_until_all_settled(app)
+    with queues(app, queue) as (store, q):
+        statuses = work_until_all_settled(app, store, q)
     assert statuses == {"dawdles": [("FAILED", 4)] * 3, "quick": [("DONE", 2)]}
     # Its first attempt was in the dawdlers' group, after them: lost before its handler ran.
     assert quick_calls == [2]
-    app.store().close()
 
 
-def work_until_all_settled(app: cronlab.App, deadline_s: float = 60.0) -> dict[str, list[Any]]:
-    """Dispatch the app's due tasks, then run a worker (short visibility) until no task is
-    open; each task name's (status, attempts)."""
-    clock, store = SystemClock(), app.store()
+@contextlib.contextmanager
+def queues(app: cronlab.App, kind: str) -> Iterator[tuple[Any, Queue]]:
+    """The app's store and a queue of ``kind``: the store's own, or a Redis stream that the
+    store relays to (a prefix of the test's own, dropped after)."""
+    store, clock = app.store(), SystemClock()
+    if kind == "store":
+        yield store, StoreQueue(store, clock)
+    else:
+        url = parse_url(f"{REDIS}?prefix=cronlab-test-{uuid.uuid4().hex[:10]}")
+        need(lambda: connect(url).close(), START_REDIS)
+        redis_queue = RedisQueue(url, store, clock)
+        try:
+            yield RelayStore(store, redis_queue), redis_queue
+        finally:
+            redis_queue.drop()
+            redis_queue.close()
+    store.close()
+
+
+def work_until_all_settled(
+    app: cronlab.App, store: Any = None, queue: Queue | None = None, deadline_s: float = 60.0
+) -> dict[str, list[Any]]:
+    """Dispatch the app's due tasks, then run a worker (short visibility) on ``queue`` (the
+    store's own by default) until no task is open; each task name's (status, attempts)."""
+    clock = SystemClock()
+    store = store or app.store()
     elector = StoreElector(store, clock)
     cfg = WorkerConfig(index=0, visibility_ms=VISIBILITY_MS, idle_ms=50)
     worker = Worker(
-        cfg, store=store, queue=StoreQueue(store, clock), registry=app.registry, clock=clock,
-        name="w",
+        cfg, store=store, queue=queue or StoreQueue(store, clock), registry=app.registry,
+        clock=clock, name="w",
     )  # fmt: skip
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
@@ -210,3 +239,78 @@ def work_until_all_settled(app: cronlab.App, deadline_s: float = 60.0) -> dict[s
                 by_name.setdefault(handler, []).append((status, attempts))
             return by_name
     raise AssertionError("tasks were still open after the deadline")
+
+
+class Recording(Worker):
+    """A worker that notes the size of each batch it claims."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.batches: list[int] = []
+        self.claims = threading.Event()  # set at each claim
+
+    def claimed(self, messages: Any) -> None:
+        self.batches.append(len(messages))
+        self.claims.set()
+
+
+def test_a_retry_claimed_behind_a_long_group_is_not_charged_an_attempt_it_never_ran(
+    url: str,
+) -> None:
+    """PostgreSQL seeds 510, 1017 and 12941 at 438121c: a worker claimed first attempts and a
+    retry together; the retry's transaction comes after the first attempts', and while a
+    handler there outlasted the visibility timeout the retry's envelope became visible, so a
+    second worker received it again and charged it a lost attempt its handler never started
+    (until tasks FAILED having run once). Now a claim keeps only the groups it runs first and
+    gives the others back at once, uncharged: the other worker runs the retry as attempt 2."""
+    app, flaky_calls = cronlab.App(url), []
+
+    @app.task(name="flaky", retries=3)
+    def flaky(ctx: cronlab.Context) -> Any:
+        flaky_calls.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise RuntimeError("the first attempt fails")
+
+    @app.task(name="slow")
+    def slow(ctx: cronlab.Context) -> Any:
+        ctx.tx.execute("SELECT 1")
+        time.sleep(3 * VISIBILITY_MS / 1000)  # the retry's envelope outlives its visibility
+
+    clock, store = SystemClock(), app.store()
+    epoch = StoreElector(store, clock).acquire_or_renew("leader", 60_000)
+    assert epoch is not None
+    cfg = WorkerConfig(index=0, visibility_ms=VISIBILITY_MS, retry=Retry(base_ms=1), idle_ms=20)
+
+    def worker(name: str) -> Recording:
+        queue = StoreQueue(store, clock)
+        return Recording(
+            cfg, store=store, queue=queue, registry=app.registry, clock=clock, name=name
+        )
+
+    a, b = worker("a"), worker("b")
+    flaky.defer()
+    store.dispatch_due(clock.now_ms(), 100, epoch.epoch)
+    a.step()  # attempt 1 fails; its retry waits in an envelope of its own
+    slow.defer()
+    store.dispatch_due(clock.now_ms(), 100, epoch.epoch)
+    clock.sleep(0.05)
+    done = threading.Event()
+
+    def poll() -> None:
+        a.claims.wait()  # b polls from the moment a claimed the retry and slow together
+        while not done.is_set():
+            clock.sleep(b.step() / 1000)
+
+    a.claims.clear()
+    other = threading.Thread(target=poll)
+    other.start()
+    end = time.monotonic() + 30
+    while time.monotonic() < end and store.counts()["DONE"] < 2:
+        clock.sleep(a.step() / 1000)
+    done.set()
+    other.join()
+    assert a.batches[1] == 2  # the retry and slow were claimed together
+    found = store.query("SELECT handler, status, attempts FROM tasks ORDER BY handler")
+    assert found == [("flaky", "DONE", 2), ("slow", "DONE", 1)]
+    assert flaky_calls == [1, 2]
+    store.close()

@@ -283,7 +283,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         (
             Edit(
                 "runtime/worker.py",
-                "    return ([together] if together else []) + alone",
+                "    return groups",
                 "    return [list(messages)]",
             ),
         ),
@@ -291,6 +291,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         # On SQLite only a handler that crashes its worker takes batch-mates down, as often as
         # it is made to crash: a loss the checker allows it (not caught in 2,000 seeds there).
         ("postgresql",),
+    ),
+    Mutation(
+        "later-groups-held",
+        "a claim keeps every group it cannot hold: a retry queued behind a handler that outlasts "
+        "the visibility timeout is received again and charged an attempt it never started "
+        "(PostgreSQL seeds 510, 1017, 12941)",
+        (
+            Edit(
+                "queues/store.py",
+                "        if back:\n            self._table.queue_release(back)\n"
+                "        yield kept\n",
+                "        yield groups\n",
+            ),
+        ),
+        ("lost",),
+        ("postgresql",),  # a handler outlasting its session's idle limit: PostgreSQL's fault
     ),
     Mutation(
         "session-lost-stops-batch",

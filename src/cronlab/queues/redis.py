@@ -329,12 +329,15 @@ class RedisQueue:
         )
 
     @contextlib.contextmanager
-    def holding(self, messages: Sequence[Message], visibility_ms: int) -> Iterator[None]:
-        """The visibility heartbeat: while the block runs, every ``visibility_ms / 3`` the
-        entries of these deliveries are touched (idle time reset, count kept) as long as this
-        delivery still holds them, so no one else receives them however long the handlers
-        take. A touch that fails is not fatal: the delivery may come back, and a worker
-        settles a stale delivery without running it."""
+    def holding(
+        self, groups: Sequence[Sequence[Message]], visibility_ms: int
+    ) -> Iterator[Sequence[Sequence[Message]]]:
+        """Every group, with the visibility heartbeat: while the block runs, every
+        ``visibility_ms / 3`` the entries of these deliveries are touched (idle time reset,
+        count kept) as long as this delivery still holds them, so no one else receives them
+        however long the handlers take. A touch that fails is not fatal: the delivery may come
+        back, and a worker settles a stale delivery without running it."""
+        messages = [m for g in groups for m in g]
         held = {id(h): h for m in messages if (h := self._held.get(_delivery(m)))}.values()
         by_consumer: dict[str, list[Any]] = {}
         for h in held:
@@ -350,7 +353,7 @@ class RedisQueue:
         thread = threading.Thread(target=beat, name="cronlab-visibility", daemon=True)
         thread.start()
         try:
-            yield
+            yield groups
         finally:
             stop.set()
             thread.join()

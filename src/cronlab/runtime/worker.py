@@ -63,21 +63,24 @@ def failure_line(worker: str, run: Ended) -> str:
 
 
 def transactions(messages: Sequence[Message]) -> list[list[Message]]:
-    """The claimed ``messages`` as the transactions they run in: every first attempt in one,
-    then each retry in one of its own. A run that fails by ending its transaction — a handler
-    outlasting the server's ``idle_in_transaction_session_timeout`` or its own timeout inside
-    SQL, a crash — takes its batch-mates down once; its retries then run alone, so they never
-    cost another task an attempt (PostgreSQL seed 1529: batch-mates lost again and again, stuck
-    at the end). A delivery of an earlier attempt that never ended runs nothing (``execution
-    .LostRun``): it stays with the first attempts."""
+    """The claimed ``messages`` (oldest envelope first) as the transactions they run in, in
+    the order of their oldest message: every first attempt in one, each retry in one of its
+    own. A run that fails by ending its transaction — a handler outlasting the server's
+    ``idle_in_transaction_session_timeout`` or its own timeout inside SQL, a crash — takes its
+    batch-mates down once; its retries then run alone, so they never cost another task an
+    attempt (PostgreSQL seed 1529: batch-mates lost again and again, stuck at the end). A
+    delivery of an earlier attempt that never ended runs nothing (``execution.LostRun``): it
+    stays with the first attempts."""
     together: list[Message] = []
-    alone: list[list[Message]] = []
+    groups: list[list[Message]] = []
     for m in messages:
         if m.attempt > 1 and m.receives == 1:
-            alone.append([m])
+            groups.append([m])
         else:
+            if not together:
+                groups.append(together)
             together.append(m)
-    return ([together] if together else []) + alone
+    return groups
 
 
 class TokenBucket:
@@ -181,8 +184,8 @@ class Worker:
             self.bucket.take(len(messages))
         self.claimed(messages)
         started = self.clock.now_ms()
-        with self.queue.holding(messages, self.cfg.visibility_ms):
-            self._execute_all(transactions(messages))
+        with self.queue.holding(transactions(messages), self.cfg.visibility_ms) as groups:
+            self._execute_all(groups)
         # Step aside briefly after a LONG batch (slow handlers): a single-writer store
         # (SQLite) would otherwise let this worker take the lock again before any waiting
         # process wakes. After a short batch, going on at once keeps the lock busy.

@@ -515,6 +515,17 @@ class SqlStore(ScheduleMethods):
     def queue_ack(self, messages: Sequence[Message]) -> int:
         return self.d.transaction(lambda c: self.settle(c, messages, [], 0))
 
+    def queue_release(self, messages: Sequence[Message]) -> int:
+        deliveries = sorted({(m.id, m.receives) for m in messages})
+
+        def release(c: Conn) -> int:
+            return sum(
+                int(c.execute(self.q["queue_release"], {"id": i, "receives": r}).rowcount)
+                for i, r in deliveries
+            )
+
+        return self.d.transaction(release)
+
     def queue_depth(self) -> int:
         return int(self.named("queue_depth")[0][0])
 

@@ -151,6 +151,11 @@ USING unnest(%(ids)s::bigint[], %(receives)s::int[], %(sizes)s::int[]) AS a(id, 
 WHERE q.id = a.id AND q.receives = a.receives AND q.size = a.size
 RETURNING q.id, q.receives;
 
+-- name: queue_release
+-- A delivery given back unstarted: visible again, its receive uncounted (if still the latest).
+UPDATE queue SET receives = receives - 1, invisible_until_ms = 0, worker = NULL
+WHERE id = %(id)s AND receives = %(receives)s;
+
 -- name: queue_envelope
 SELECT task_ids FROM queue WHERE id = %(id)s AND receives = %(receives)s FOR UPDATE;
 

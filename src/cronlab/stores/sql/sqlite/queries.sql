@@ -127,6 +127,11 @@ DELETE FROM queue WHERE id IN (
 )
 RETURNING id, receives;
 
+-- name: queue_release
+-- A delivery given back unstarted: visible again, its receive uncounted (if still the latest).
+UPDATE queue SET receives = receives - 1, invisible_until_ms = 0, worker = NULL
+WHERE id = :id AND receives = :receives;
+
 -- name: queue_envelope
 SELECT task_ids FROM queue WHERE id = :id AND receives = :receives;
 
