@@ -75,6 +75,36 @@ def hunt(m: Mutation, store: str | None, seeds: range, jobs: int) -> dict[str, A
         return found
 
 
+def run_test(m: Mutation) -> dict[str, Any]:
+    """Run ``m.test`` against a copy of the engine with ``m`` applied: caught if it fails."""
+    with tempfile.TemporaryDirectory(prefix="cronlab-mutant-") as folder:
+        code = mutated_copy(m, Path(folder))
+        env = {**os.environ, "PYTHONPATH": str(code), "PYTHONDONTWRITEBYTECODE": "1"}
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-c", TEST_RUNNER, folder, "-q", "-x", "-p", "no:cacheprovider",
+             "--rootdir", str(ROOT), str(ROOT / m.test)],
+            capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
+        )  # fmt: skip
+        if done.returncode not in (0, 1):
+            tail = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["(no output)"]
+            raise SystemExit(f"mutation {m.name}: its test did not run: {tail[0]}")
+        caught = done.returncode == 1
+        return {
+            "ran": 1, "seed": 0 if caught else None, "kind": "test", "key": m.test.split("::")[-1],
+            "detail": "", "seconds": round(time.monotonic() - started, 1),
+        }  # fmt: skip
+
+
+# Runs pytest once the engine it imports is known to be the mutated copy (argv[1]).
+TEST_RUNNER = (
+    "import sys, cronlab, pytest\n"
+    "if not cronlab.__file__.startswith(sys.argv[1]):\n"
+    "    sys.exit(f'the test imported {cronlab.__file__}, not the copy')\n"
+    "sys.exit(pytest.main(sys.argv[2:]))\n"
+)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--store", default=os.environ.get("CRONLAB_VERIFY_STORE"))
@@ -94,6 +124,13 @@ def main() -> int:
     ]
     rows, failed = [], []
     for m in chosen:
+        if m.test:
+            found = run_test(m)
+            rows.append({"mutation": m.name, "store": where, **found})
+            if found["seed"] is None:
+                failed.append(m.name)
+            print(f"{m.name} ({where}): {_said(found)}", file=sys.stderr, flush=True)
+            continue
         seeds = range(1, args.seeds + 1)
         if args.quick:
             seed = caught.get(m.name, {}).get(where)
@@ -124,6 +161,8 @@ def main() -> int:
 
 
 def _to_catch(r: dict[str, Any]) -> str:
+    if r.get("kind") == "test":
+        return "its test fails" if r.get("seed") is not None else "—"
     return "—" if r.get("seed") is None else f"{r['ran']:,} (seed {r['seed']})"
 
 
@@ -131,6 +170,10 @@ def _said(found: dict[str, Any]) -> str:
     if found.get("crashed"):
         crash = found["crashed"]
         return f"the simulator failed at seed {crash['seed']}: {crash['detail'][:200]}"
+    if found.get("kind") == "test":
+        return (
+            "caught: its test fails" if found["seed"] is not None else "NOT CAUGHT: its test passes"
+        )
     if found["seed"] is None:
         return f"NOT CAUGHT in {found['ran']:,} seeds"
     return f"caught at seed {found['seed']} ({found['ran']} run): {found['kind']} {found['key']}"
