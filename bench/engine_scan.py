@@ -30,7 +30,7 @@ SELECT :prefix || x, 'invoice', '{}', :at + x FROM n
 
 
 def fill(store: SqliteStore, count: int, prefix: str, at: int) -> None:
-    conn = store.dialect.conn  # bench-only: bulk SQL without the per-row Python path
+    conn = store.sqlite.conn  # bench-only: bulk SQL without the per-row Python path
     conn.execute("BEGIN IMMEDIATE")
     conn.execute(FILL, {"count": count, "prefix": prefix, "at": at})
     conn.execute("COMMIT")
@@ -47,7 +47,7 @@ def build(path: Path, due: int, future: int) -> SqliteStore:
 
 def claim_once_ms(store: SqliteStore, due: int) -> float:
     """Milliseconds of one claim of every due row (rolled back)."""
-    conn = store.dialect.conn
+    conn = store.sqlite.conn
     conn.execute("BEGIN IMMEDIATE")
     t = time.perf_counter()
     got = conn.execute(Q["claim_due"], {"epoch": 1, "now": NOW, "limit": due}).fetchall()

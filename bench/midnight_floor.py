@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine_midnight import baseline
 
+from cronlab import execution
 from cronlab.election.store import StoreElector
 from cronlab.lab import invoices
 from cronlab.ports import Batch, Retry
@@ -82,7 +83,7 @@ def run(path: Path, count: int, profile: bool) -> dict[str, object]:
             work = Batch(
                 worker="worker", messages=messages, run=runner, retry=Retry(), now=clock.now_ms
             )
-            total += store.execute(work)["ok"]
+            total += execution.execute(work, store)["ok"]
         return total
 
     dispatch_s, dispatched, dispatch_top = phase(dispatch, profile)

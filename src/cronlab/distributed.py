@@ -17,7 +17,7 @@ from __future__ import annotations
 from cronlab import stores
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import ConfigError
-from cronlab.ports import Clock, Lease, LeaseElector, Queue, Store
+from cronlab.ports import Clock, Lease, LeaseElector, Queue
 from cronlab.queues.store import StoreQueue
 from cronlab.stores.sql import SqlStore
 from cronlab.urls import redact
@@ -104,14 +104,13 @@ def observer(election: str, clock: Clock) -> LeaseElector | None:
     return etcd.EtcdElector(etcd.parse_url(election), clock)
 
 
-def open_queue(queue_url: str | None, store: SqlStore, clock: Clock) -> tuple[Queue, Store]:
-    """The queue for ``--queue`` and the store the processes should use with it."""
+def open_queue(queue_url: str | None, store: SqlStore, clock: Clock) -> Queue:
+    """The queue for ``--queue``: the store's own, or a Redis stream the store's outbox feeds."""
     if not queue_url or check_queue(queue_url) == "store":
-        return StoreQueue(store, clock), store
+        return StoreQueue(store, clock)
     from cronlab.queues import redis as redis_queue
 
-    queue = redis_queue.RedisQueue(redis_queue.parse_url(queue_url), store, clock)
-    return queue, redis_queue.RelayStore(store, queue)
+    return redis_queue.RedisQueue(redis_queue.parse_url(queue_url), store, clock)
 
 
 def current_lease(

@@ -1,4 +1,4 @@
-"""How a worker batch runs its handlers inside the store's ONE transaction (``Store.execute``).
+"""How a worker batch runs its handlers inside the store's ONE transaction (``execute``).
 
 The worker's side of a batch, for any store: which message runs, the batch form and its
 fallback, the async handlers, each run's outcome and the retry policy. The store's side — its
@@ -24,77 +24,37 @@ transaction, which deliveries are live, the savepoints and the writes — is a `
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from functools import partial
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from cronlab.handlers import STOPS, QueuedTx, handler_failure
-from cronlab.ports import Batch, Ended, Message, Retry, Run, Tx
+from cronlab.ports import (
+    Batch,
+    BatchStore,
+    BatchTx,
+    Ended,
+    Ending,
+    Message,
+    Queue,
+    Record,
+    Retry,
+    Run,
+    Tx,
+)
 
 T = TypeVar("T")
 Step = Callable[[Tx], bool]
 BatchStep = Callable[[Tx], list[bool]]
 OUTCOMES = ("ok", "noop", "error", "failed", "stale")
-# A recorded run: its message, start and end instants, outcome and error.
-Record = tuple[Message, int, int, str, str | None]
 
 
-class BatchTx(Protocol):
-    """A store's open transaction, as a batch's runs use it."""
-
-    @property
-    def dialect(self) -> str:
-        """The store's SQL flavour (what a batch form and a ``QueuedTx`` are told)."""
-        ...
-
-    @property
-    def tx(self) -> Tx:
-        """What handlers write through: inside a ``savepoint``, into it."""
-        ...
-
-    def live(self, messages: Sequence[Message], checked: bool) -> tuple[list[bool], set[int]]:
-        """Mark the messages' tasks started; which messages run (each task once, at the
-        attempt its message carries), and the tasks among them that are ``--election off``
-        copies (these run whatever their state, and are marked DONE by ``finish``).
-        ``checked=False`` (``--fencing off``): every delivery runs, as copies."""
-        ...
-
-    def savepoint(self) -> AbstractContextManager[None]:
-        """A run's writes through ``tx``: an exception inside undoes them alone."""
-        ...
-
-    def is_connection_error(self, exc: BaseException) -> bool: ...
-
-    def failed(self, task_id: int, error: str, final: bool) -> None:
-        """A run failed: its task becomes FAILED (``final``) or waits for its retry."""
-        ...
-
-    def finish(self, ending: Ending) -> None:
-        """Write the run records, mark the copies that ran DONE, settle the acks and retries
-        (each retry due at the instant given)."""
-        ...
-
-
-@dataclass(frozen=True)
-class Ending:
-    """What a batch's runs ended in, for its store to write before it commits."""
-
-    records: Sequence[Record]
-    done: Sequence[int]  # the ``--election off`` copies that ran
-    acks: Sequence[Message]
-    retries: Sequence[tuple[Message, int]]  # each with the instant its retry is due
-
-
-def execute(
-    work: Batch,
-    transaction: Callable[[Callable[[BatchTx], dict[str, int]]], dict[str, int]],
-    dialect: str,
-) -> dict[str, int]:
-    """Run ``work`` in ``transaction`` (the store's: it may call its function again after a
-    lost connection); the outcome counts. Work that needs no transaction (decoding, a batch
-    form's preparation) is done before it."""
-    batched = _prepare_batch(work.run, work.messages, dialect)
+def execute(work: Batch, store: BatchStore, queue: Queue | None = None) -> dict[str, int]:
+    """Run ``work`` in ONE transaction the store opens (``Store.batch_transaction``), then
+    tell ``queue`` it committed (a queue elsewhere acks the deliveries then; None: the store's
+    own queue, which the transaction settled); the outcome counts. Work that needs no
+    transaction (decoding, a batch form's preparation) is done before it."""
+    in_store = queue is None or queue.in_store
+    batched = _prepare_batch(work.run, work.messages, store.dialect)
     ready = None if batched is not None else _prepare(work.run, work.messages)
 
     def steps() -> Sequence[Step]:  # the single forms: prepared here unless a batch form runs
@@ -106,7 +66,9 @@ def execute(
         last[:] = [_Runs(work, b)]
         return last[0].run(steps, batched)
 
-    counts = transaction(attempt)
+    counts = store.batch_transaction(work, in_store=in_store)(attempt)
+    if queue is not None:
+        queue.committed(work.messages)
     if work.observe is not None:
         work.observe([Ended(m, began, end, o, e) for m, began, end, o, e in last[0].records])
     if work.failed is not None and (counts["error"] or counts["failed"]):

@@ -255,7 +255,7 @@ class Registry:
         return sorted(self._handlers)
 
     def runner(self, now: Callable[[], int], concurrency: int = CONCURRENCY) -> Runner:
-        """The ``ports.Run`` a worker passes to ``Store.execute``."""
+        """The ``ports.Run`` a worker passes to ``execution.execute``."""
         return Runner(self, now, concurrency)
 
 

@@ -169,7 +169,7 @@ class Ended(NamedTuple):
 
 @dataclass(frozen=True, kw_only=True)
 class Batch:
-    """Messages a worker claimed, and how to run them (``Store.execute``). Once the batch has
+    """Messages a worker claimed, and how to run them (``execution.execute``). Once the batch has
     committed, ``observe`` (the worker's metrics) is given its recorded runs, and ``failed``
     (the worker's log) those that failed."""
 
@@ -181,6 +181,60 @@ class Batch:
     checked: bool = True  # False: run every delivery, live or stale (``--fencing off``)
     observe: Callable[[Sequence[Ended]], None] | None = None
     failed: Callable[[Sequence[Ended]], None] | None = None
+
+
+# A recorded run: its message, start and end instants, outcome and error.
+Record = tuple[Message, int, int, str, str | None]
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What a batch's runs ended in, for its store to write before it commits."""
+
+    records: Sequence[Record]
+    done: Sequence[int]  # the ``--election off`` copies that ran
+    acks: Sequence[Message]
+    retries: Sequence[tuple[Message, int]]  # each with the instant its retry is due
+
+
+class BatchTx(Protocol):
+    """A store's open transaction, as a batch's runs use it (``Store.batch_transaction``)."""
+
+    @property
+    def dialect(self) -> str:
+        """The store's SQL flavour (what a batch form and a ``QueuedTx`` are told)."""
+        ...
+
+    @property
+    def tx(self) -> Tx:
+        """What handlers write through: inside a ``savepoint``, into it."""
+        ...
+
+    def live(self, messages: Sequence[Message], checked: bool) -> tuple[list[bool], set[int]]:
+        """Mark the messages' tasks started; which messages run (each task once, at the
+        attempt its message carries), and the tasks among them that are ``--election off``
+        copies (these run whatever their state, and are marked DONE by ``finish``).
+        ``checked=False`` (``--fencing off``): every delivery runs, as copies."""
+        ...
+
+    def savepoint(self) -> AbstractContextManager[None]:
+        """A run's writes through ``tx``: an exception inside undoes them alone."""
+        ...
+
+    def is_connection_error(self, exc: BaseException) -> bool: ...
+
+    def failed(self, task_id: int, error: str, final: bool) -> None:
+        """A run failed: its task becomes FAILED (``final``) or waits for its retry."""
+        ...
+
+    def finish(self, ending: Ending) -> None:
+        """Write the run records, mark the copies that ran DONE, settle the acks and retries
+        (each retry due at the instant given)."""
+        ...
+
+
+# Runs a function in a batch's transaction, once, and returns what it returned.
+BatchTransaction = Callable[[Callable[[BatchTx], dict[str, int]]], dict[str, int]]
 
 
 class Clock(Protocol):
@@ -218,7 +272,24 @@ class Waiter(Protocol):
     def close(self) -> None: ...
 
 
-class Store(Protocol):
+class BatchStore(Protocol):
+    """What the executor needs of a store (``execution.execute``)."""
+
+    @property
+    def dialect(self) -> str:
+        """The store's SQL flavour: ``"sqlite"`` or ``"postgresql"``."""
+        ...
+
+    def batch_transaction(self, work: Batch, *, in_store: bool = True) -> BatchTransaction:
+        """How a worker batch's ONE transaction is opened (``execution.execute`` runs the batch
+        in it): the runs' effects, the task updates, the execution records and the acks commit
+        together or not at all, never replayed after a lost connection. ``in_store``: the
+        messages came from the store's own queue table, which the transaction settles (else a
+        queue elsewhere acks them once it committed, and a retry waits in the store's outbox)."""
+        ...
+
+
+class Store(BatchStore, Protocol):
     """Tasks, fencing, executions, the process registry and the event log.
 
     Every write method is one transaction: it happens completely or not at all.
@@ -246,17 +317,6 @@ class Store(Protocol):
 
     def next_due_ms(self, after_ms: int) -> int | None:
         """The earliest trigger time of a PENDING task later than ``after_ms`` (None: none)."""
-        ...
-
-    def execute(self, batch: Batch) -> dict[str, int]:
-        """Run ``batch.run`` on each message in ONE transaction with the execution records and
-        acks.
-
-        A message whose run raises is retried later (``batch.retry``) or its task becomes
-        FAILED with the error kept; the other messages' effects stand. Each run is recorded
-        (task, message, receive, worker, attempt, start/end ms, outcome). Returns outcome
-        counts (``ok``, ``noop``, ``error``, ``failed``, ``stale``).
-        """
         ...
 
     def counts(self) -> dict[str, int]:
@@ -376,6 +436,22 @@ class Queue(Protocol):
         locks); a group the queue cannot hold that long is given back at once instead, visible
         and its receive uncounted (it never started). After the block, unacked deliveries come
         back after ``visibility_ms``."""
+        ...
+
+    @property
+    def in_store(self) -> bool:
+        """True when the messages live in the store's own queue table, which a batch's
+        transaction settles; False for a queue elsewhere (``committed`` acks them there)."""
+        ...
+
+    def committed(self, messages: Sequence[Message]) -> None:
+        """A batch holding ``messages`` committed in the store: a queue elsewhere acks them
+        now (a worker that dies before lets them come back, settled then as stale)."""
+        ...
+
+    def relay(self) -> int:
+        """Publish what the store's outbox holds that is due (the leader calls it after each
+        dispatch): a queue elsewhere's side of a dispatch. Returns the messages published."""
         ...
 
     def reconcile(self, now_ms: int, epoch: int) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from cronlab import execution
 from cronlab.handlers import Context, Registry
 from cronlab.lab import invoices as lab
 from cronlab.ports import Batch, NewTask, Retry
@@ -48,14 +49,15 @@ def seed(b: Backend, customers: list[str], handler: str = "invoice") -> None:
 
 def run(b: Backend, registry: Registry = lab.app.registry) -> dict[str, int]:
     messages = StoreQueue(b.store, b.clock).claim("w", 1_000, 30_000)
-    return b.store.execute(
+    return execution.execute(
         Batch(
             worker="w",
             messages=messages,
             run=registry.runner(b.clock.now_ms),
             retry=Retry(),
             now=b.clock.now_ms,
-        )
+        ),
+        b.store,
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from cronlab import execution
 from cronlab.handlers import Context, Registry
 from cronlab.ports import Batch, NewTask, Retry, Run
 from cronlab.queues.store import StoreQueue
@@ -80,7 +81,7 @@ def batch(b: Backend, messages: Any, run: Run, retry: Retry = DEFAULT_RETRY) -> 
 
 
 def execute(b: Backend, r: Registry, messages: Any) -> dict[str, int]:
-    return b.store.execute(batch(b, messages, r.runner(b.clock.now_ms)))
+    return execution.execute(batch(b, messages, r.runner(b.clock.now_ms)), b.store)
 
 
 def test_a_stale_delivery_commits_no_effect(backend: Backend) -> None:
@@ -176,15 +177,17 @@ def test_a_retried_message_runs_again_and_its_stale_first_delivery_does_not(
     first = queue.claim("w", 10, VISIBILITY)
     retry = Retry(base_ms=10)
     assert (
-        backend.store.execute(batch(backend, first, r.runner(backend.clock.now_ms), retry))["error"]
+        execution.execute(
+            batch(backend, first, r.runner(backend.clock.now_ms), retry), backend.store
+        )["error"]
         == 1
     )
     backend.clock.advance(10)
     second = queue.claim("w", 10, VISIBILITY)
     assert [m.attempt for m in second] == [2]
     run = r.runner(backend.clock.now_ms)
-    assert backend.store.execute(batch(backend, first, run, retry))["stale"] == 1
-    assert backend.store.execute(batch(backend, second, run, retry))["ok"] == 1
+    assert execution.execute(batch(backend, first, run, retry), backend.store)["stale"] == 1
+    assert execution.execute(batch(backend, second, run, retry), backend.store)["ok"] == 1
     assert calls == ["attempt 1", "attempt 2"] and backend.status(1) == "DONE"
 
 
@@ -301,10 +304,10 @@ def test_a_handler_raising_a_base_exception_fails_its_own_run_alone(
     messages = StoreQueue(backend.store, backend.clock).claim("w", 10, VISIBILITY)
     run = poison(kind).runner(backend.clock.now_ms)
     if kind == "CancelledError":
-        counts = backend.store.execute(batch(backend, messages, run))
+        counts = execution.execute(batch(backend, messages, run), backend.store)
     else:
         with pytest.raises((SystemExit, KeyboardInterrupt)):
-            backend.store.execute(batch(backend, messages, run))
+            execution.execute(batch(backend, messages, run), backend.store)
         counts = {"ok": 2, "error": 1}
     assert (counts["ok"], counts["error"]) == (2, 1)
     assert effects(backend) == 2  # the poison's own write went with its failure

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cronlab import execution
 from cronlab.core.policy import Schedule
 from cronlab.election.store import StoreElector
 from cronlab.handlers import Context, Registry
@@ -59,8 +60,8 @@ def test_an_occurrence_due_while_the_previous_run_ran_is_skipped_though_its_disp
         messages = StoreQueue(store, clock).claim("w", 10, 60_000)
         claimed.extend(m.idempotency_key for m in messages)
         run = registry.runner(clock.now_ms)
-        store.execute(
-            Batch(worker="w", messages=messages, run=run, retry=Retry(), now=clock.now_ms)
+        execution.execute(
+            Batch(worker="w", messages=messages, run=run, retry=Retry(), now=clock.now_ms), store
         )
         store.close()
 

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
+from cronlab import execution
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import BackendUnavailable, ConfigError, FencedError
 from cronlab.handlers import Context, Registry
 from cronlab.ports import Batch, NewTask, Queue, Retry
-from cronlab.queues.redis import RedisQueue, RelayStore, connect, parse_url
+from cronlab.queues.redis import RedisQueue, connect, parse_url
 from cronlab.queues.store import StoreQueue
 from cronlab.runtime.clock import SystemClock
 from cronlab.stores.postgres import PostgresStore
@@ -205,7 +206,7 @@ def test_a_dispatch_that_never_reached_the_stream_is_published_by_the_next_leade
     store.lease_release("old")
     new = StoreElector(store, CLOCK).acquire_or_renew("new", 60_000)
     assert new is not None
-    RelayStore(store, queue()).dispatch_due(CLOCK.now_ms(), 100, new.epoch)
+    dispatched(store, queue(), 100, new.epoch)
     got = q.claim("w", 10, 5_000)
     assert sorted(m.idempotency_key for m in got) == [f"k{i}" for i in range(5)]
     assert store.queue_depth() == 0  # the outbox is empty
@@ -224,31 +225,22 @@ def test_worker_batches_are_acked_on_the_stream_after_the_store_commits(
     lease = StoreElector(store, CLOCK).acquire_or_renew("l", 60_000)
     assert lease is not None
     q = queue()
-    wrapped = RelayStore(store, q)
-    wrapped.dispatch_due(now, 100, lease.epoch)
+    dispatched(store, q, 100, lease.epoch)
     batch = q.claim("w", 10, VIS)
     run = registry().runner(CLOCK.now_ms)
     retry = Retry(max_attempts=2, base_ms=BACKOFF_MS)
     failed_at = CLOCK.now_ms()
-    assert (
-        wrapped.execute(Batch(worker="w", messages=batch, run=run, retry=retry, now=CLOCK.now_ms))[
-            "ok"
-        ]
-        == 3
-    )
+    work = Batch(worker="w", messages=batch, run=run, retry=retry, now=CLOCK.now_ms)
+    assert execution.execute(work, store, q)["ok"] == 3
     # every delivery is acked; the failing one waits in the outbox for its backoff
     assert store.counts()["DONE"] == 3 and q.depth() == 1 == store.queue_depth()
-    assert q.claim("w2", 10, VIS) == [] and wrapped.dispatch_due(now, 100, lease.epoch) == 0
+    assert q.claim("w2", 10, VIS) == [] and dispatched(store, q, 100, lease.epoch) == 0
     assert q.claim("w2", 10, VIS) == []  # not due: the relay left it in the outbox
-    (again,) = poll(lambda: [*relayed(wrapped, lease.epoch), *q.claim("w2", 10, VIS)])
+    (again,) = poll(lambda: [*relayed(store, q, lease.epoch), *q.claim("w2", 10, VIS)])
     assert CLOCK.now_ms() - failed_at >= BACKOFF_MS
     assert again.idempotency_key == "b" and again.attempt == 2
-    assert (
-        wrapped.execute(
-            Batch(worker="w2", messages=[again], run=run, retry=retry, now=CLOCK.now_ms)
-        )["failed"]
-        == 1
-    )
+    work = Batch(worker="w2", messages=[again], run=run, retry=retry, now=CLOCK.now_ms)
+    assert execution.execute(work, store, q)["failed"] == 1
     assert store.counts()["FAILED"] == 1 and q.depth() == 0
 
 
@@ -267,7 +259,7 @@ def test_a_task_whose_stream_entry_was_lost_is_enqueued_again_once(
     lease = StoreElector(store, CLOCK).acquire_or_renew("l", 60_000)
     assert lease is not None
     q = queue()
-    assert RelayStore(store, q).dispatch_due(now, 100, lease.epoch) == 4
+    assert dispatched(store, q, 100, lease.epoch) == 4
     in_flight = q.claim("w", 1, 600_000)  # k0 claimed; k1..k3 split off into a new entry
     waiting = q.claim("w", 1, 600_000) and None  # k1 claimed; k2, k3 in the newest entry
     client = connect(q.url)
@@ -303,9 +295,9 @@ def test_a_held_delivery_is_not_received_again_however_long_its_batch_runs(
     lease = StoreElector(store, CLOCK).acquire_or_renew("l", 60_000)
     assert lease is not None
     a, b = queue(), queue()
-    RelayStore(store, a).dispatch_due(CLOCK.now_ms(), 10, lease.epoch)
+    dispatched(store, a, 10, lease.epoch)
     batch = a.claim("a", 10, vis)
-    with a.holding(batch, vis):
+    with a.holding([batch], vis):
         time.sleep(2.5 * vis / 1000)
         assert b.claim("b", 10, vis) == []
     again = poll(lambda: b.claim("b", 10, vis))
@@ -337,9 +329,16 @@ def test_a_relay_publishing_holds_no_write_lock(tmp_path: Path) -> None:
 BACKOFF_MS = 300
 
 
-def relayed(store: RelayStore, epoch: int) -> list[Any]:
+def dispatched(store: Any, queue: RedisQueue, limit: int, epoch: int) -> int:
+    """A leader's dispatch: claim what is due, then relay it (``Scheduler.dispatch``)."""
+    n = int(store.dispatch_due(CLOCK.now_ms(), limit, epoch))
+    queue.relay()
+    return n
+
+
+def relayed(store: Any, queue: RedisQueue, epoch: int) -> list[Any]:
     """The leader's round: dispatch (nothing new here) and relay what is due."""
-    store.dispatch_due(CLOCK.now_ms(), 100, epoch)
+    dispatched(store, queue, 100, epoch)
     return []
 
 
@@ -382,7 +381,7 @@ def test_a_delivery_whose_task_the_retention_deleted_is_dropped(setup: Setup) ->
     (m,) = q.claim("w1", 10, VIS)
     run = registry().runner(CLOCK.now_ms)
     batch = Batch(worker="w1", messages=[m], run=run, retry=Retry(), now=CLOCK.now_ms)
-    assert setup.store.execute(batch)["ok"] == 1
+    assert execution.execute(batch, setup.store)["ok"] == 1
     q.ack([m])
     now = CLOCK.now_ms()
     setup.store.d.transaction(lambda c: setup.store.d.enqueue(c, [(m.task_id, 1)], now, now))

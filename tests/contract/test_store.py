@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from cronlab import execution
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import FencedError
 from cronlab.handlers import Context, Registry
@@ -160,14 +161,15 @@ DEFAULT_RETRY = Retry()
 
 def run_batch(b: Backend, retry: Retry = DEFAULT_RETRY) -> dict[str, int]:
     messages = StoreQueue(b.store, b.clock).claim("w", 100, 30_000)
-    return b.store.execute(
+    return execution.execute(
         Batch(
             worker="w",
             messages=messages,
             run=registry().runner(b.clock.now_ms),
             retry=retry,
             now=b.clock.now_ms,
-        )
+        ),
+        b.store,
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from cronlab import execution
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import BackendUnavailable, ConfigError, FencedError
 from cronlab.handlers import Context, Registry
@@ -276,14 +277,15 @@ def test_a_handler_statement_error_is_its_failure_not_a_lost_connection(url: str
     with psycopg.connect(url) as holder:
         holder.execute("SELECT id FROM hot WHERE id = 1 FOR UPDATE")
         run = registry.runner(clock.now_ms)
-        counts = store.execute(
+        counts = execution.execute(
             Batch(
                 worker="w",
                 messages=queue.claim("w", 10, 60_000),
                 run=run,
                 retry=Retry(),
                 now=clock.now_ms,
-            )
+            ),
+            store,
         )
     assert counts["error"] == 1
     assert "LockNotAvailable" in (store.last_error(1) or "")
@@ -311,14 +313,15 @@ def test_a_batch_keeps_its_messages_however_long_its_handler_runs(url: str) -> N
     assert lease is not None
     store.dispatch_due(clock.now_ms(), 10, lease.epoch)
     batch = StoreQueue(store, clock).claim("a", 10, 1_000)
-    counts = store.execute(
+    counts = execution.execute(
         Batch(
             worker="a",
             messages=batch,
             run=registry.runner(clock.now_ms),
             retry=Retry(),
             now=clock.now_ms,
-        )
+        ),
+        store,
     )
     assert seen == [[]] and counts["ok"] == 1 and store.queue_depth() == 0
     store.close()
@@ -358,7 +361,7 @@ def test_a_leader_paused_inside_its_transaction_loses_its_session_before_a_takeo
 
     errors: list[BaseException] = []
     thread = threading.Thread(
-        target=lambda: _catch(errors, lambda: paused.dialect.transaction(pause_inside))
+        target=lambda: _catch(errors, lambda: paused.d.transaction(pause_inside))
     )
     thread.start()
     assert holding.wait(5)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cronlab import execution
 from cronlab.exceptions import ConflictError, NotFoundError
 from cronlab.handlers import Context, Registry
 from cronlab.ports import Batch, Message, NewTask, Retry, RunQuery
@@ -61,7 +62,7 @@ def execute(b: Backend, jobs: Jobs, messages: list[Message]) -> dict[str, int]:
         retry=Retry(max_attempts=1),
         now=b.clock.now_ms,
     )
-    return b.store.execute(work)
+    return execution.execute(work, b.store)
 
 
 def dispatch(b: Backend) -> int:
@@ -160,7 +161,7 @@ def test_a_task_waiting_for_its_retry_can_be_cancelled(backend: Backend) -> None
         retry=Retry(max_attempts=3, base_ms=60_000),
         now=backend.clock.now_ms,
     )
-    assert backend.store.execute(work)["error"] == 1
+    assert execution.execute(work, backend.store)["error"] == 1
     assert backend.status(task_id) == "DISPATCHED"  # its retry waits in the queue
     backend.store.cancel_task(task_id, backend.clock.now_ms(), by=BY)
     backend.clock.advance(120_000)

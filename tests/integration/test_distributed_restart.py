@@ -27,7 +27,7 @@ from contract.dist_servers import ETCD, REDIS, START_ETCD, START_REDIS, need
 from cronlab.election.etcd import parse_url, ping
 from cronlab.election.store import StoreElector
 from cronlab.ports import NewTask
-from cronlab.queues.redis import RedisQueue, RelayStore, connect, stream_keys
+from cronlab.queues.redis import RedisQueue, connect, stream_keys
 from cronlab.queues.redis import parse_url as parse_redis
 from cronlab.runtime.clock import SystemClock
 from cronlab.stores.sqlite import SqliteStore
@@ -166,7 +166,8 @@ def test_a_redis_restart_mid_claim_is_retried_and_loses_nothing(
     assert lease is not None
     url = parse_redis(f"redis://127.0.0.1:{own_redis.port}?prefix=restart")  # type: ignore[attr-defined]
     queue = RedisQueue(url, store, SystemClock(), retry_s=30)
-    RelayStore(store, queue).dispatch_due(now, 100, lease.epoch)
+    store.dispatch_due(now, 100, lease.epoch)
+    queue.relay()
     server.terminate()  # Redis writes its append-only file and exits
     server.wait(10)
     restarting = threading.Event()  # the store is this thread's: Redis restarts in another

@@ -20,7 +20,7 @@ import cronlab
 from contract.dist_servers import REDIS, START_REDIS, need, pg_database
 from cronlab.election.store import StoreElector
 from cronlab.ports import Queue, Retry
-from cronlab.queues.redis import RedisQueue, RelayStore, connect, parse_url
+from cronlab.queues.redis import RedisQueue, connect, parse_url
 from cronlab.queues.store import StoreQueue
 from cronlab.runtime.clock import SystemClock
 from cronlab.runtime.worker import Worker, WorkerConfig
@@ -196,8 +196,8 @@ def test_retries_behind_sessions_the_server_ended_still_run(url: str, queue: str
 
 @contextlib.contextmanager
 def queues(app: cronlab.App, kind: str) -> Iterator[tuple[Any, Queue]]:
-    """The app's store and a queue of ``kind``: the store's own, or a Redis stream that the
-    store relays to (a prefix of the test's own, dropped after)."""
+    """The app's store and a queue of ``kind``: the store's own, or a Redis stream the store's
+    outbox feeds (a prefix of the test's own, dropped after)."""
     store, clock = app.store(), SystemClock()
     if kind == "store":
         yield store, StoreQueue(store, clock)
@@ -206,7 +206,7 @@ def queues(app: cronlab.App, kind: str) -> Iterator[tuple[Any, Queue]]:
         need(lambda: connect(url).close(), START_REDIS)
         redis_queue = RedisQueue(url, store, clock)
         try:
-            yield RelayStore(store, redis_queue), redis_queue
+            yield store, redis_queue
         finally:
             redis_queue.drop()
             redis_queue.close()
@@ -231,6 +231,8 @@ def work_until_all_settled(
         epoch = elector.acquire_or_renew("leader", 10_000)  # (renewed: a run may take longer)
         assert epoch is not None
         store.dispatch_due(clock.now_ms(), 100, epoch.epoch)
+        if queue is not None:
+            queue.relay()  # a queue elsewhere: the leader's relay (``Scheduler.dispatch``)
         clock.sleep(worker.step() / 1000)
         found = store.query("SELECT handler, status, attempts FROM tasks ORDER BY handler, id")
         if all(status in ("DONE", "FAILED") for _, status, _ in found):

@@ -40,7 +40,7 @@ def meanwhile(store: PostgresStore, after: str, act: Callable[[], Any]) -> Itera
     """Run ``act`` in a thread, once, right after ``store`` executes the named query ``after``;
     wait for it to finish (or to wait for a lock: 1 s), then let ``store`` go on. Yields what
     became of ``act``: "done", or "waited" (it finished after the store's transaction)."""
-    real, said, worker = store.dialect._pool.connection, [], []
+    real, said, worker = store.postgres._pool.connection, [], []
 
     @contextlib.contextmanager
     def connection() -> Iterator[Any]:
@@ -62,11 +62,11 @@ def meanwhile(store: PostgresStore, after: str, act: Callable[[], Any]) -> Itera
             finally:
                 del conn.execute
 
-    store.dialect._pool.connection = connection  # type: ignore[method-assign]
+    store.postgres._pool.connection = connection  # type: ignore[method-assign]
     try:
         yield said
     finally:
-        store.dialect._pool.connection = real  # type: ignore[method-assign]
+        store.postgres._pool.connection = real  # type: ignore[method-assign]
         if worker:
             worker[0].join(10)
 

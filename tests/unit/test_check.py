@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cronlab import execution
 from cronlab.election.store import StoreElector
 from cronlab.handlers import Context, Registry
 from cronlab.ports import Batch, NewTask, Retry
@@ -32,7 +33,7 @@ def run_all(store: MemoryStore, clock: FakeClock, checked: bool = True) -> list[
         now=clock.now_ms,
         checked=checked,
     )
-    store.execute(work)
+    execution.execute(work, store)
     return list(messages)
 
 
@@ -63,7 +64,7 @@ def test_each_kind_is_counted_with_samples() -> None:
         retry=Retry(),
         now=clock.now_ms,
     )
-    store.execute(work)
+    execution.execute(work, store)
     again = Batch(
         worker="w",
         messages=first,
@@ -72,7 +73,9 @@ def test_each_kind_is_counted_with_samples() -> None:
         now=clock.now_ms,
         checked=False,
     )
-    store.execute(again)  # a stale delivery run anyway (--fencing off): k0 took effect twice
+    execution.execute(
+        again, store
+    )  # a stale delivery run anyway (--fencing off): k0 took effect twice
     store.write(lambda tx: tx.execute("DELETE FROM queue"))  # k1..k3 lost with their messages
     clock.advance(120_000)
     v = check(store, clock.now_ms(), final=True)

@@ -9,6 +9,7 @@ import json
 import pytest
 from starlette.testclient import TestClient
 
+from cronlab import execution
 from cronlab.core.policy import Schedule
 from cronlab.exceptions import ConfigError
 from cronlab.handlers import Context, Registry
@@ -181,7 +182,7 @@ def failed_task(store: MemoryStore) -> int:
     messages = store.queue_claim("w", 10, 30_000, now)
     work = Batch(worker="w", messages=messages, run=registry.runner(clock.now_ms),
                  retry=Retry(max_attempts=1), now=clock.now_ms)  # fmt: skip
-    assert store.execute(work)["failed"] == 1
+    assert execution.execute(work, store)["failed"] == 1
     return store.task_by_key("charge-1").id
 
 

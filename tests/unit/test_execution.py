@@ -14,8 +14,18 @@ from typing import Any
 
 import pytest
 
-from cronlab.execution import BatchTx, Ending, execute
-from cronlab.ports import Batch, Ended, Message, NewTask, Retry, Tx
+from cronlab.execution import execute
+from cronlab.ports import (
+    Batch,
+    BatchTransaction,
+    BatchTx,
+    Ended,
+    Ending,
+    Message,
+    NewTask,
+    Retry,
+    Tx,
+)
 
 RETRY = Retry(max_attempts=3, base_ms=100)
 
@@ -38,6 +48,18 @@ class Effects:
     def add_task(self, task: NewTask) -> int:
         self.rows.append(task.idempotency_key)
         return 1
+
+
+class OneTx:
+    """A ``BatchStore`` whose batch transaction is the function given."""
+
+    dialect = "sqlite"
+
+    def __init__(self, transaction: BatchTransaction) -> None:
+        self.transaction = transaction
+
+    def batch_transaction(self, work: Batch, *, in_store: bool = True) -> BatchTransaction:
+        return self.transaction
 
 
 class Recording:
@@ -90,7 +112,7 @@ def run(
     work = Batch(
         worker="w", messages=batch, run=step, retry=retry, now=lambda: 1_000, observe=seen.extend
     )
-    counts = execute(work, lambda attempt: attempt(tx), "sqlite")
+    counts = execute(work, OneTx(lambda attempt: attempt(tx)))
     return counts, seen
 
 
@@ -207,5 +229,5 @@ def test_observe_sees_only_the_attempt_that_committed() -> None:
         worker="w", messages=messages(2), run=writes, retry=Retry(), now=lambda: 5,
         observe=seen.extend,
     )  # fmt: skip
-    execute(work, transaction, "sqlite")
+    execute(work, OneTx(transaction))
     assert len(seen) == 2 and attempts == [1]

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from cronlab import execution
 from cronlab.ports import Batch, Message, Retry
 from cronlab.runtime.clock import FakeClock
 from cronlab.stores.memory import MemoryStore
@@ -107,7 +108,9 @@ def test_a_redelivered_welcome_sends_nothing_twice(ex: ModuleType) -> None:
     )
     run = product.app.registry.runner(clock.now_ms)
     work = Batch(worker="w", messages=[again], run=run, retry=Retry(), now=clock.now_ms)
-    assert store.execute(work)["stale"] == 1  # its task is DONE: the handler does not run again
+    assert (
+        execution.execute(work, store)["stale"] == 1
+    )  # its task is DONE: the handler does not run again
     clock.advance(4 * DAY)
     product.app.run_until_idle()
     assert [kind for kind, _, _ in sent(product)] == ["welcome", "nudge"]

@@ -239,7 +239,8 @@ def run_scheduler(
     echo_sync(patiently(lambda: app.sync(schedule_store(sql_store)), who), quiet=True)
     elect = elect or (lambda e, s: distributed.open_elector(e, s, CLOCK))
     elector = patiently(lambda: elect(election, sql_store), who)
-    queue, store = patiently(lambda: distributed.open_queue(queue_url, sql_store, CLOCK), who)
+    queue = patiently(lambda: distributed.open_queue(queue_url, sql_store, CLOCK), who)
+    store = sql_store
     cfg = SchedulerConfig(
         replica=replica,
         ttl_ms=int(lease_ttl_s * 1000),
@@ -307,7 +308,8 @@ def run_worker(
 
     sql_store = patiently(opened, who)
     patiently(lambda: app.start(sql_store), who)
-    queue, store = patiently(lambda: distributed.open_queue(queue_url, sql_store, CLOCK), who)
+    queue = patiently(lambda: distributed.open_queue(queue_url, sql_store, CLOCK), who)
+    store = sql_store
     retry_base_ms = int(options["retry_base"] * 1000)
     retry = Retry(max_attempts=options["max_attempts"], base_ms=retry_base_ms)
     cfg = WorkerConfig(

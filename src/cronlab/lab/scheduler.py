@@ -138,6 +138,7 @@ class LabScheduler(Scheduler):
         tasks = self.lab_store.read_due(now, UNBOUNDED, copied_since_ms=self.copied_until)
         if tasks:
             self.lab_store.enqueue_copies(tasks, now)
+            self.queue.relay()
         self.copied_until = max(self.copied_until, now)
         self.dispatched += len(tasks)
         self.metrics.dispatched(len(tasks))
@@ -177,6 +178,7 @@ class LabScheduler(Scheduler):
         except FencedError as exc:
             self.fenced(exc, now, held=len(held))
             return 0
+        self.queue.relay()
         if not self.modes.fencing and n:
             epoch = self.lease.epoch
             self.record(

@@ -20,8 +20,8 @@
   left is XACKed and XDELed; a partial ack notes what is left, which comes back after the
   visibility timeout. ``<prefix>:tasks:depth`` counts the messages on the stream.
 
-``RelayStore`` wraps a store for the processes: the scheduler's dispatch relays, and the
-worker's batch is acked on the stream after the store committed it.
+The leader relays after each dispatch (``Queue.relay``), and a worker's batch is acked on the
+stream once the store committed it (``Queue.committed``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlunsplit
 
 from cronlab import urls
@@ -41,7 +41,7 @@ try:
     import redis
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ConfigError("redis:// queues need the redis extra: pip install 'cronlab[redis]'") from exc
-from cronlab.ports import Batch, Clock, Message, Store, Task, Waiter
+from cronlab.ports import Clock, Message, Waiter
 from cronlab.stores.rows import Envelope
 from cronlab.urls import Url, redact
 from cronlab.wakeups import redis as wakeups
@@ -289,6 +289,17 @@ class RedisQueue:
 
     # -- ports.Queue ------------------------------------------------------------------------
 
+    @property
+    def in_store(self) -> bool:
+        return False  # the store's outbox feeds the stream; a batch settles nothing there
+
+    def committed(self, messages: Sequence[Message]) -> None:
+        """Ack every delivery on the stream once the store committed their batch (whose
+        retries wait in the outbox, due after their backoff). A worker that dies between the
+        two leaves its deliveries pending: they come back after the visibility timeout, and
+        a worker settles them as stale."""
+        self.ack(messages)
+
     def claim(self, worker: str, limit: int, visibility_ms: int) -> list[Message]:
         """Entries pending longer than ``visibility_ms`` first, then new ones; the last entry
         split to fit ``limit``."""
@@ -448,53 +459,3 @@ class RedisQueue:
 def _delivery(m: Message) -> tuple[int, int, int]:
     """One delivery of one message: messages of an outbox envelope share its id."""
     return (m.id, m.task_id, m.receives)
-
-
-class OutboxStore(Store, Protocol):
-    """A store whose queue table can serve as the outbox (the SQL stores)."""
-
-    def execute(self, work: Batch, *, relayed: bool = False) -> dict[str, int]:
-        """``Store.execute``; ``relayed``: the messages came through the relay, so there is
-        nothing to settle in the outbox, and a retry goes into it, due after its backoff."""
-        ...
-
-
-class RelayStore:
-    """A store whose dispatches are relayed to a ``RedisQueue`` and whose worker batches are
-    acked on the stream once the store has committed them (``ports.Store``)."""
-
-    def __init__(self, inner: OutboxStore, queue: RedisQueue) -> None:
-        self.inner, self.queue = inner, queue
-
-    def dispatch_due(
-        self, now_ms: int, limit: int, epoch: int, *, clock: Callable[[], int] | None = None
-    ) -> int:
-        n = self.inner.dispatch_due(now_ms, limit, epoch, clock=clock)
-        self.queue.relay()  # also re-publishes what a dead leader committed but never sent
-        return n
-
-    # The lab's two-phase and unclaimed dispatches (``cronlab.lab.scheduler.LabStore``), relayed
-    # as the engine's are.
-
-    def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
-        n = int(cast(Any, self.inner).enqueue_copies(tasks, now_ms))
-        self.queue.relay()
-        return n
-
-    def dispatch_held(self, held: Sequence[Task], now_ms: int, epoch: int, *, fenced: bool) -> int:
-        n = int(cast(Any, self.inner).dispatch_held(held, now_ms, epoch, fenced=fenced))
-        self.queue.relay()
-        return n
-
-    def execute(self, work: Batch) -> dict[str, int]:
-        """Run the batch in the store, which puts a message to retry back in the outbox, due
-        after its backoff, in the same transaction; then ack every delivery on the stream. A
-        worker that dies between the two leaves its deliveries pending: they come back after
-        the visibility timeout (a duplicate run, whose effect the idempotency key keeps single)."""
-        counts = self.inner.execute(work, relayed=True)
-        self.queue.ack(work.messages)
-        return counts
-
-    def __getattr__(self, name: str) -> Any:
-        """Everything else as the store does it."""
-        return getattr(self.inner, name)

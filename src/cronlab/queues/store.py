@@ -45,6 +45,16 @@ class StoreQueue:
             self._table.queue_release(back)
         yield kept
 
+    @property
+    def in_store(self) -> bool:
+        return True  # a batch's transaction settles its messages in the table
+
+    def committed(self, messages: Sequence[Message]) -> None:
+        """Nothing to do: the batch's transaction settled them."""
+
+    def relay(self) -> int:
+        return 0  # the dispatch's own transaction enqueued them
+
     def reconcile(self, now_ms: int, epoch: int) -> int:
         """Enqueue again the leader's DISPATCHED tasks whose message is gone (fenced)."""
         return self._table.reconcile(now_ms, epoch)

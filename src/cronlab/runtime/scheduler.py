@@ -215,6 +215,7 @@ class Scheduler:
         except FencedError as exc:
             self.fenced(exc, now)
             return 0
+        self.queue.relay()  # a queue elsewhere publishes what this dispatch committed
         self.dispatched += n
         self.metrics.dispatched(n)
         return n

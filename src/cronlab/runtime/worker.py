@@ -1,7 +1,7 @@
 """A worker: claim a batch with a visibility timeout, run the handlers, ack — at-least-once.
 
 The handlers' writes, the execution records and the acks commit in one transaction
-(``Store.execute``). A worker killed mid-batch leaves its deliveries invisible until the
+(``execution.execute``). A worker killed mid-batch leaves its deliveries invisible until the
 timeout; then another worker receives them again. ``rate`` caps tasks/s with a token bucket.
 
 Batch size adapts (slow start, as TCP's window does): the first claim takes ``FIRST_BATCH``;
@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from cronlab import execution
 from cronlab.exceptions import BackendUnavailable, SessionLost
 from cronlab.handlers import CONCURRENCY, Registry
 from cronlab.metrics import NO_METRICS, Metrics
@@ -218,7 +219,7 @@ class Worker:
             raise lost
 
     def _execute(self, messages: Sequence[Message]) -> None:
-        """Run ``messages`` in one transaction of the store's (``Store.execute``)."""
+        """Run ``messages`` in one transaction of the store's (``execution.execute``)."""
         work = Batch(
             worker=self.name,
             messages=messages,
@@ -229,7 +230,7 @@ class Worker:
             observe=self._observe,
             failed=self._failed,
         )
-        counts = self.store.execute(work)
+        counts = execution.execute(work, self.store, self.queue)
         for key, n in counts.items():
             self.totals[key] += n
         self.metrics.executed(counts)

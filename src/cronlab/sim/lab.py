@@ -201,7 +201,7 @@ class _LabRun(_Run):
     def _setup_store(self) -> None:
         """The scaled tasks, due at their buckets (no recurring schedule)."""
         store = SqliteStore(self.path)
-        conn = store.dialect.conn
+        conn = store.sqlite.conn
         conn.create_function("sim_now", 0, self._authority, deterministic=False)
         conn.create_function("sim_turn", 0, self._turn, deterministic=False)
         for statement in SETUP_SQL.strip().split(";\n"):

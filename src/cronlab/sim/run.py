@@ -236,7 +236,7 @@ class _Run:
     def _setup_store(self) -> None:
         self.path.write_bytes(_template())
         store = SqliteStore(self.path)
-        conn = store.dialect.conn
+        conn = store.sqlite.conn
         conn.create_function("sim_now", 0, self._authority, deterministic=False)
         conn.create_function("sim_turn", 0, self._turn, deterministic=False)
         self._populate(store)
@@ -273,8 +273,8 @@ class _Run:
     def _earlier_etcd_era(self, store: SqliteStore) -> None:
         """What a leader elected by etcd leaves in the store: a fence raised to its revision."""
         era = SqliteStore(self.path, fencing="epoch")
-        era.dialect.conn.create_function("sim_now", 0, self._authority)
-        era.dialect.conn.create_function("sim_turn", 0, self._turn)
+        era.sqlite.conn.create_function("sim_now", 0, self._authority)
+        era.sqlite.conn.create_function("sim_turn", 0, self._turn)
         era.dispatch_due(self.t0 - 60_000, 1, 5_000)
         era.close()
         del store
@@ -732,7 +732,7 @@ def _template() -> bytes:
     try:
         store = SqliteStore(folder / "template.db")
         for statement in SETUP_SQL.strip().split(";\n"):
-            store.dialect.conn.execute(statement)
+            store.sqlite.conn.execute(statement)
         store.close()
         return (folder / "template.db").read_bytes()
     finally:

@@ -299,12 +299,12 @@ class PostgresStore(sql.SqlStore):
         **options: Unpack[Options],
     ) -> None:
         self.url = url
-        self.dialect = PostgresDialect(url, **options)
-        super().__init__(self.dialect, create=create, read_only=read_only, fencing=fencing)
+        self.postgres = PostgresDialect(url, **options)
+        super().__init__(self.postgres, create=create, read_only=read_only, fencing=fencing)
 
     def server_ms(self) -> int:
         """The server's clock, epoch milliseconds."""
-        return self.dialect.server_ms()
+        return self.postgres.server_ms()
 
 
 def _open_pool(

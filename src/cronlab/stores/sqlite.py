@@ -245,7 +245,7 @@ class SqliteStore(sql.SqlStore):
         opened read-only and never changed (no journal mode, lock file or migration);
         ``any_thread``: its connection may be closed from another thread."""
         self.path = Path(path)
-        self.dialect = SqliteDialect(
+        self.sqlite = SqliteDialect(
             path,
             create=create,
             read_only=read_only,
@@ -253,7 +253,7 @@ class SqliteStore(sql.SqlStore):
             lock_wait_s=lock_wait_s,
             any_thread=any_thread,
         )
-        super().__init__(self.dialect, create=create, read_only=read_only, fencing=fencing)
+        super().__init__(self.sqlite, create=create, read_only=read_only, fencing=fencing)
 
 
 class _WaitExpired(Exception):

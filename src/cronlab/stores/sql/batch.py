@@ -1,6 +1,6 @@
-"""The SQL store's side of a worker batch (``execution.BatchTx``): ONE transaction holding
+"""The SQL store's side of a worker batch (``ports.BatchTx``): ONE transaction holding
 the handlers' effects, the execution records, the task updates and the acks
-(``SqlStore.execute``; which message runs and how is ``execution.py``'s).
+(``SqlStore.batch_transaction``; which message runs and how is ``execution.py``'s).
 
 * A message is *live* while its task is still DISPATCHED at the attempt the message carries.
   The batch's tasks are marked (on PostgreSQL: locked) in its own transaction before any
@@ -25,10 +25,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
-from cronlab import execution, handlers
+from cronlab import handlers
 from cronlab.core import occurrences
-from cronlab.execution import BatchTx, Ending
-from cronlab.ports import Batch, Message, NewTask
+from cronlab.ports import Batch, BatchTransaction, BatchTx, Ending, Message, NewTask
 from cronlab.stores.sql import placeholders
 from cronlab.stores.sql.dialect import Conn, fetch
 
@@ -102,28 +101,28 @@ def savepoint(c: Conn, tx: SqlTx) -> Iterator[None]:
         c.execute("RELEASE SAVEPOINT run")
 
 
-def execute(store: SqlStore, work: Batch, relayed: bool) -> dict[str, int]:
-    """``Store.execute``: ``execution.execute`` in the store's transaction; ``relayed``: see
-    ``redis.OutboxStore``."""
+def transaction(store: SqlStore, work: Batch, in_store: bool) -> BatchTransaction:
+    """``Store.batch_transaction``: a function's run in one of the store's transactions, as a
+    ``SqlBatch``. Never replayed after a lost connection: the handlers would run again
+    uncounted (a handler whose SQL ended its own session would run for ever). The messages
+    come back through the queue instead, each lost run counted (``execution``, LostRun)."""
 
-    def transaction(attempt: Callable[[BatchTx], dict[str, int]]) -> dict[str, int]:
-        # Never replayed after a lost connection: the handlers would run again uncounted (a
-        # handler whose SQL ended its own session would run for ever). The messages come back
-        # through the queue instead, each lost run counted (``execution``, LostRun).
-        run = lambda c: attempt(SqlBatch(store, c, work, relayed))  # noqa: E731
-        return store.d.transaction(run, replay=False)
+    def run(attempt: Callable[[BatchTx], dict[str, int]]) -> dict[str, int]:
+        return store.d.transaction(
+            lambda c: attempt(SqlBatch(store, c, work, in_store)), replay=False
+        )
 
-    return execution.execute(work, transaction, store.d.name)
+    return run
 
 
 class SqlBatch:
-    """``execution.BatchTx`` on an open transaction of the SQL store."""
+    """``ports.BatchTx`` on an open transaction of the SQL store."""
 
-    def __init__(self, store: SqlStore, c: Conn, work: Batch, relayed: bool):
+    def __init__(self, store: SqlStore, c: Conn, work: Batch, in_store: bool):
         self.store, self.c, self.q, self.d = store, c, store.q, store.d
         self.dialect = store.d.name
         self.tx = SqlTx(c, store)
-        self.worker, self.now, self.relayed = work.worker, work.now, relayed
+        self.worker, self.now, self.in_store = work.worker, work.now, in_store
 
     def savepoint(self) -> AbstractContextManager[None]:
         return savepoint(self.c, self.tx)
@@ -137,7 +136,7 @@ class SqlBatch:
         waits, then finds it DONE). A message runs if that marked its task; a copy of
         ``--election off`` always runs. A failing run sets its task back (``failed``)."""
         held = {m.id for m in messages}
-        if not self.relayed and (hold := self.q.get("queue_hold")):
+        if self.in_store and (hold := self.q.get("queue_hold")):
             found = self.c.execute(hold, {"ids": self.d.ints(sorted(held))}).fetchall()
             held = {int(r[0]) for r in found}  # an envelope another batch holds is not ours
         if not checked:  # the --fencing off anti-pattern: every delivery runs, as a naive
@@ -193,11 +192,11 @@ class SqlBatch:
         if ending.done:  # copies of --election off (the others were marked as they started)
             self.c.execute(self.q["task_done"], {"ids": self.d.ints(ending.done)})
         retries = [(m, at + shift) for m, at in ending.retries]
-        if self.relayed:  # settled on the stream; a retry waits in the outbox for the relay
+        if self.in_store:
+            self.store.settle(self.c, ending.acks, retries, self.now() + shift)
+        else:  # settled on the queue elsewhere; a retry waits in the outbox for the relay
             for m, at in retries:
                 self.store.enqueue(self.c, [(m.task_id, m.attempt)], self.now() + shift, at)
-        else:
-            self.store.settle(self.c, ending.acks, retries, self.now() + shift)
 
     def _shift(self) -> int:
         """How far the store's clock is ahead of the worker's: a retry's due instant and a

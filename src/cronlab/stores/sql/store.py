@@ -21,6 +21,7 @@ from cronlab.ports import (
     KEY_TRIES,
     STATUSES,
     Batch,
+    BatchTransaction,
     Channel,
     Event,
     Message,
@@ -393,10 +394,14 @@ class SqlStore(ScheduleMethods):
 
     # -- executions -------------------------------------------------------------------------
 
-    def execute(self, work: Batch, *, relayed: bool = False) -> dict[str, int]:
-        """Run the batch in ONE transaction with its execution records, task updates and acks
-        (``batch.execute``)."""
-        return batch.execute(self, work, relayed)
+    @property
+    def dialect(self) -> str:
+        return self.d.name
+
+    def batch_transaction(self, work: Batch, *, in_store: bool = True) -> BatchTransaction:
+        """A worker batch's ONE transaction with its execution records, task updates and acks
+        (``batch.transaction``)."""
+        return batch.transaction(self, work, in_store)
 
     # -- lease row (LeaseTable) -------------------------------------------------------------
 
