@@ -324,7 +324,7 @@ UPDATE tasks SET status = 'SKIPPED', last_error = %(reason)s WHERE id = %(id)s;
 -- Leader-dispatched tasks (epoch set) that have been DISPATCHED since before %(before)s.
 SELECT id, attempts FROM tasks
 WHERE status = 'DISPATCHED' AND epoch IS NOT NULL AND dispatched_ms < %(before)s
-ORDER BY dispatched_ms LIMIT %(limit)s;
+ORDER BY dispatched_ms, id LIMIT %(limit)s;
 
 -- name: reconcile_touch
 UPDATE tasks SET dispatched_ms = %(now)s WHERE id = ANY(%(ids)s::bigint[]);

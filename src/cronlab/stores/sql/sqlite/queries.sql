@@ -297,7 +297,7 @@ UPDATE tasks SET status = 'SKIPPED', last_error = :reason WHERE id = :id;
 -- Leader-dispatched tasks (epoch set) that have been DISPATCHED since before :before.
 SELECT id, attempts FROM tasks
 WHERE status = 'DISPATCHED' AND epoch IS NOT NULL AND dispatched_ms < :before
-ORDER BY dispatched_ms LIMIT :limit;
+ORDER BY dispatched_ms, id LIMIT :limit;
 
 -- name: reconcile_touch
 UPDATE tasks SET dispatched_ms = :now WHERE id IN (SELECT value FROM json_each(:ids));
