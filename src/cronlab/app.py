@@ -305,10 +305,10 @@ class App:
     def store(self) -> SqlStore:
         """The app's store, opened (and migrated) on first use."""
         if self._store is None:
-            self._store = self.open_store()
+            self._store = self._open()
         return self._store
 
-    def open_store(self) -> SqlStore:
+    def _open(self) -> SqlStore:
         """A new connection to the app's store (one per thread: a SQLite connection is not
         shared between threads)."""
         from cronlab import stores  # the backends load only when a store is used
@@ -353,7 +353,7 @@ class App:
             return self.store()
         found: SqlStore | None = getattr(self._local, "store", None)
         if found is None:
-            found = self._local.store = self.open_store()
+            found = self._local.store = self._open()
         return found
 
 

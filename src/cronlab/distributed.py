@@ -25,7 +25,7 @@ from cronlab.urls import redact
 ELECTIONS = "lease or etcd://host:2379"
 
 
-def open_store(
+def store_for(
     url: str,
     *,
     create: bool,
@@ -33,7 +33,7 @@ def open_store(
     election: str = "lease",
     lock_wait_s: float | None = None,
 ) -> SqlStore:
-    """The store behind ``--store``, fencing as ``--election`` needs."""
+    """The store behind ``--store``, fenced as ``--election`` needs (``stores.open_store``)."""
     fencing: stores.Fencing = "epoch" if election.startswith("etcd://") else "lease"
     return stores.open_store(
         url, create=create, read_only=read_only, fencing=fencing, lock_wait_s=lock_wait_s

@@ -52,7 +52,7 @@ def test_the_console_api_on_every_backend(backend: Backend) -> None:
             lambda: store  # a :memory: store or PostgreSQL's pool: one for every thread
         )
     )
-    app = create_console(ConsoleConfig(store_url="sqlite:///x.db"), open_store=opener)
+    app = create_console(ConsoleConfig(store_url="sqlite:///x.db"), opener=opener)
     c = TestClient(app, base_url="http://127.0.0.1:8100")
     assert c.post("/api/schedules/tick/pause", json={"note": "n"}).status_code == 200
     assert lab.store.get_schedule("tick").paused_note == "n"

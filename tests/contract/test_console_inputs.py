@@ -28,7 +28,7 @@ def client(backend: Backend) -> TestClient:
     )
     store = backend.store
     opener = (lambda: SqliteStore(store.path)) if isinstance(store, SqliteStore) else lambda: store
-    app = create_console(ConsoleConfig(store_url="sqlite:///unused.db"), open_store=opener)
+    app = create_console(ConsoleConfig(store_url="sqlite:///unused.db"), opener=opener)
     return TestClient(app, base_url="http://127.0.0.1:8100", raise_server_exceptions=False)
 
 

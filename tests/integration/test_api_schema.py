@@ -219,7 +219,7 @@ def console_store() -> stores.SqlStore:
 
 console_schema = schemathesis.openapi.from_asgi(
     "/openapi.json",
-    create_console(ConsoleConfig(store_url=f"sqlite:///{CONSOLE_STORE}"), open_store=console_store),
+    create_console(ConsoleConfig(store_url=f"sqlite:///{CONSOLE_STORE}"), opener=console_store),
     config=schemathesis.Config.from_dict(
         {
             "seed": SEED,

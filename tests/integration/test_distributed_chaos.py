@@ -46,7 +46,7 @@ class Dist:
 
     def store(self) -> Any:
         """The store at ``store_url`` (fenced by epoch when the election is etcd)."""
-        return distributed.open_store(self.store_url, create=False, election=self.etcd_url)
+        return distributed.store_for(self.store_url, create=False, election=self.etcd_url)
 
     def leader(self) -> Lease | None:
         return EtcdElector(parse_url(self.etcd_url), CLOCK).current()

@@ -53,7 +53,7 @@ def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, 
 
 
 def open_reader(url: str) -> Any:
-    return distributed.open_store(url, create=False)
+    return distributed.store_for(url, create=False)
 
 
 @pytest.mark.parametrize("urls", COMBOS, indirect=True)

@@ -33,7 +33,7 @@ def store() -> MemoryStore:
 
 def client(store: MemoryStore, **cfg: str) -> TestClient:
     config = ConsoleConfig(store_url="sqlite:///unused.db", **cfg)  # type: ignore[arg-type]
-    return TestClient(create_console(config, open_store=lambda: store), base_url=LOOPBACK)
+    return TestClient(create_console(config, opener=lambda: store), base_url=LOOPBACK)
 
 
 def test_the_snapshot_lists_schedules_with_ten_next_fires_a_page_at_a_time(

@@ -6,7 +6,7 @@ import click
 
 from cronlab import distributed
 from cronlab.cli.knobs import Finite
-from cronlab.cli.options import CLOCK, INDEX, OBSERVE_ELECTION, STORE, open_store
+from cronlab.cli.options import CLOCK, INDEX, OBSERVE_ELECTION, STORE
 from cronlab.lab import chaos
 
 
@@ -25,7 +25,7 @@ def _echo_event(kind: str, pid: int | None, holder: str | None) -> None:
 def crash_leader_cmd(store_url: str, election: str) -> None:
     """SIGKILL the process holding the lease."""
     elector = distributed.observer(election, CLOCK)
-    e = chaos.crash_leader(open_store(store_url, create=False), CLOCK, elector)
+    e = chaos.crash_leader(distributed.store_for(store_url, create=False), CLOCK, elector)
     _echo_event("SIGKILL leader", e.pid, e.holder)
 
 
@@ -43,7 +43,11 @@ def pause_leader_cmd(store_url: str, election: str, seconds: float, mid_dispatch
     """SIGSTOP the leader, then SIGCONT it after --for seconds (blocks meanwhile)."""
     elector = distributed.observer(election, CLOCK)
     e = chaos.pause_leader(
-        open_store(store_url, create=False), CLOCK, seconds, elector, mid_dispatch=mid_dispatch
+        distributed.store_for(store_url, create=False),
+        CLOCK,
+        seconds,
+        elector,
+        mid_dispatch=mid_dispatch,
     )
     _echo_event(f"SIGSTOP/SIGCONT after {seconds} s, leader", e.pid, e.holder)
 
@@ -55,7 +59,7 @@ def pause_leader_cmd(store_url: str, election: str, seconds: float, mid_dispatch
 def crash_replica_cmd(store_url: str, election: str, index: int) -> None:
     """SIGKILL scheduler replica INDEX."""
     elector = distributed.observer(election, CLOCK)
-    e = chaos.crash_replica(open_store(store_url, create=False), CLOCK, index, elector)
+    e = chaos.crash_replica(distributed.store_for(store_url, create=False), CLOCK, index, elector)
     _echo_event(f"SIGKILL replica {index}", e.pid, e.holder)
 
 
@@ -70,6 +74,6 @@ def crash_replica_cmd(store_url: str, election: str, index: int) -> None:
 )
 def kill_worker_cmd(store_url: str, index: int | None, mid_batch: bool) -> None:
     """SIGKILL worker INDEX (default: the lowest live one)."""
-    store = open_store(store_url, create=False)
+    store = distributed.store_for(store_url, create=False)
     e = chaos.kill_worker(store, CLOCK, index, mid_batch=mid_batch)
     _echo_event("SIGKILL worker", e.pid, e.holder)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from cronlab.cli.options import STORE, open_store
+from cronlab import distributed
+from cronlab.cli.options import STORE
 from cronlab.cli.serving import serve, server_options
 
 
@@ -22,5 +23,7 @@ def console_cmd(store_url: str, host: str, port: int, token: str | None, no_open
     from cronlab.web.console import ConsoleConfig, create_console  # (--help needs no extra)
 
     config = ConsoleConfig(store_url=store_url, host=host, port=port, token=token)
-    open_store(store_url, create=False).close()  # a missing or foreign store: one line, now
+    distributed.store_for(
+        store_url, create=False
+    ).close()  # a missing or foreign store: one line, now
     serve("console", lambda: create_console(config), host, port, no_open)

@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cronlab import app as apps
+from cronlab import distributed
 from cronlab.cli import schedule as schedule_cli
 from cronlab.cli.options import APP_STORE, store_url_for
 from cronlab.core import delays
@@ -93,7 +94,7 @@ def enqueue_cmd(
     app = apps.load(app_spec) if app_spec else None
     if app is not None and handler in app.tasks:  # its arguments now, not at every attempt
         app.tasks[handler].signature.check(arguments)
-    store = schedule_cli.open_store(store_url_for(store_url, app))
+    store = distributed.store_for(store_url_for(store_url, app), create=True)
     added, stored = store.add_task(task)
     if not added:  # a retried enqueue: what is stored stands, and is what we show
         if (stored.handler, json.loads(stored.payload)) != (handler, json.loads(task.payload)):

@@ -9,7 +9,8 @@ import click
 from rich.console import Console
 from rich.progress import Progress
 
-from cronlab.cli.options import CLOCK, JSON, STORE, open_store
+from cronlab import distributed
+from cronlab.cli.options import CLOCK, JSON, STORE
 from cronlab.core import delays
 from cronlab.core.policy import from_ms
 from cronlab.exceptions import ConfigError
@@ -45,7 +46,7 @@ def invoices() -> None:
 def seed_cmd(store_url: str, count: int, at_text: str, work_ms: int, as_json: bool) -> None:
     """Add COUNT invoice tasks due at one instant (duplicate keys are ignored)."""
     trigger_ms = parse_at(at_text, CLOCK.now_ms())
-    store = open_store(store_url, create=True)
+    store = distributed.store_for(store_url, create=True)
     invoices_app.app.start(store)
     err = Console(stderr=True)
     with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:

@@ -208,17 +208,10 @@ OBSERVE_ELECTION = election_option(
 )
 
 
-def open_store(
-    url: str, *, create: bool, election: str = "lease", lock_wait_s: float | None = None
-) -> SqlStore:
-    """The store behind ``--store``; ``create=False`` refuses a missing one (nothing written)."""
-    return distributed.open_store(url, create=create, election=election, lock_wait_s=lock_wait_s)
-
-
 def read_store(url: str) -> SqlStore:
     """The store behind ``--store`` for a command that only reads: never created, migrated or
     otherwise changed (a SQLite file is opened read-only)."""
-    return distributed.open_store(url, create=False, read_only=True)
+    return distributed.store_for(url, create=False, read_only=True)
 
 
 def app_for(spec: str | None) -> App:

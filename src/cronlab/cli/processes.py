@@ -38,7 +38,6 @@ from cronlab.cli.options import (
     VISIBILITY,
     Stop,
     app_for,
-    open_store,
     operations,
     with_operations,
 )
@@ -178,7 +177,7 @@ def _checked_store(
     app = app_for(app_spec)  # a bad --app is one line here, not a crash loop of children
     _check_idempotency(app, idempotent)
     distributed.reach(cfg.election, queue_url)  # before the store: a cluster that cannot start
-    store = patiently(lambda: open_store(cfg.store_url, create=True), "cluster")
+    store = patiently(lambda: distributed.store_for(cfg.store_url, create=True), "cluster")
     patiently(lambda: app.start(store), "cluster")
     echo_sync(patiently(lambda: app.sync(schedule_store(store)), "cluster"))
     patiently(lambda: _idempotency(app, store, idempotent), "cluster")
@@ -233,7 +232,7 @@ def run_scheduler(
 
     def opened() -> SqlStore:
         distributed.reach(election, queue_url)  # an unreachable backend: one line, too
-        return open_store(store_url, create=True, election=election, lock_wait_s=wait_s)
+        return distributed.store_for(store_url, create=True, election=election, lock_wait_s=wait_s)
 
     sql_store = patiently(opened, who)
     echo_sync(patiently(lambda: app.sync(schedule_store(sql_store)), who), quiet=True)
@@ -304,7 +303,7 @@ def run_worker(
 
     def opened() -> SqlStore:
         distributed.reach("lease", queue_url)
-        return open_store(store_url, create=True)
+        return distributed.store_for(store_url, create=True)
 
     sql_store = patiently(opened, who)
     patiently(lambda: app.start(sql_store), who)

@@ -104,15 +104,8 @@ def open_schedules(url: str, *, create: bool, read_only: bool = False) -> Schedu
     ``read_only``: never changed (``options.read_store``)."""
     from cronlab import distributed  # the backends load only for the store-backed commands
 
-    store = distributed.open_store(url, create=create, read_only=read_only)
+    store = distributed.store_for(url, create=create, read_only=read_only)
     return apps.schedule_store(store)
-
-
-def open_store(url: str) -> Any:
-    """Any store behind ``--store`` (created if missing) for adding plain tasks."""
-    from cronlab import distributed
-
-    return distributed.open_store(url, create=True)
 
 
 def known_handlers(app_spec: str | None) -> list[str]:

@@ -14,8 +14,9 @@ from typing import Any
 
 import click
 
+from cronlab import distributed
 from cronlab.cli.knobs import echo_fields
-from cronlab.cli.options import CLOCK, JSON, STORE, open_store, read_store
+from cronlab.cli.options import CLOCK, JSON, STORE, read_store
 from cronlab.core.policy import from_ms
 from cronlab.exceptions import ConfigError
 from cronlab.ports import MAX_TASK_ID, TaskControl, TaskInfo
@@ -91,7 +92,7 @@ def retry_cmd(task_id: int, store_url: str) -> None:
 
 def open_tasks(url: str) -> TaskControl:
     """The store behind ``--store`` as the task actions' port (a missing one is refused)."""
-    store: TaskControl = open_store(url, create=False)
+    store: TaskControl = distributed.store_for(url, create=False)
     return store
 
 

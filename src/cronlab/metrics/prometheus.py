@@ -94,16 +94,16 @@ class StoreCollector:
     """What the store says when scraped: ``cronlab_queue_depth``, ``cronlab_pending_due`` and
     ``cronlab_schedule_missed_total{schedule}`` (a count the store keeps, so it survives a
     process restart and every replica reports the same). The server answers each scrape in a
-    thread of its own, so each scrape opens the store (``open_store``) and closes it after:
+    thread of its own, so each scrape opens the store (``opener``) and closes it after:
     a SQLite connection belongs to the thread that opened it."""
 
     def __init__(
         self,
-        open_store: Callable[[], SqlStore],
+        opener: Callable[[], SqlStore],
         now_ms: Callable[[], int],
         close: bool = True,
     ) -> None:
-        self._open, self._now, self._close = open_store, now_ms, close
+        self._open, self._now, self._close = opener, now_ms, close
 
     def collect(self) -> Iterator[Metric]:
         try:

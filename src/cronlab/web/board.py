@@ -241,7 +241,7 @@ def local(ms: int, tz: str) -> str:
     return datetime.fromtimestamp(ms / 1000, cron.zone(tz)).isoformat()
 
 
-def reader(open_store: Callable[[], SqlStore], shared: bool) -> Callable[[], SqlStore]:
+def reader(opener: Callable[[], SqlStore], shared: bool) -> Callable[[], SqlStore]:
     """The store for the calling thread: one per thread (a SQLite connection belongs to the
     thread that opened it), or one for all (``shared``: PostgreSQL's pool is thread-safe)."""
     local_ = threading.local()
@@ -252,11 +252,11 @@ def reader(open_store: Callable[[], SqlStore], shared: bool) -> Callable[[], Sql
         if shared:
             with lock:
                 if not one:
-                    one.append(open_store())
+                    one.append(opener())
                 return one[0]
         store: SqlStore | None = getattr(local_, "store", None)
         if store is None:
-            store = local_.store = open_store()
+            store = local_.store = opener()
         return store
 
     return get

@@ -46,13 +46,11 @@ class ConsoleConfig(guard.ServerConfig):
     port: int = 8100
 
 
-def create_console(
-    cfg: ConsoleConfig, open_store: Callable[[], SqlStore] | None = None
-) -> Starlette:
-    """The console app; ``open_store`` (a thread's store) is injectable for tests."""
+def create_console(cfg: ConsoleConfig, opener: Callable[[], SqlStore] | None = None) -> Starlette:
+    """The console app; ``opener`` (a thread's store) is injectable for tests."""
     from cronlab import stores
 
-    opener = open_store or (lambda: stores.open_store(cfg.store_url, create=False))
+    opener = opener or (lambda: stores.open_store(cfg.store_url, create=False))
     shared = not cfg.store_url.startswith("sqlite:")
     console = _Console(cfg, board.reader(opener, shared))
     return Starlette(routes=console.routes(), middleware=guard.host_guard(cfg.host))
