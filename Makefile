@@ -43,11 +43,11 @@ check: $(STAMP)  ## ruff, mypy --strict and the import contracts (pyproject.toml
 	$(BIN)/lint-imports
 
 test: deps  ## every test: installs and starts what they need (Chromium, etcd, servers)
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=50 tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --durations=50 tests
 
 # The inner loop: unit and contract tests on the memory store and SQLite; no root, no servers.
 unit: $(STAMP)  ## the fast loop: unit and contract tests, memory and SQLite only
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit tests/contract \
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 tests/unit tests/contract \
 	  -m "not postgres and not redis and not etcd and not browser and not integration and not acceptance"
 
 fmt: $(STAMP)  ## ruff format and ruff --fix

@@ -8,14 +8,22 @@ another at the lowest CPU priority (``nice 19``: they take the cores the rest of
 leaves idle, and its timings stay its own), and moves the test to the end of the run, where it
 waits for its command's result (``result``) and asserts on it as on a command run in place.
 Nothing is skipped or cached: each run of the suite runs each selected command once.
+
+Under ``pytest -n N`` (xdist) every worker collects every test, so only the first worker
+(``gw0``) runs the commands; it writes each result to a folder the run's workers share
+(named by xdist's run id), where a beside test on any worker reads it, and it waits for the
+commands to end before it leaves the session.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,8 +59,22 @@ class _Runs:
 _RUNS = _Runs()
 
 
+def _shared() -> Path | None:
+    """The folder the workers of one xdist run share (None: not under xdist)."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    return None if run is None else Path(tempfile.gettempdir()) / f"cronlab-beside-{run}"
+
+
+def _runs_here() -> bool:
+    """True where the commands run: the only process, or xdist's first worker."""
+    return os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0"
+
+
 def start(names: list[str]) -> None:
-    """Run ``names``' commands, in ``COMMANDS``' order, one at a time, in a daemon thread."""
+    """Run ``names``' commands, in ``COMMANDS``' order, one at a time, in a daemon thread
+    (under xdist, on the first worker only)."""
+    if not _runs_here():
+        return
     chosen = [n for n in COMMANDS if n in names]
     for n in chosen:
         _RUNS.ready[n] = threading.Event()
@@ -77,17 +99,47 @@ def _run_all(names: list[str]) -> None:
             out, err = proc.communicate()
             err += f"\n(killed after {TIMEOUT_S:.0f} s)"
         _RUNS.done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        if (shared := _shared()) is not None:
+            shared.mkdir(exist_ok=True)
+            answer = {"returncode": proc.returncode, "stdout": out, "stderr": err}
+            (shared / f"{name}.tmp").write_text(json.dumps(answer))
+            (shared / f"{name}.tmp").rename(shared / f"{name}.json")  # whole, or not there
         _RUNS.ready[name].set()
 
 
 def result(name: str) -> subprocess.CompletedProcess[str]:
     """``name``'s command as it ended; started here if the plugin did not start it (a test
     run by other means)."""
+    shared = _shared()
+    if shared is not None and not _runs_here():
+        return _read(shared / f"{name}.json", name)
     if name not in _RUNS.ready:
         start([name])
     if not _RUNS.ready[name].wait(TIMEOUT_S * len(COMMANDS)):
         raise AssertionError(f"{name}: no result within {TIMEOUT_S * len(COMMANDS):.0f} s")
     return _RUNS.done[name]
+
+
+def _read(path: Path, name: str) -> subprocess.CompletedProcess[str]:
+    """A result the first worker wrote, waited for."""
+    deadline = time.monotonic() + TIMEOUT_S * len(COMMANDS)
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name}: no result from the first worker in {path}")
+        time.sleep(0.5)
+    answer = json.loads(path.read_text())
+    return subprocess.CompletedProcess(
+        COMMANDS[name], answer["returncode"], answer["stdout"], answer["stderr"]
+    )
+
+
+def finish(interrupted: bool) -> None:
+    """The session is over. Under xdist the first worker waits for its commands (a beside
+    test on another worker may still need them) unless the run was interrupted."""
+    if _shared() is not None and _runs_here() and not interrupted:
+        for name, ready in list(_RUNS.ready.items()):
+            ready.wait(TIMEOUT_S)
+    stop()
 
 
 def stop() -> None:

@@ -29,4 +29,4 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    beside.stop()
+    beside.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
