@@ -137,7 +137,7 @@ def finish(interrupted: bool) -> None:
     """The session is over. Under xdist the first worker waits for its commands (a beside
     test on another worker may still need them) unless the run was interrupted."""
     if _shared() is not None and _runs_here() and not interrupted:
-        for name, ready in list(_RUNS.ready.items()):
+        for ready in list(_RUNS.ready.values()):
             ready.wait(TIMEOUT_S)
     stop()
 
