@@ -38,6 +38,7 @@ KINDS = (
     "server_error",  # a statement fails: serialization failure, deadlock, statement timeout
     "idle",  # the server ends worker sessions idle in their transaction past a limit
     "dst",  # the schedules are in a zone whose clocks change (spring or fall) during the run
+    "rekey",  # a key deferred again every second while the retention deletes its finished task
 )
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, where a run starts but for the dst kind's
 # The dst kind's runs: (zone, start, the hours of its schedules' grid): each starts shortly
@@ -51,9 +52,12 @@ DST = (
 )
 # The kinds before issue 27's: a seed found then replays its run with these (``--faults``).
 EARLIER = KINDS[:16]
+# The kinds of issue 27's searches before ``rekey``: the seeds they found replay with these.
+BEFORE_REKEY = KINDS[: KINDS.index("rekey")]
 # Kinds only a database server has: on SQLite they are drawn, and strike nothing.
 SERVER_KINDS = ("terminate", "server_error", "idle")
 SERVER_ERRORS = ("serialization", "deadlock", "statement_timeout")
+REKEY = "api:k7"  # the rekey kind's key (the api kind's are api:k0-k2)
 TIMEOUT_MS = 2_000  # the timeout of the "timeout" kind's task
 TASK_SLOW_MS = TIMEOUT_MS + 1_000  # how long its slow attempts take
 # The kinds drawn from a seed's first stream. Each later kind draws from a stream of its own
@@ -290,6 +294,8 @@ def draw(seed: int, kinds: tuple[str, ...] = KINDS) -> Scenario:
     if "dst" in later:
         zone, t0, hours = later["dst"].choice(DST)
         s = dataclasses.replace(s, t0_ms=t0, tz=zone, hours=hours)
+    if "rekey" in later:
+        s = _rekey(later["rekey"], s)
     return dataclasses.replace(s, faults=tuple(sorted(faults, key=lambda f: f.at_ms)))
 
 
@@ -326,6 +332,23 @@ def _handlers(s: Scenario, later: dict[str, random.Random]) -> Scenario:
         jobs = [dataclasses.replace(j, follow_ms=follow) if rng.random() < 0.5 else j
                 for j in jobs]  # fmt: skip
     return dataclasses.replace(s, jobs=tuple(jobs), follow_ms=follow)
+
+
+def _rekey(rng: random.Random, s: Scenario) -> Scenario:
+    """One key (``REKEY``) deferred with the same argument at whole seconds — when the leader
+    scans and its retention runs — while a short ``keep`` lets the retention delete the task
+    that holds it once it has finished: a defer's insert runs into the holder, and the
+    retention may delete it before the defer reads it back."""
+    duties = dataclasses.replace(s.duties or _duties(rng), keep_ms=rng.choice((1_000, 2_000)),
+                                 every_ms=500)  # fmt: skip
+    first = rng.randint(1, 4)
+    calls = tuple(
+        ApiCall(at_ms=(first + k) * 1_000, op="defer", keys=(REKEY,))
+        for k in range(rng.randint(8, 15))
+    )
+    earlier = s.api.calls if s.api is not None else ()
+    api = Api(calls=tuple(sorted((*earlier, *calls), key=lambda c: c.at_ms)))
+    return dataclasses.replace(s, duties=duties, api=api)
 
 
 def _api(rng: random.Random) -> Api:
