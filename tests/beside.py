@@ -3,8 +3,8 @@
 ``cronlab verify`` over hundreds of seeds and the mutation gate are CPU work that needs no
 fixture, while most of the suite waits on processes, servers and a browser. A test marked
 ``@pytest.mark.beside(NAME)`` asks for the command ``COMMANDS[NAME]``: when such a test is
-selected, ``tests/conftest.py`` starts the selected commands as collection ends, one after
-another at the lowest CPU priority (``nice 19``: they take the cores the rest of the suite
+selected, ``tests/conftest.py`` starts the selected commands as collection ends, in two lines
+(``LINES``) of one after another, at the lowest CPU priority (``nice 19``: they take the cores the rest of the suite
 leaves idle, and its timings stay its own), and moves the test to the end of the run, where it
 waits for its command's result (``result``) and asserts on it as on a command run in place.
 Nothing is skipped or cached: each run of the suite runs each selected command once.
@@ -43,15 +43,19 @@ COMMANDS: dict[str, list[str]] = {
     "mutants-postgresql": [*_MUTANTS, "--jobs", "1", "--store", PG],
     "mutants-sqlite": [*_MUTANTS, "--jobs", "1"],
 }  # fmt: skip
+# Two lines of commands run at once, each one after another: the searches (two processes
+# each) and the mutation gate's quick runs (one), so the cores the suite leaves idle — all of
+# them once its other tests are done — are used.
+LINES = (("verify-postgresql-500", "verify-sqlite-2000"), ("mutants-postgresql", "mutants-sqlite"))
 
 
 @dataclass
 class _Runs:
-    """The selected commands' results, filled by one background thread."""
+    """The selected commands' results, filled by the background threads."""
 
     done: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
     ready: dict[str, threading.Event] = field(default_factory=dict)
-    running: subprocess.Popen[str] | None = None
+    running: list[subprocess.Popen[str]] = field(default_factory=list)
     stopped: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -71,15 +75,16 @@ def _runs_here() -> bool:
 
 
 def start(names: list[str]) -> None:
-    """Run ``names``' commands, in ``COMMANDS``' order, one at a time, in a daemon thread
-    (under xdist, on the first worker only)."""
+    """Run ``names``' commands, each ``LINES`` line one at a time in a daemon thread of its
+    own (under xdist, on the first worker only)."""
     if not _runs_here():
         return
-    chosen = [n for n in COMMANDS if n in names]
-    for n in chosen:
-        _RUNS.ready[n] = threading.Event()
-    if chosen:
-        threading.Thread(target=_run_all, args=(chosen,), daemon=True, name="beside").start()
+    for line in LINES:
+        chosen = [n for n in line if n in names and n not in _RUNS.ready]
+        for n in chosen:
+            _RUNS.ready[n] = threading.Event()
+        if chosen:
+            threading.Thread(target=_run_all, args=(chosen,), daemon=True, name="beside").start()
 
 
 def _run_all(names: list[str]) -> None:
@@ -91,7 +96,7 @@ def _run_all(names: list[str]) -> None:
                 ["nice", "-n", "19", *COMMANDS[name]], cwd=ROOT, text=True,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )  # fmt: skip
-            _RUNS.running = proc
+            _RUNS.running.append(proc)
         try:
             out, err = proc.communicate(timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -146,5 +151,6 @@ def stop() -> None:
     """End the command running, start no other (the session is over)."""
     with _RUNS.lock:
         _RUNS.stopped = True
-        if _RUNS.running is not None and _RUNS.running.poll() is None:
-            _RUNS.running.kill()
+        for proc in _RUNS.running:
+            if proc.poll() is None:
+                proc.kill()
