@@ -4,9 +4,10 @@
 fixture, while most of the suite waits on processes, servers and a browser. A test marked
 ``@pytest.mark.beside(NAME)`` asks for the command ``COMMANDS[NAME]``: when such a test is
 selected, ``tests/conftest.py`` starts the selected commands as collection ends, in two lines
-(``LINES``) of one after another, at the lowest CPU priority (``nice 19``: they take the cores the rest of the suite
-leaves idle, and its timings stay its own), and moves the test to the end of the run, where it
-waits for its command's result (``result``) and asserts on it as on a command run in place.
+(``LINES``) of one after another, at the lowest CPU priority (``nice 19``: they take the cores
+the rest of the suite leaves idle, and its timings stay its own), and moves the test to the end
+of the run, where it waits for its command's result (``result``) and asserts on it as on a
+command run in place.
 Nothing is skipped or cached: each run of the suite runs each selected command once.
 
 Under ``pytest -n N`` (xdist) every worker collects every test, so only the first worker
