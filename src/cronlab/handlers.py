@@ -462,11 +462,23 @@ def decode_payload(text: str) -> Any:
     return value if end == len(text) else json.loads(text)
 
 
+class _Alarms:
+    """Whether a run's timeout may interrupt it in real time (``SIGALRM``). The deterministic
+    simulator turns it off: its processes share the main thread, so a real alarm would strike
+    whichever of them runs then, and its runs are judged on its own clock (``_check_time``)."""
+
+    real = True
+
+
+ALARMS = _Alarms()
+
+
 @contextlib.contextmanager
 def _deadline(timeout_ms: int | None) -> Iterator[None]:
     """Interrupt a synchronous run at its timeout (``SIGALRM``: in the main thread only;
     elsewhere the run is judged when it returns, by ``_check_time``)."""
-    if timeout_ms is None or threading.current_thread() is not threading.main_thread():
+    main = threading.current_thread() is threading.main_thread()
+    if timeout_ms is None or not main or not ALARMS.real:
         yield
         return
     previous = signal.signal(signal.SIGALRM, _timed_out)
