@@ -357,6 +357,9 @@ class _Run:
         self.takeovers: list[int] = []
         self.log: list[LogEvent] = []
         self.zombie: _Zombie | None = None
+        # Earlier zombies still asleep when a later leader paused (it took ``zombie``'s place):
+        # by replica. They lost the lease long ago; they wake up as any zombie does.
+        self.dozing: dict[int, _Zombie] = {}
         self.owed: dict[int, list[int]] = {}  # off: boundaries a paused replica slept through
         self.unfired: dict[int, int] = {}  # off, in-memory: boundary → count nobody fired yet
         self.fenced = self.redelivered = self.stuck = 0
@@ -506,6 +509,8 @@ class _Run:
         if self.zombie is not None and self.zombie.replica == victim:
             self._miss(self.zombie.unfired)  # a dead process fires nothing it held
             self.zombie = None
+        if (dozing := self.dozing.pop(victim, None)) is not None:
+            self._miss(dozing.unfired)
         if self.holder == victim:
             if not paused:  # a paused leader stopped renewing when it was paused
                 self.freed_at, self.expiry = t, t + self.s.lease_ttl
@@ -529,6 +534,8 @@ class _Run:
         self.paused_until[victim] = t + pause.seconds
         if self.s.election == "lease" and self.holder == victim:
             held = min(self.s.batch, self._pending(t)) if self.s.durable else 0
+            if self.zombie is not None:  # an earlier leader still asleep keeps what it held
+                self.dozing[self.zombie.replica] = self.zombie
             self.zombie = _Zombie(replica=victim, epoch=self.epoch, held=held)
             self.freed_at, self.expiry = t, t + self.s.lease_ttl
             self._state(victim, t, "paused", held)
@@ -552,6 +559,9 @@ class _Run:
             zombie = self.zombie
             if zombie is not None and zombie.replica == r:
                 self.zombie = None
+            else:
+                zombie = self.dozing.pop(r, None)
+            if zombie is not None:
                 if self.holder == r:
                     self._state(r, t, "leader")
                     self.expiry = None
