@@ -151,7 +151,9 @@ def runs_agree(url: str, path: Path) -> int:
     )
     db = sqlite3.connect(path)
     stored = sorted(
-        db.execute("SELECT task_id, attempt, start_ms, end_ms, worker, error FROM executions")
+        db.execute(
+            "SELECT task_id, attempt, start_ms, end_ms, worker, error FROM cronlab_executions"
+        )
     )
     db.close()
     if printed != stored:

@@ -49,7 +49,7 @@ def run(url: str, count: int, queue: str | None) -> dict[str, float]:
         proc.wait(60)
     r = report.measure(store, store.server_ms())
     (first_d, last_d), *_ = store.query(
-        "SELECT min(dispatched_ms), max(dispatched_ms) FROM tasks WHERE status = 'DONE'"
+        store.own("SELECT min(dispatched_ms), max(dispatched_ms) FROM tasks WHERE status = 'DONE'")
     )
     assert r.tasks["DONE"] == count and r.duplicate_invoices == 0, r
     store.close()
@@ -67,7 +67,8 @@ def baseline(url: str, count: int) -> float:
     store, _, _ = seed(url, count, lead_s=-1)
     store.close()
     sql = (
-        "UPDATE tasks SET status = 'DONE' WHERE id IN (SELECT id FROM tasks WHERE status = "
+        "UPDATE cronlab.tasks SET status = 'DONE' WHERE id IN (SELECT id FROM cronlab.tasks"
+        " WHERE status = "
         "'PENDING' ORDER BY trigger_ms LIMIT 10000 FOR UPDATE SKIP LOCKED)"
     )
     with psycopg.connect(url, autocommit=True) as c:

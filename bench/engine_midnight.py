@@ -84,10 +84,12 @@ def run_cluster(url: str, path: Path, count: int, args: argparse.Namespace) -> N
 
 def figures(path: Path, trigger_ms: int) -> dict[str, float]:
     store = SqliteStore(path, create=False)
-    (last_dispatch,) = store.query("SELECT max(dispatched_ms) FROM tasks")[0]
+    (last_dispatch,) = store.query(store.own("SELECT max(dispatched_ms) FROM tasks"))[0]
     first, last, n = store.query(
-        "SELECT min(start_ms), max(end_ms), count(*) FROM executions "
-        "WHERE outcome IN ('ok', 'noop')"
+        store.own(
+            "SELECT min(start_ms), max(end_ms), count(*) FROM executions "
+            "WHERE outcome IN ('ok', 'noop')"
+        )
     )[0]
     report = json.loads(cronlab("report", "--store", f"sqlite:///{path}", "--json"))
     return {
@@ -104,11 +106,11 @@ def figures(path: Path, trigger_ms: int) -> dict[str, float]:
 def baseline(tmp: str, count: int) -> float:
     """Rows/s of a plain SQLite claim loop over ``count`` PENDING rows (one process)."""
     store = SqliteStore(Path(tmp) / "baseline.db")
-    conn = store.dialect.conn
+    conn = store.sqlite.conn
     conn.execute("BEGIN IMMEDIATE")
     conn.execute(
         "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < ?) "
-        "INSERT INTO tasks (idempotency_key, handler, trigger_ms) "
+        "INSERT INTO cronlab_tasks (idempotency_key, handler, trigger_ms) "
         "SELECT 'k' || x, 'invoice', 0 FROM n",
         (count,),
     )
@@ -117,7 +119,7 @@ def baseline(tmp: str, count: int) -> float:
     while True:
         conn.execute("BEGIN IMMEDIATE")
         n = conn.execute(
-            "UPDATE tasks SET status = 'DONE' WHERE id IN (SELECT id FROM tasks "
+            "UPDATE cronlab_tasks SET status = 'DONE' WHERE id IN (SELECT id FROM cronlab_tasks "
             "WHERE status = 'PENDING' AND trigger_ms <= 1 LIMIT 10000)"
         ).rowcount
         conn.execute("COMMIT")

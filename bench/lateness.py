@@ -122,9 +122,9 @@ def schedules_case(kind: str, case: str, minutes: float, wakeups: bool) -> dict[
 
 
 def _lateness(store: SqlStore, lo: int, hi: int, handler: str) -> dict[str, Any]:
-    (first,) = store.query("SELECT min(start_ms) FROM executions")[0]
+    (first,) = store.query(store.own("SELECT min(start_ms) FROM executions"))[0]
     lo = max(lo, int(first or hi) + EDGE_MS)  # the cluster's start-up is not steady state
-    rows = store.query(FIRST_RUNS.format(lo=lo, hi=hi, handler=handler))
+    rows = store.query(store.own(FIRST_RUNS.format(lo=lo, hi=hi, handler=handler)))
     ran = [int(start) - int(trigger) for trigger, start, _ in rows if start is not None]
     skipped = sum(1 for _, start, status in rows if start is None and status == "SKIPPED")
     return {**percentiles(ran), "skipped": skipped, "not_run": len(rows) - len(ran) - skipped}
@@ -142,8 +142,10 @@ def burst_case(kind: str, count: int) -> dict[str, Any]:
                 bar.update(job, completed=done)
                 time.sleep(0.5)
         (first, last), *_ = store.query(
-            "SELECT min(s), max(s) FROM (SELECT min(e.start_ms) AS s FROM executions e "
-            "GROUP BY e.task_id) AS firsts"
+            store.own(
+                "SELECT min(s), max(s) FROM (SELECT min(e.start_ms) AS s FROM executions e "
+                "GROUP BY e.task_id) AS firsts"
+            )
         )
         store.close()
     return {"first_ms": int(first) - trigger, "last_ms": int(last) - trigger, "count": count}

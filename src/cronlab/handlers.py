@@ -98,6 +98,9 @@ class QueuedTx:
         self.writes.append(task)
         return -1
 
+    def holder(self, key: str) -> tuple[int, str, str, int] | None:
+        raise RuntimeError("an async task's ctx.tx reads nothing: its writes are queued")
+
     def apply(self, tx: Tx) -> bool:
         """Run the queued writes through ``tx``, in order."""
         for write in self.writes:
@@ -271,6 +274,9 @@ class _NoTx:
         raise RuntimeError("handler ran outside its transaction")
 
     def add_task(self, task: NewTask) -> int:
+        raise RuntimeError("handler ran outside its transaction")
+
+    def holder(self, key: str) -> tuple[int, str, str, int] | None:
         raise RuntimeError("handler ran outside its transaction")
 
 

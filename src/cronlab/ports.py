@@ -130,8 +130,8 @@ class Retry:
 class Tx(Protocol):
     """The open transaction a handler writes through (committed together with the ack).
 
-    SQL takes the store's own placeholders: ``dialect`` is ``"sqlite"`` (``?``, ``:name``)
-    or ``"postgresql"`` (``%s``, ``%(name)s``).
+    SQL takes ``?`` (values in a sequence) or ``:name`` (a mapping) on every store, or the
+    driver's own style; ``dialect`` (``"sqlite"`` or ``"postgresql"``) says which store it is.
     """
 
     dialect: str
@@ -146,6 +146,11 @@ class Tx(Protocol):
 
     def add_task(self, task: NewTask) -> int:
         """Insert a follow-up task in this transaction; 0 when its key already exists."""
+        ...
+
+    def holder(self, key: str) -> tuple[int, str, str, int] | None:
+        """The task holding idempotency key ``key``, as this transaction sees it: (id, task
+        name, payload, due ms), or None."""
         ...
 
 

@@ -286,17 +286,15 @@ def _defer_in_run(tx: Tx, new: NewTask, keyed: bool) -> TaskRef:
     if isinstance(tx, handlers.QueuedTx):
         due = from_ms(new.trigger_ms)
         return TaskRef(id=-1, key=new.idempotency_key, task=new.handler, due=due, added=True)
-    mark = "?" if tx.dialect == "sqlite" else "%s"
-    sql = f"SELECT id, handler, payload, trigger_ms FROM tasks WHERE idempotency_key = {mark}"
-    held = tx.rows(sql, (new.idempotency_key,))
+    held = tx.holder(new.idempotency_key)
     for _ in range(KEY_TRIES):  # (the holder the insert ran into was deleted: the key is free)
         if held:
             break
         added = tx.add_task(new) != 0
-        held = tx.rows(sql, (new.idempotency_key,))
+        held = tx.holder(new.idempotency_key)
     if not held:
         raise ConflictError(f"key {new.idempotency_key!r}: its task was deleted while deferred")
-    task_id, handler, payload, trigger_ms = held[0]
+    task_id, handler, payload, trigger_ms = held
     if (
         not added
         and keyed

@@ -66,7 +66,7 @@ def test_a_sqlite_file_that_is_not_a_store_is_refused_untouched(tmp_path: Path) 
         conn.execute("CREATE TABLE mine (x)")
     conn.close()
     before = db.read_bytes()
-    one_line_error(cronlab("report", "--store", f"sqlite:///{db}"), "not a cronlab store")
+    one_line_error(cronlab("report", "--store", f"sqlite:///{db}"), "no cronlab store in")
     assert db.read_bytes() == before
 
 

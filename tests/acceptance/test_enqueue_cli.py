@@ -37,7 +37,9 @@ def test_in_three_days_is_a_pending_task_due_then(tmp_path: Path) -> None:
     data = json.loads(out.stdout)
     assert before + 3 * DAY_MS <= data["due_ms"] <= after + 3 * DAY_MS and data["added"]
     store = SqliteStore(tmp_path / "cron.db", create=False)
-    rows = store.query("SELECT idempotency_key, handler, payload, trigger_ms, status FROM tasks")
+    rows = store.query(
+        store.own("SELECT idempotency_key, handler, payload, trigger_ms, status FROM tasks")
+    )
     assert rows == [(data["key"], "invoice", '{"customer": "c"}', data["due_ms"], "PENDING")]
     store.close()
 
@@ -132,7 +134,9 @@ def tasks_in(db: Path) -> list[tuple[str, str]]:
         return []
     store = SqliteStore(db, create=False)
     try:
-        return [tuple(r) for r in store.query("SELECT idempotency_key, payload FROM tasks")]
+        return [
+            tuple(r) for r in store.query(store.own("SELECT idempotency_key, payload FROM tasks"))
+        ]
     finally:
         store.close()
 

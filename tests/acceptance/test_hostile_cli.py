@@ -181,8 +181,8 @@ def test_status_and_report_on_a_damaged_store_say_so_in_one_line(tmp_path: Path)
         cronlab("invoices", "seed", "--store", url, "--count", "5", "--at", "+60").returncode == 0
     )
     with sqlite3.connect(db) as conn:
-        conn.execute("DROP TABLE queue")
-        conn.execute("DROP TABLE executions")
+        conn.execute("DROP TABLE cronlab_queue")
+        conn.execute("DROP TABLE cronlab_executions")
     for command in ("status", "report"):
         done = cronlab(command, "--store", url)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-300:]
@@ -203,7 +203,9 @@ def test_a_store_of_a_newer_cronlab_and_a_store_corrupted_half_way_are_one_line(
     conn.close()
     with sqlite3.connect(corrupt) as conn:  # the tasks table's root page: every command reads it
         (page_size,) = conn.execute("PRAGMA page_size").fetchone()
-        (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'tasks'").fetchone()
+        (root,) = conn.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'cronlab_tasks'"
+        ).fetchone()
     conn.close()
     data = bytearray(corrupt.read_bytes())
     at = (root - 1) * page_size
@@ -223,31 +225,28 @@ def test_a_store_of_a_newer_cronlab_and_a_store_corrupted_half_way_are_one_line(
         assert db.read_bytes() == before
 
 
-WRITERS = (
-    ["invoices", "seed", "--count", "5", "--at", "+60"],
-    ["cluster", "--replicas", "1", "--workers", "1"],
-)
-
-
-@pytest.mark.parametrize("command", WRITERS, ids=["invoices seed", "cluster"])
-def test_a_writer_on_another_programs_sqlite_file_is_refused_untouched(
-    command: list[str], tmp_path: Path
+def test_a_writer_on_another_programs_sqlite_file_builds_beside_its_tables(
+    tmp_path: Path,
 ) -> None:
-    """Issue 13: ``invoices seed`` created ``schema_version`` in a file that was not a cronlab
-    store. The writers refuse it at once: one line, exit 2, the file as it was and nothing
-    next to it (the writer lock's ``PATH.writer`` was created before the store was checked)."""
+    """Issue 13: ``invoices seed`` half-migrated a file that was not a cronlab store. Issue
+    31: such a file is an application's; a writer builds the store beside its tables (names
+    prefixed ``cronlab_``, in one transaction) and leaves them as they were."""
     db = tmp_path / "theirs.db"
     with sqlite3.connect(db) as conn:
         conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("CREATE TABLE tasks (id INTEGER PRIMARY KEY, title TEXT)")  # the app's own
         conn.execute("INSERT INTO customers VALUES (1, 'Ada')")
+        conn.execute("INSERT INTO tasks VALUES (1, 'write the report')")
     conn.close()
-    before = db.read_bytes()
-    done = cronlab(*command, "--store", f"sqlite:///{db}", timeout=30)
-    assert done.returncode == 2 and done.stdout == "", done.stderr[-500:]
-    lines = done.stderr.splitlines()
-    assert len(lines) == 1 and "is not a cronlab store" in lines[0], done.stderr[-500:]
-    assert db.read_bytes() == before
-    assert sorted(tmp_path.iterdir()) == [db]
+    seeded = cronlab(
+        "invoices", "seed", "--count", "5", "--at", "+60", "--store", f"sqlite:///{db}"
+    )
+    assert seeded.returncode == 0, seeded.stderr[-500:]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT * FROM customers").fetchall() == [(1, "Ada")]
+        assert conn.execute("SELECT * FROM tasks").fetchall() == [(1, "write the report")]
+        assert conn.execute("SELECT count(*) FROM cronlab_tasks").fetchone() == (5,)
+    conn.close()
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from shell import cronlab
@@ -109,20 +110,36 @@ def test_a_read_only_command_on_another_programs_schema_version_db_changes_nothi
     db = tmp_path / "theirs.db"
     _their_db(db, wal=wal)
     before = db.read_bytes()
-    one_line_error(cronlab(*command, "--store", f"sqlite:///{db}"), "is not a cronlab store")
+    one_line_error(cronlab(*command, "--store", f"sqlite:///{db}"), "no cronlab store in")
     assert db.read_bytes() == before and files(tmp_path) == ["theirs.db"]
 
 
-@pytest.mark.parametrize("command", [["schedule", "add", "n", "0 0 * * *", "--handler", "fail"]])
-def test_a_writer_on_another_programs_schema_version_db_is_refused_untouched(
-    command: list[str], tmp_path: Path
-) -> None:
-    """A writer took it over as a 0.1 store (or said to start cronlab 0.1 on it)."""
+def test_a_writer_on_another_programs_schema_version_db_builds_beside_it(tmp_path: Path) -> None:
+    """A writer took it over as a 0.1 store (or said to start cronlab 0.1 on it). Issue 31:
+    it is an application's database; the store goes beside its tables, which stay as they
+    were, statements and rows."""
     db = tmp_path / "theirs.db"
     _their_db(db)
-    before = db.read_bytes()
-    one_line_error(cronlab(*command, "--store", f"sqlite:///{db}"), "is not a cronlab store")
-    assert db.read_bytes() == before and files(tmp_path) == ["theirs.db"]
+    before = _theirs(db)
+    add = cronlab(
+        "schedule", "add", "n", "0 0 * * *", "--handler", "fail", "--store", f"sqlite:///{db}"
+    )
+    assert add.returncode == 0, add.stderr
+    assert _theirs(db) == before
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT name FROM cronlab_schedules").fetchall() == [("n",)]
+    conn.close()
+
+
+def _theirs(db: Path) -> dict[str, Any]:
+    """The application's tables (all but cronlab's): statements and rows."""
+    with sqlite3.connect(db) as conn:
+        found = conn.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'cronlab_%'"
+        ).fetchall()
+        out = {n: (sql, conn.execute(f"SELECT * FROM {n}").fetchall()) for n, sql in found}
+    conn.close()
+    return out
 
 
 def test_a_read_only_command_never_migrates_a_cronlab_store(tmp_path: Path) -> None:
@@ -220,7 +237,9 @@ def test_enqueue_key_of_500_characters_is_stored_as_given(tmp_path: Path) -> Non
     done = cronlab("enqueue", "fail", "--in", "1h", "--key", "é" * 500, "--store", url)
     assert done.returncode == 0, done.stderr
     with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT idempotency_key FROM tasks").fetchall() == [("é" * 500,)]
+        assert conn.execute("SELECT idempotency_key FROM cronlab_tasks").fetchall() == [
+            ("é" * 500,)
+        ]
     conn.close()
 
 

@@ -88,7 +88,7 @@ def test_run_serves_its_metrics_and_keeps_a_heartbeat(tmp_path: Path) -> None:
                 break
             time.sleep(0.3)
         with sqlite3.connect(tmp_path / "cron.db") as c:
-            beats = c.execute("SELECT role, heartbeat_ms FROM processes").fetchall()
+            beats = c.execute("SELECT role, heartbeat_ms FROM cronlab_processes").fetchall()
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)

@@ -120,7 +120,7 @@ def test_an_engine_on_a_users_app_has_no_invoices_table(workdir: Path, engine: s
     assert "tick" in seen(workdir)  # the engine ran the app's cron task
     with sqlite3.connect(workdir / "cron.db") as c:
         names = {r[0] for r in c.execute("SELECT name FROM sqlite_master")}
-    assert {"tasks", "schedules", "seen"} <= names
+    assert {"cronlab_tasks", "cronlab_schedules", "seen"} <= names
     assert [n for n in names if "invoice" in n] == []
 
 
@@ -189,4 +189,6 @@ def test_enqueue_many_defers_a_run_per_line_and_checks_every_line_first(workdir:
         and "unexpected argument 'colour'" in out.stderr
     )
     with sqlite3.connect(workdir / "cron.db") as c:
-        assert c.execute("SELECT count(*) FROM tasks").fetchone() == (2500,)  # nothing of bad
+        assert c.execute("SELECT count(*) FROM cronlab_tasks").fetchone() == (
+            2500,
+        )  # nothing of bad

@@ -54,12 +54,16 @@ def store_rows(path: Path) -> list[tuple[Any, ...]]:
     """The history straight from the tables, independently of `runs`' query."""
     store = SqliteStore(path)
     executed = store.query(
-        "SELECT t.id, t.trigger_ms, e.attempt, e.worker, e.start_ms, e.end_ms, e.outcome, e.error"
-        " FROM executions e JOIN tasks t ON t.id = e.task_id"
+        store.own(
+            "SELECT t.id, t.trigger_ms, e.attempt, e.worker, e.start_ms, e.end_ms, e.outcome,"
+            " e.error FROM executions e JOIN tasks t ON t.id = e.task_id"
+        )
     )
     unrun = store.query(
-        "SELECT t.id, t.trigger_ms, t.attempts, NULL, NULL, NULL, t.status, t.last_error"
-        " FROM tasks t WHERE NOT EXISTS (SELECT 1 FROM executions e WHERE e.task_id = t.id)"
+        store.own(
+            "SELECT t.id, t.trigger_ms, t.attempts, NULL, NULL, NULL, t.status, t.last_error"
+            " FROM tasks t WHERE NOT EXISTS (SELECT 1 FROM executions e WHERE e.task_id = t.id)"
+        )
     )  # (the fake clock is months behind the CLI's: every PENDING task is due to it)
     store.close()
     unrun = [(*r[:6], unrun_outcome(r[6], r[7]), r[7]) for r in unrun]

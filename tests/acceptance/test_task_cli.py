@@ -128,7 +128,7 @@ def contents(path: Path) -> list[object]:
     """What an action could change: the tasks, the queue and the event log."""
     store = SqliteStore(path, create=False)
     tables = ("tasks", "queue", "events")
-    found = [store.query(f"SELECT * FROM {t} ORDER BY 1") for t in tables]
+    found = [store.query(store.own(f"SELECT * FROM {t} ORDER BY 1")) for t in tables]
     store.close()
     return found
 

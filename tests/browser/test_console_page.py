@@ -138,7 +138,7 @@ def test_pause_resume_trigger_and_backfill_through_the_page_change_the_store(
 
     row.locator('[data-action="trigger"]').click()
     expect(page_on.locator("#toast")).to_contain_text("triggered sync-stock")
-    keys = [r[0] for r in store.query("SELECT idempotency_key FROM tasks")]
+    keys = [r[0] for r in store.query(store.own("SELECT idempotency_key FROM tasks"))]
     assert any(k.startswith("trigger:sync-stock:") for k in keys)
 
     hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
@@ -147,7 +147,9 @@ def test_pause_resume_trigger_and_backfill_through_the_page_change_the_store(
     page_on.locator("#to").fill((hour - timedelta(hours=2)).isoformat())
     page_on.locator('[data-action="confirm"]').click()
     expect(page_on.locator("#toast")).to_contain_text("backfilled sync-stock: 60 added")
-    backfilled = store.query("SELECT count(*) FROM tasks WHERE idempotency_key LIKE 'backfill:%'")
+    backfilled = store.query(
+        store.own("SELECT count(*) FROM tasks WHERE idempotency_key LIKE 'backfill:%'")
+    )
     assert backfilled[0][0] == 60
 
     row.locator('[data-action="backfill"]').click()
@@ -156,7 +158,9 @@ def test_pause_resume_trigger_and_backfill_through_the_page_change_the_store(
     page_on.locator('[data-action="confirm"]').click()
     expect(page_on.locator("#toast")).to_contain_text("--from must be before --to")
     assert (
-        store.query("SELECT count(*) FROM tasks WHERE idempotency_key LIKE 'backfill:%'")[0][0]
+        store.query(
+            store.own("SELECT count(*) FROM tasks WHERE idempotency_key LIKE 'backfill:%'")
+        )[0][0]
         == 60
     )
     store.close()

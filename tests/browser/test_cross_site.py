@@ -127,7 +127,7 @@ def store_state(path: Path) -> tuple[Any, ...]:
     store = SqliteStore(path, create=False)
     try:
         tables = ("tasks", "events", "queue")
-        counts = tuple(store.query(f"SELECT count(*) FROM {t}")[0][0] for t in tables)
+        counts = tuple(store.query(store.own(f"SELECT count(*) FROM {t}"))[0][0] for t in tables)
         return counts, store.get_schedule("nightly"), store.get_schedule("hourly")
     finally:
         store.close()

@@ -38,7 +38,9 @@ def open_app(where: str, clock: FakeClock) -> cronlab.App:
 
 
 def count(app: cronlab.App, table: str) -> int:
-    return int(app.store().query(f"SELECT count(*) FROM {table}")[0][0])
+    """Rows of one of the app's tables, or of cronlab's own (``tasks``: ``SqlStore.own``)."""
+    store = app.store()
+    return int(store.query(store.own(f"SELECT count(*) FROM {table}"))[0][0])
 
 
 def billing(where: str, clock: FakeClock) -> tuple[cronlab.App, list[str]]:

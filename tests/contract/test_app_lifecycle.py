@@ -110,7 +110,7 @@ def test_defer_from_another_thread_leaves_no_connection_once_closed(store_url: s
         t.start()
     for t in threads:
         t.join()
-    assert int(app.store().query("SELECT count(*) FROM tasks")[0][0]) == 3
+    assert int(app.store().query(app.store().own("SELECT count(*) FROM tasks"))[0][0]) == 3
     app.close()
     assert held() == 0
 

@@ -66,7 +66,7 @@ def invoices(b: Backend) -> list[Any]:
 
 
 def noop_tasks(b: Backend) -> list[Any]:
-    sql = "SELECT count(*) FROM executions WHERE outcome = 'noop'"
+    sql = b.store.own("SELECT count(*) FROM executions WHERE outcome = 'noop'")
     return [b.store.query(sql)[0][0]]
 
 

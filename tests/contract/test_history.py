@@ -180,7 +180,7 @@ def test_a_backfill_never_reaches_history_the_retention_deleted(lab: OpsLab) -> 
     with pytest.raises(ConfigError, match=r"runs up to 2026-06-01T09:03:00\+00:00 were deleted"):
         lab.store.backfill_schedule("tick", minute(1), minute(3), now)
     assert not [e for e in lab.store.events() if e.kind == "backfilled"]
-    keys = {r[0] for r in lab.store.query("SELECT idempotency_key FROM tasks")}
+    keys = {r[0] for r in lab.store.query(lab.store.own("SELECT idempotency_key FROM tasks"))}
     assert not any(k.startswith("backfill:") for k in keys)
     done = lab.store.backfill_schedule("tick", minute(4), minute(10), now)
     assert (done.added, done.existing) == (6, 0)  # after the deleted history: as ever
@@ -203,7 +203,9 @@ def test_a_resume_on_a_clock_behind_never_plans_a_fire_that_fired_even_once_prun
     now, epoch = lab.clock.now_ms(), lab.scheduler.lease.epoch
     lab.store.prune_history(DAY, now, 1_000, epoch)  # minutes 1, 2 go; 3 is the last fire
     assert lab.store.resume_schedule("tick", minute(1) + 30_000)  # a clock 2 days behind
-    pending = lab.store.query("SELECT trigger_ms FROM tasks WHERE status = 'PENDING'")
+    pending = lab.store.query(
+        lab.store.own("SELECT trigger_ms FROM tasks WHERE status = 'PENDING'")
+    )
     assert [p for (p,) in pending] == [minute(4)]
 
 
@@ -258,12 +260,15 @@ def test_the_retention_prunes_old_finished_runs_in_batches_and_keeps_what_is_nee
     lab.clock.advance(31 * DAY)  # the schedule's runs are old now too, but its window is 60 d
     lab.run_for(3_000)
     assert retention.pruned >= 25  # 10 a scan while a batch comes back full
-    keys = {r[0] for r in lab.store.query("SELECT idempotency_key FROM tasks")}
+    keys = {r[0] for r in lab.store.query(lab.store.own("SELECT idempotency_key FROM tasks"))}
     assert not any(k.startswith("old:") and k != "old:pending" for k in keys)
     assert "old:pending" in keys  # PENDING: never
     assert f"schedule:tick:{minute(1)}" in keys  # inside its catch-up window
     left = lab.store.query(
-        "SELECT count(*) FROM executions e LEFT JOIN tasks t ON t.id = e.task_id WHERE t.id IS NULL"
+        lab.store.own(
+            "SELECT count(*) FROM executions e LEFT JOIN tasks t ON t.id = e.task_id"
+            " WHERE t.id IS NULL"
+        )
     )
     assert left[0][0] == 0
 
@@ -278,7 +283,10 @@ def test_the_retention_keeps_a_schedules_newest_occurrence(lab: OpsLab) -> None:
     assert lab.scheduler is not None and lab.scheduler.lease is not None
     now, epoch = lab.clock.now_ms(), lab.scheduler.lease.epoch
     lab.store.prune_history(30 * DAY, now, 100, epoch)
-    left = [r[0] for r in lab.store.query("SELECT trigger_ms FROM tasks ORDER BY trigger_ms")]
+    left = [
+        r[0]
+        for r in lab.store.query(lab.store.own("SELECT trigger_ms FROM tasks ORDER BY trigger_ms"))
+    ]
     assert left == [minute(3)]  # last_fire_ms: what catch-up plans from
 
 

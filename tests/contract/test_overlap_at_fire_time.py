@@ -74,7 +74,10 @@ def test_an_occurrence_due_while_the_previous_run_ran_is_skipped_though_its_disp
     worker.join(10)
     second = f"schedule:every5:{T0 + 5_000}"
     (status, reason, dispatched_ms) = leader_store.query(
-        "SELECT status, last_error, dispatched_ms FROM tasks WHERE idempotency_key = ?", (second,)
+        leader_store.own(
+            "SELECT status, last_error, dispatched_ms FROM tasks WHERE idempotency_key = ?"
+        ),
+        (second,),
     )[0]
     assert (status, reason) == ("SKIPPED", "overlap")
     assert dispatched_ms == T0 + 10_000  # when it was dispatched, after the lock was free

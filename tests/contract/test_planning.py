@@ -98,7 +98,7 @@ def operate(store: SqlStore, schedules: list[Spec], now_ms: int) -> None:
 
 def due(store: SqlStore, now_ms: int) -> int:
     """PENDING tasks due at ``now_ms`` (a dispatch that skips all it claimed returns 0)."""
-    query = "SELECT count(*) FROM tasks WHERE status = 'PENDING' AND trigger_ms <= :now"
+    query = store.own("SELECT count(*) FROM tasks WHERE status = 'PENDING' AND trigger_ms <= :now")
     if isinstance(store, PostgresStore):
         query = query.replace(":now", "%(now)s")
     return int(store.d.transaction(lambda c: c.execute(query, {"now": now_ms}).fetchone()[0]))
@@ -107,11 +107,15 @@ def due(store: SqlStore, now_ms: int) -> int:
 def snapshot(store: SqlStore) -> Any:
     def read(c: Any) -> Any:
         tasks = c.execute(
-            "SELECT idempotency_key, status, last_error, trigger_ms FROM tasks ORDER BY 1"
+            store.own(
+                "SELECT idempotency_key, status, last_error, trigger_ms FROM tasks ORDER BY 1"
+            )
         ).fetchall()
         rows = c.execute(
-            "SELECT name, next_fire_ms, last_fire_ms, last_reason, missed, skipped, paused"
-            " FROM schedules ORDER BY name"
+            store.own(
+                "SELECT name, next_fire_ms, last_fire_ms, last_reason, missed, skipped, paused"
+                " FROM schedules ORDER BY name"
+            )
         ).fetchall()
         return [tuple(t) for t in tasks], [tuple(r) for r in rows]
 

@@ -266,7 +266,9 @@ def test_a_task_whose_stream_entry_was_lost_is_enqueued_again_once(
     newest = client.xrevrange(q.stream, count=1)[0][0]
     assert client.xdel(q.stream, newest) == 1  # k2, k3: lost
     assert q.reconcile(CLOCK.now_ms(), lease.epoch) == 0  # too recent to judge
-    store.write(lambda tx: tx.execute("UPDATE tasks SET dispatched_ms = dispatched_ms - 11000"))
+    store.write(
+        lambda tx: tx.execute(store.own("UPDATE tasks SET dispatched_ms = dispatched_ms - 11000"))
+    )
     assert q.reconcile(CLOCK.now_ms(), lease.epoch) == 2
     assert q.reconcile(CLOCK.now_ms(), lease.epoch) == 0  # once
     again = q.claim("w2", 10, 60_000)
@@ -275,7 +277,9 @@ def test_a_task_whose_stream_entry_was_lost_is_enqueued_again_once(
     assert [m.idempotency_key for m in in_flight] == ["k0"] and waiting is None
     store.lease_release("l")
     assert StoreElector(store, CLOCK).acquire_or_renew("m", 60_000) is not None
-    store.write(lambda tx: tx.execute("UPDATE tasks SET dispatched_ms = dispatched_ms - 11000"))
+    store.write(
+        lambda tx: tx.execute(store.own("UPDATE tasks SET dispatched_ms = dispatched_ms - 11000"))
+    )
     client.xdel(q.stream, *[e for e, _ in client.xrange(q.stream)])
     with pytest.raises(FencedError):
         q.reconcile(CLOCK.now_ms(), lease.epoch)

@@ -280,7 +280,9 @@ def test_a_task_whose_message_was_lost_is_enqueued_again_once(backend: Backend) 
     queue = StoreQueue(backend.store, backend.clock)
     assert backend.store.dispatch_due(now + 3, 100, epoch) == 3
     in_flight = queue.claim("w", 1, 600_000)  # k0: claimed, not acked
-    backend.store.write(lambda tx: tx.execute("DELETE FROM queue WHERE size = 2"))  # k1, k2
+    backend.store.write(
+        lambda tx: tx.execute(backend.store.own("DELETE FROM queue WHERE size = 2"))
+    )  # k1, k2
     assert queue.reconcile(backend.clock.now_ms(), epoch) == 0  # too recent to judge
     backend.clock.advance(11_000)
     epoch = lead(backend)
@@ -290,7 +292,7 @@ def test_a_task_whose_message_was_lost_is_enqueued_again_once(backend: Backend) 
     assert sorted(m.idempotency_key for m in again) == ["k1", "k2"]
     assert [m.attempt for m in again] == [1, 1]
     assert [m.idempotency_key for m in in_flight] == ["k0"]
-    backend.store.write(lambda tx: tx.execute("DELETE FROM queue"))  # lost again
+    backend.store.write(lambda tx: tx.execute(backend.store.own("DELETE FROM queue")))  # lost again
     backend.clock.advance(max(TTL, 11_000))
     lead(backend, "b")
     with pytest.raises(FencedError):  # a stale leader finds them, and writes nothing

@@ -22,6 +22,7 @@ from cronlab.queues.store import StoreQueue
 from cronlab.runtime import report
 from cronlab.runtime.clock import FakeClock, SystemClock
 from cronlab.stores.postgres import PostgresStore
+from cronlab.stores.sql import namespace
 
 from .dist_servers import pg_database
 
@@ -111,19 +112,21 @@ def test_migrations_are_applied_once_by_replicas_starting_together(url: str) -> 
         t.join(60)
     assert len(stores) == 3
     versions = stores[0].schema_versions()
-    assert versions == [1, 2, 4, 5, 10, 11, 12, 13]  # 003 is an index of SQLite's own
+    assert versions == [1, 2, 4, 5, 10, 11, 12, 13, 14]  # 003 is an index of SQLite's own
     for s in stores:
         s.close()
 
 
 def test_the_due_scan_reads_the_pending_list_by_its_key(store: PostgresStore) -> None:
     store.add_tasks(invoices(2_000, 10**13))
-    store.query("ANALYZE pending")
+    store.query(store.own("ANALYZE pending"))
     plan = "\n".join(
         r[0]
         for r in store.query(
-            "EXPLAIN SELECT trigger_ms, task_id FROM pending WHERE trigger_ms <= 5 "
-            "AND (trigger_ms, task_id) > (1, 2) ORDER BY trigger_ms, task_id LIMIT 10"
+            store.own(
+                "EXPLAIN SELECT trigger_ms, task_id FROM pending WHERE trigger_ms <= 5 "
+                "AND (trigger_ms, task_id) > (1, 2) ORDER BY trigger_ms, task_id LIMIT 10"
+            )
         )
     )
     assert "pending_pkey" in plan and "Sort" not in plan
@@ -134,11 +137,11 @@ def test_every_insert_lists_its_task_as_pending_and_a_dispatch_takes_it_off(
 ) -> None:
     now = store.server_ms()
     store.add_tasks(invoices(5, now - 1))
-    assert store.query("SELECT count(*) FROM pending")[0][0] == 5
+    assert store.query(store.own("SELECT count(*) FROM pending"))[0][0] == 5
     lease = StoreElector(store, SystemClock()).acquire_or_renew("a", 60_000)
     assert lease is not None
     assert store.dispatch_due(now, 3, lease.epoch) == 3
-    assert store.query("SELECT count(*) FROM pending")[0][0] == 2
+    assert store.query(store.own("SELECT count(*) FROM pending"))[0][0] == 2
     assert tasks_updates(store) == (3, 3)  # all three updates were HOT
 
 
@@ -204,18 +207,27 @@ def test_a_reader_refuses_a_database_without_a_store_and_writes_nothing(url: str
 
 
 @pytest.mark.parametrize("read_only", [True, False], ids=["reader", "writer"])
-def test_another_programs_schema_version_table_is_not_a_0_1_store(
+def test_another_programs_schema_version_table_is_the_apps_not_a_0_1_store(
     url: str, read_only: bool
 ) -> None:
-    """Issue 28: a ``schema_version(version, name)`` table made it one ("start cronlab 0.1")."""
+    """Issue 28: a ``schema_version(version, name)`` table made it one ("start cronlab 0.1").
+    Issue 31: it is an application's table: a reader finds no store, a writer builds one in
+    schema ``cronlab``; the application's schema is as it was."""
     with psycopg.connect(url) as c:
         c.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT)")
         c.execute("INSERT INTO schema_version VALUES (1, 'create_users')")
-    with pytest.raises(ConfigError, match="is not a cronlab store"):
-        PostgresStore(url, create=not read_only, read_only=read_only)
+    if read_only:
+        with pytest.raises(ConfigError, match="no cronlab store in"):
+            PostgresStore(url, create=False, read_only=True)
+    else:
+        PostgresStore(url).close()
     with psycopg.connect(url) as c:
         tables = c.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
         assert tables.fetchall() == [("schema_version",)]
+        assert c.execute("SELECT * FROM schema_version").fetchall() == [(1, "create_users")]
+        ours = c.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'cronlab'")
+        made = set(namespace.tables()) - {"processes_by_owner"}  # (005 renamed it processes)
+        assert ours.fetchone() == (0 if read_only else len(made),)
 
 
 def test_id_lists_and_execution_rows_survive_the_wire(store: PostgresStore) -> None:
@@ -225,7 +237,9 @@ def test_id_lists_and_execution_rows_survive_the_wire(store: PostgresStore) -> N
     tricky = ['a "quoted", {braced}', "back\\slash\\", "NULL", "", "line\nbreak", "é✓", None]
     rows = json.dumps([[1, 2, 1, 1, 5, "ok", t, 0] for t in tricky])
     store.write(lambda tx: tx.execute(store.q["execution_insert"], {"rows": rows, "worker": "w"}))
-    assert [r[0] for r in store.query("SELECT error FROM executions ORDER BY id")] == tricky
+    assert [
+        r[0] for r in store.query(store.own("SELECT error FROM executions ORDER BY id"))
+    ] == tricky
 
 
 def test_a_replica_whose_clock_is_a_ttl_off_the_server_still_leads(store: PostgresStore) -> None:
@@ -336,7 +350,9 @@ def test_a_stray_pending_entry_never_redispatches_a_task(store: PostgresStore) -
     lease = StoreElector(store, SystemClock()).acquire_or_renew("a", 10_000)
     assert lease is not None
     assert store.dispatch_due(now, 10, lease.epoch) == 1
-    store.write(lambda tx: tx.execute("INSERT INTO pending SELECT trigger_ms, id FROM tasks"))
+    store.write(
+        lambda tx: tx.execute(store.own("INSERT INTO pending SELECT trigger_ms, id FROM tasks"))
+    )
     assert store.dispatch_due(now, 10, lease.epoch) == 0
     assert store.queue_depth() == 1
 
@@ -354,7 +370,7 @@ def test_a_leader_paused_inside_its_transaction_loses_its_session_before_a_takeo
     holding = threading.Event()
 
     def pause_inside(c: Any) -> None:
-        c.execute("SELECT max_epoch FROM fence WHERE name = 'lease' FOR UPDATE")
+        c.execute(paused.own("SELECT max_epoch FROM fence WHERE name = 'lease' FOR UPDATE"))
         holding.set()
         time.sleep(2.0)  # SIGSTOPped, as far as the server can tell
         c.execute("SELECT 1")

@@ -125,11 +125,13 @@ def hit_leader(d: Dist, store: PostgresStore, signum: int, kind: str) -> Lease:
 
 def done(store: PostgresStore, total: int) -> bool:
     counts = store.counts()
-    return counts["DONE"] == total and store.query("SELECT count(*) FROM queue")[0][0] == 0
+    return (
+        counts["DONE"] == total and store.query(store.own("SELECT count(*) FROM queue"))[0][0] == 0
+    )
 
 
 def trigger_passed(store: PostgresStore) -> bool:
-    (latest,) = store.query("SELECT max(trigger_ms) FROM tasks")[0]
+    (latest,) = store.query(store.own("SELECT max(trigger_ms) FROM tasks"))[0]
     return bool(latest <= CLOCK.now_ms())
 
 
@@ -182,8 +184,10 @@ def test_leader_paused_past_its_ttl_is_fenced_no_duplicate_dispatch(dist: Dist) 
     r = assert_every_invoice_once(store, 4000)
     assert (r.dispatched, r.duplicates) == (4000, 0)
     late = store.query(
-        "SELECT DISTINCT epoch FROM tasks WHERE trigger_ms > "
-        "(SELECT min(at_ms) FROM events WHERE kind = 'pause')"
+        store.own(
+            "SELECT DISTINCT epoch FROM tasks WHERE trigger_ms > "
+            "(SELECT min(at_ms) FROM events WHERE kind = 'pause')"
+        )
     )
     assert late == [(after.epoch,)]  # the old epoch dispatched nothing after the pause
     store.close()
@@ -241,9 +245,13 @@ def test_a_frozen_vm_leader_is_stopped_by_the_store_fence_alone(dist: Dist) -> N
     assert zombie.dispatched == 100 and not zombie.leading()
     step_until(heir, lambda: heir.dispatched == 100, 20, "the heir's dispatch")
     store = dist.store()
-    epochs = store.query("SELECT epoch, count(*) FROM tasks GROUP BY epoch ORDER BY epoch")
+    epochs = store.query(
+        store.own("SELECT epoch, count(*) FROM tasks GROUP BY epoch ORDER BY epoch")
+    )
     assert epochs == [(first_epoch, 100), (heir.lease.epoch if heir.lease else -1, 100)]
-    assert store.query("SELECT holder FROM events WHERE kind = 'fenced'") == [("zombie",)]
+    assert store.query(store.own("SELECT holder FROM events WHERE kind = 'fenced'")) == [
+        ("zombie",)
+    ]
     store.close()
 
 

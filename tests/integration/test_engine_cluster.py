@@ -48,7 +48,10 @@ def scanned_by_all(url: str, replicas: int) -> bool:
         return False
     try:
         procs = [p for p in store.processes() if p.role == "scheduler" and alive(p.pid)]
-        return len(procs) == replicas and store.query("SELECT count(*) FROM samples")[0][0] > 0
+        return (
+            len(procs) == replicas
+            and store.query(store.own("SELECT count(*) FROM samples"))[0][0] > 0
+        )
     finally:
         store.close()
 
@@ -91,7 +94,7 @@ def test_paused_leader_resumes_fenced_without_duplicate_dispatch(url: str) -> No
     r = cli_json("report", "--store", url)
     assert (r["dispatched"], r["duplicates"], r["duplicate_invoices"]) == (3000, 0, 0)
     assert after["epoch"] > first["epoch"]
-    assert store.query("SELECT DISTINCT epoch FROM tasks") == [(first["epoch"] + 1,)]
+    assert store.query(store.own("SELECT DISTINCT epoch FROM tasks")) == [(first["epoch"] + 1,)]
     acquires = [e for e in store.events() if e.kind == "acquire"]
     assert [e.epoch for e in acquires] == list(range(1, len(acquires) + 1))
     (delay,) = r["takeover_delays_s"]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,15 +28,15 @@ def test_due_scan_uses_the_partial_pending_index(tmp_path: Path, query: str) -> 
     args = {"epoch": 1, "now": 0, "limit": 5, "after_ms": 0, "after_id": 0}
     plan = store.query(f"EXPLAIN QUERY PLAN {Q[query]}", args)
     details = " | ".join(row[3] for row in plan)
-    assert "USING INDEX tasks_pending_due (trigger_ms<?)" in details
-    assert "SCAN tasks" not in details
+    assert "USING INDEX cronlab_tasks_pending_due (trigger_ms<?)" in details
+    assert "SCAN cronlab_tasks" not in details
 
 
 def test_migrations_are_numbered_applied_once_and_recorded(tmp_path: Path) -> None:
     SqliteStore(tmp_path / "m.db").close()
     again = SqliteStore(tmp_path / "m.db")
-    assert again.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13]
-    names = again.query("SELECT name FROM cronlab_schema ORDER BY version")
+    assert again.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13, 14]
+    names = again.query(again.own("SELECT name FROM cronlab_schema ORDER BY version"))
     assert names == [
         ("001_base.sql",),
         ("002_fence_per_kind.sql",),
@@ -46,6 +47,7 @@ def test_migrations_are_numbered_applied_once_and_recorded(tmp_path: Path) -> No
         ("011_history_horizon.sql",),
         ("012_run_finished.sql",),
         ("013_process_place.sql",),
+        ("014_beside_the_app.sql",),
     ]
 
 
@@ -96,7 +98,10 @@ def test_a_store_of_cronlab_0_1_is_refused_untouched(tmp_path: Path) -> None:
 def test_a_schema_version_table_alone_is_not_a_cronlab_0_1_store(
     tmp_path: Path, columns: str, rows: list[tuple[object, ...]], tables: str
 ) -> None:
-    """Issue 28: any ``schema_version(version, name)`` table made a database a 0.1 store."""
+    """Issue 28: any ``schema_version(version, name)`` table made a database a 0.1 store.
+    Issue 31: such a file is an application's, and the store goes beside its tables (left as
+    they were), unless it holds cronlab's own bare table names (``migrate.LOOKALIKE``): a
+    store no cronlab of today reads, refused untouched."""
     import sqlite3
 
     db = tmp_path / "theirs.db"
@@ -105,12 +110,28 @@ def test_a_schema_version_table_alone_is_not_a_cronlab_0_1_store(
     conn.executemany(f"INSERT INTO schema_version VALUES ({', '.join('?' * len(rows[0]))})", rows)
     for table in tables.split() or ["tasks", "lease", "fence", "queue"]:
         conn.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY)")
+        conn.execute(f"INSERT INTO {table} VALUES (7)")
     conn.commit()
+    theirs = _their_tables(conn)
     conn.close()
     before = db.read_bytes()
-    with pytest.raises(ConfigError, match="is not a cronlab store"):
-        SqliteStore(db)
-    assert db.read_bytes() == before
+    if "users" not in tables:
+        with pytest.raises(ConfigError, match="is not a cronlab store"):
+            SqliteStore(db)
+        assert db.read_bytes() == before
+        return
+    SqliteStore(db).close()
+    conn = sqlite3.connect(db)
+    assert _their_tables(conn) == theirs
+    conn.close()
+
+
+def _their_tables(conn: Any) -> dict[str, Any]:
+    """Every table but cronlab's: its statement and its rows."""
+    found = conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'cronlab_%'"
+    ).fetchall()
+    return {name: (sql, conn.execute(f"SELECT * FROM {name}").fetchall()) for name, sql in found}
 
 
 def test_an_apps_own_schema_version_table_in_a_store_is_left_alone(tmp_path: Path) -> None:
@@ -123,11 +144,11 @@ def test_an_apps_own_schema_version_table_in_a_store_is_left_alone(tmp_path: Pat
     conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT)")
     conn.execute("INSERT INTO schema_version VALUES (1, 'create_users')")
     conn.execute("DELETE FROM cronlab_schema WHERE version = 11")  # a store before 011
-    conn.execute("ALTER TABLE schedules DROP COLUMN pruned_through_ms")
+    conn.execute("ALTER TABLE cronlab_schedules DROP COLUMN pruned_through_ms")
     conn.commit()
     conn.close()
     store = SqliteStore(tmp_path / "s.db")
-    assert store.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13]
+    assert store.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13, 14]
     assert store.query("SELECT * FROM schema_version") == [(1, "create_users")]
     store.close()
 
@@ -138,7 +159,7 @@ def test_a_read_only_store_is_never_migrated(tmp_path: Path) -> None:
     SqliteStore(tmp_path / "old.db").close()
     conn = sqlite3.connect(tmp_path / "old.db")
     conn.execute("DELETE FROM cronlab_schema WHERE version = 13")  # a store before 013
-    conn.execute("ALTER TABLE processes DROP COLUMN place")
+    conn.execute("ALTER TABLE cronlab_processes DROP COLUMN place")
     conn.commit()
     conn.close()
     before, files = (tmp_path / "old.db").read_bytes(), sorted(tmp_path.iterdir())

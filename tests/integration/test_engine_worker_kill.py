@@ -37,7 +37,9 @@ def test_worker_killed_mid_batch_its_tasks_run_again_exactly_once_in_effect(url:
         def busy_worker() -> int | None:
             # A worker holding claimed, unacked messages is mid-batch.
             rows = store.query(
-                "SELECT worker FROM queue WHERE receives > 0 AND invisible_until_ms > ? LIMIT 1",
+                store.own(
+                    "SELECT worker FROM queue WHERE receives > 0 AND invisible_until_ms > ? LIMIT 1"
+                ),
                 (clock.now_ms(),),
             )
             return int(rows[0][0].split("@")[0].split("-")[1]) + 1 if rows else None
@@ -51,9 +53,11 @@ def test_worker_killed_mid_batch_its_tasks_run_again_exactly_once_in_effect(url:
     assert store.query("SELECT count(*) FROM invoices")[0][0] == 300
     # The killed worker's batch was delivered again: each delivery that came back is recorded
     # as the lost attempt it stands for (LostRun), and its retry ran.
-    abandoned = store.query("SELECT sum(receive - 1) FROM executions")[0][0]
+    abandoned = store.query(store.own("SELECT sum(receive - 1) FROM executions"))[0][0]
     assert abandoned > 0
-    lost = store.query("SELECT count(*) FROM executions WHERE error LIKE 'LostRun%'")[0][0]
+    lost = store.query(store.own("SELECT count(*) FROM executions WHERE error LIKE 'LostRun%'"))[0][
+        0
+    ]
     assert lost == abandoned
     assert r["abandoned_deliveries"] == abandoned == r["redelivered"]
     assert r["duplicates"] == 0 and r["executed"] == 300

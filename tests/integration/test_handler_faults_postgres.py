@@ -55,7 +55,7 @@ def work_until_settled(app: cronlab.App, deadline_s: float = 60.0) -> str:
     while time.monotonic() < end:
         store.dispatch_due(clock.now_ms(), 100, epoch.epoch)
         clock.sleep(worker.step() / 1000)
-        (status,) = [r[0] for r in store.query("SELECT status FROM tasks")]
+        (status,) = [r[0] for r in store.query(store.own("SELECT status FROM tasks"))]
         if status in ("DONE", "FAILED"):
             return str(status)
     raise AssertionError("the task was still open after the deadline")
@@ -76,7 +76,9 @@ def test_a_task_whose_sql_outlasts_its_timeout_fails_after_its_attempts(url: str
     slow_sql.defer()
     assert work_until_settled(app) == "FAILED"
     assert calls == [1, 2, 3]
-    (error, attempts) = app.store().query("SELECT last_error, attempts FROM tasks")[0]
+    (error, attempts) = app.store().query(
+        app.store().own("SELECT last_error, attempts FROM tasks")
+    )[0]
     assert error.startswith("TaskTimeout") and attempts == 3
     app.store().close()
 
@@ -102,7 +104,9 @@ def test_a_task_that_outlasts_the_servers_idle_transaction_timeout_is_not_rerun_
     dawdles.defer()
     assert work_until_settled(app) == "FAILED"
     assert len(calls) == 3
-    (error, attempts) = app.store().query("SELECT last_error, attempts FROM tasks")[0]
+    (error, attempts) = app.store().query(
+        app.store().own("SELECT last_error, attempts FROM tasks")
+    )[0]
     assert error.startswith("LostRun") and attempts == 3
     app.store().close()
 
@@ -234,7 +238,9 @@ def work_until_all_settled(
         if queue is not None:
             queue.relay()  # a queue elsewhere: the leader's relay (``Scheduler.dispatch``)
         clock.sleep(worker.step() / 1000)
-        found = store.query("SELECT handler, status, attempts FROM tasks ORDER BY handler, id")
+        found = store.query(
+            store.own("SELECT handler, status, attempts FROM tasks ORDER BY handler, id")
+        )
         if all(status in ("DONE", "FAILED") for _, status, _ in found):
             by_name: dict[str, list[Any]] = {}
             for handler, status, attempts in found:
@@ -312,7 +318,7 @@ def test_a_retry_claimed_behind_a_long_group_is_not_charged_an_attempt_it_never_
     done.set()
     other.join()
     assert a.batches[1] == 2  # the retry and slow were claimed together
-    found = store.query("SELECT handler, status, attempts FROM tasks ORDER BY handler")
+    found = store.query(store.own("SELECT handler, status, attempts FROM tasks ORDER BY handler"))
     assert found == [("flaky", "DONE", 2), ("slow", "DONE", 1)]
     assert flaky_calls == [1, 2]
     store.close()

@@ -55,7 +55,9 @@ def test_a_keyed_defer_whose_finished_task_the_retention_deletes_meanwhile_adds_
     first = send.defer(key="k1", n=1)
     retention = PostgresStore(url)
     try:
-        retention.write(lambda tx: tx.execute(FINISH))  # the first run finished long ago
+        retention.write(
+            lambda tx: tx.execute(retention.own(FINISH))
+        )  # the first run finished long ago
         lease = retention.lease_cas("leader", 1_000, 60_000)
         assert lease is not None
         pruned: list[int] = []
@@ -66,7 +68,7 @@ def test_a_keyed_defer_whose_finished_task_the_retention_deletes_meanwhile_adds_
         again = send.defer(key="k1", n=1)
         assert pruned == [1]  # the retention deleted the finished task, between the two
         assert again.added and again.id != first.id  # the key was free: a new run
-        keys = app.store().query("SELECT idempotency_key, status FROM tasks")
+        keys = app.store().query(app.store().own("SELECT idempotency_key, status FROM tasks"))
         assert keys == [("k1", "PENDING")]
     finally:
         retention.close()

@@ -192,8 +192,10 @@ def test_a_leader_cut_off_from_etcd_is_replaced_and_fenced(
     counts = store.counts()
     assert (counts["DONE"], counts["PENDING"]) == (4000, 100)  # the fenced write claimed none
     second_bucket = store.query(
-        "SELECT DISTINCT epoch FROM tasks WHERE status = 'DONE' AND trigger_ms > "
-        "(SELECT min(trigger_ms) + 5000 FROM tasks)"
+        store.own(
+            "SELECT DISTINCT epoch FROM tasks WHERE status = 'DONE' AND trigger_ms > "
+            "(SELECT min(trigger_ms) + 5000 FROM tasks)"
+        )
     )
     assert second_bucket == [(second.epoch,)]
     assert store.query("SELECT count(DISTINCT (customer, period)) FROM invoices")[0][0] == 4000

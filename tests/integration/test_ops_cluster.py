@@ -199,11 +199,17 @@ def test_the_lateness_scraped_from_a_cluster_agrees_with_the_run_history(
         wait_until(lambda: store.counts()["DISPATCHED"] == 0, 60, "every run recorded")
         got = scrape(port)
         first = store.query(
-            "SELECT e.start_ms - t.trigger_ms FROM executions e JOIN tasks t ON t.id = e.task_id"
-            " WHERE e.attempt = 1"
+            store.own(
+                "SELECT e.start_ms - t.trigger_ms FROM executions e"
+                " JOIN tasks t ON t.id = e.task_id WHERE e.attempt = 1"
+            )
         )
-        outcomes = dict(store.query("SELECT outcome, count(*) FROM executions GROUP BY outcome"))
-        dispatched = store.query("SELECT value FROM counters WHERE name = 'dispatched'")[0][0]
+        outcomes = dict(
+            store.query(store.own("SELECT outcome, count(*) FROM executions GROUP BY outcome"))
+        )
+        dispatched = store.query(store.own("SELECT value FROM counters WHERE name = 'dispatched'"))[
+            0
+        ][0]
         store.close()
     lateness = [r[0] / 1000 for r in first]
     hist = got["cronlab_trigger_lateness_seconds"]

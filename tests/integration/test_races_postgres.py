@@ -90,7 +90,10 @@ def test_a_redeploy_committing_during_a_dispatch_leaves_no_occurrence_of_the_old
     with meanwhile(leader, "schedules_get_many", deploy):
         assert leader.dispatch_due(T0 + 100, 100, epoch.epoch) == 1
     pending = leader.query(
-        "SELECT idempotency_key, handler FROM tasks WHERE status = 'PENDING' ORDER BY trigger_ms"
+        leader.own(
+            "SELECT idempotency_key, handler FROM tasks WHERE status = 'PENDING'"
+            " ORDER BY trigger_ms"
+        )
     )
     assert pending == [(f"schedule:tick:{T0 + 3_000}", "b")]
     (info,) = leader.list_schedules()
@@ -111,9 +114,7 @@ def test_a_backfill_racing_the_retention_never_runs_an_occurrence_twice(
     for hour in range(3):  # three occurrences run (marked DONE as a worker would)
         now = T0 + hour * 3_600_000
         leader.dispatch_due(now, 100, epoch.epoch)
-        leader.write(
-            lambda tx: tx.execute("UPDATE tasks SET status = 'DONE' WHERE status = 'DISPATCHED'")
-        )
+        leader.write(lambda tx: tx.execute(leader.own(DONE)))
     later = T0 + 3 * 3_600_000 + 1_000
 
     def prune() -> None:
@@ -128,7 +129,7 @@ def test_a_backfill_racing_the_retention_never_runs_an_occurrence_twice(
         except Exception as exc:  # refused: the range reaches deleted history
             outcome.append(exc)
     backfilled = leader.query(
-        "SELECT count(*) FROM tasks WHERE starts_with(idempotency_key, 'backfill:')"
+        leader.own("SELECT count(*) FROM tasks WHERE starts_with(idempotency_key, 'backfill:')")
     )
     assert backfilled == [(0,)], f"re-ran occurrences that ran: {outcome}"
 
@@ -181,8 +182,10 @@ def test_a_redeploy_that_waited_for_a_dispatch_keeps_the_occurrence_due_meanwhil
             due_meanwhile = (asked[0] // 1_000 + 1) * 1_000
             assert said == ["waited"] and now() > due_meanwhile
             kept = leader.query(
-                f"SELECT handler FROM tasks WHERE trigger_ms = {due_meanwhile} "
-                "AND starts_with(idempotency_key, 'schedule:tick:')"
+                leader.own(
+                    f"SELECT handler FROM tasks WHERE trigger_ms = {due_meanwhile} "
+                    "AND starts_with(idempotency_key, 'schedule:tick:')"
+                )
             )
             assert kept == [("a",)], f"the occurrence due at {due_meanwhile} was dropped"
         finally:

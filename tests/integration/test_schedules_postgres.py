@@ -40,7 +40,7 @@ def tick(**kw: object) -> Schedule:
 
 
 def statuses(store: PostgresStore) -> dict[int, str]:
-    rows = store.query("SELECT trigger_ms, status FROM tasks WHERE schedule = 'tick'")
+    rows = store.query(store.own("SELECT trigger_ms, status FROM tasks WHERE schedule = 'tick'"))
     return {int(t): s for t, s in rows}
 
 
@@ -79,7 +79,7 @@ def test_overlap_skip_is_recorded_and_takes_the_message_back(store: PostgresStor
     assert store.dispatch_due(minute(2), 100, epoch) == 0
     assert statuses(store) == {minute(1): "DISPATCHED", minute(2): "SKIPPED", minute(3): "PENDING"}
     assert store.queue_depth() == 1
-    assert store.query("SELECT value FROM counters WHERE name = 'dispatched'") == [(1,)]
+    assert store.query(store.own("SELECT value FROM counters WHERE name = 'dispatched'")) == [(1,)]
     info = store.get_schedule("tick")
     assert info.last_reason == "overlap" and info.last_outcome == "SKIPPED"
 

@@ -54,7 +54,7 @@ def test_a_declared_schedule_is_written_by_sync_with_its_next_occurrence(tmp_pat
     (info,) = store.list_schedules()
     assert info.schedule.payload == {"plan": "pro"} and info.schedule.catchup == "all"
     assert info.app == __name__ and store.counts()["PENDING"] == 1  # the default name
-    keys = store.query("SELECT idempotency_key FROM tasks")
+    keys = store.query(store.own("SELECT idempotency_key FROM tasks"))
     assert keys == [(f"schedule:monthly-invoices:{info.next_fire_ms}",)]
     store.close()
 
@@ -67,7 +67,7 @@ def test_syncing_the_same_app_twice_changes_nothing(tmp_path: Path) -> None:
     again.cron("0 6 * * *", name="daily")(bill2)
     assert again.sync() == SyncReport()
     store = SqliteStore(tmp_path / "cron.db", create=False)
-    assert store.query("SELECT count(*) FROM tasks") == [(1,)]
+    assert store.query(store.own("SELECT count(*) FROM tasks")) == [(1,)]
     store.close()
 
 
@@ -238,7 +238,7 @@ def test_a_stored_schedule_in_such_a_zone_still_reads_and_fires() -> None:
     the leader does not stop on it."""
     store = MemoryStore()
     store.put_schedule(Schedule(name="daily", cron="0 9 * * *", handler="bill"), T0, replace=False)
-    store.write(lambda tx: tx.execute("UPDATE schedules SET tz = 'localtime'"))
+    store.write(lambda tx: tx.execute(store.own("UPDATE schedules SET tz = 'localtime'")))
     (info,) = store.list_schedules()
     assert info.schedule.tz == "localtime"
     assert info.next_fire_ms is not None

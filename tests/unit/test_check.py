@@ -76,7 +76,9 @@ def test_each_kind_is_counted_with_samples() -> None:
     execution.execute(
         again, store
     )  # a stale delivery run anyway (--fencing off): k0 took effect twice
-    store.write(lambda tx: tx.execute("DELETE FROM queue"))  # k1..k3 lost with their messages
+    store.write(
+        lambda tx: tx.execute(store.own("DELETE FROM queue"))
+    )  # k1..k3 lost with their messages
     clock.advance(120_000)
     v = check(store, clock.now_ms(), final=True)
     assert v.counts == {"lost": 3, "duplicated": 1, "unexpected": 0, "late": 0, "stuck": 3}

@@ -77,7 +77,9 @@ def _count(workdir: Path, status: str) -> int:
     try:
         with sqlite3.connect(workdir / "cron.db") as c:
             return int(
-                c.execute("SELECT count(*) FROM tasks WHERE status = ?", (status,)).fetchone()[0]
+                c.execute(
+                    "SELECT count(*) FROM cronlab_tasks WHERE status = ?", (status,)
+                ).fetchone()[0]
             )
     except sqlite3.Error:
         return 0

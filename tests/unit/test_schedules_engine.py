@@ -85,7 +85,9 @@ class Lab:
 
 
 def _tasks(store: Any) -> list[tuple[str, int, str]]:
-    rows = store.query("SELECT idempotency_key, trigger_ms, status FROM tasks ORDER BY id")
+    rows = store.query(
+        store.own("SELECT idempotency_key, trigger_ms, status FROM tasks ORDER BY id")
+    )
     return [(r[0], r[1], r[2]) for r in rows]
 
 

@@ -76,7 +76,9 @@ def test_defer_is_due_now_after_a_delay_or_at_an_aware_instant(app: cronlab.App)
         bill.defer(customer=4, at=at, delay=timedelta(1))
     with pytest.raises(ConfigError, match="century"):
         bill.defer(customer=4, delay=timedelta(days=40_000))
-    assert [r[0] for r in app.store().query("SELECT id FROM tasks ORDER BY id")] == [1, 2, 3]
+    assert [
+        r[0] for r in app.store().query(app.store().own("SELECT id FROM tasks ORDER BY id"))
+    ] == [1, 2, 3]
 
 
 def test_a_key_makes_a_second_defer_a_no_op_and_other_arguments_a_conflict(
@@ -199,7 +201,7 @@ def test_a_follow_up_of_a_long_key_has_a_key_of_at_most_500_characters(app: cron
 
     step.defer(n=0, key="k" * 500)
     app.run_until_idle()
-    keys = [k for (k,) in app.store().query("SELECT idempotency_key FROM tasks")]
+    keys = [k for (k,) in app.store().query(app.store().own("SELECT idempotency_key FROM tasks"))]
     assert len(keys) == 1 + 2 + 4 + 8 and len(set(keys)) == len(keys)
     assert max(map(len, keys)) == 500, sorted(map(len, keys))
 
@@ -388,4 +390,4 @@ def test_a_key_in_the_engines_own_namespaces_is_refused(app: cronlab.App, key: s
 
     with pytest.raises(ConfigError, match="engine's own"):
         posing.defer(key=key)
-    assert app.store().query("SELECT count(*) FROM tasks") == [(0,)]
+    assert app.store().query(app.store().own("SELECT count(*) FROM tasks")) == [(0,)]

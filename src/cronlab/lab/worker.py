@@ -33,7 +33,7 @@ class LabWorker(Worker):
 
     def claimed(self, messages: Sequence[Message]) -> None:
         store = cast(Any, self.store)  # (the SQL store's query, through a relay too)
-        found = store.query(REQUEST, (self.name, self.requests_seen_ms))
+        found = store.query(store.own(REQUEST), (self.name, self.requests_seen_ms))
         if not found:
             return
         at, detail = found[0]

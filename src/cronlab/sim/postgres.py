@@ -49,8 +49,10 @@ from cronlab.sim.run import Outcome, _Run
 from cronlab.sim.world import Killed, Proc, SimWakeups, TrueClock, World
 from cronlab.stores.postgres import QUERIES, PostgresStore, with_database
 from cronlab.stores.postgres import Seams as PgSeams
+from cronlab.stores.sql import namespace
 from cronlab.urls import redact
 
+OWN = namespace.postgres_schema(None)  # where a scratch database's store keeps its tables
 PREFIX = "cronlab_verify_"  # the scratch databases' names: PREFIX + run id + random
 RUN_VAR = "CRONLAB_VERIFY_RUN"
 # Server faults a statement can be replaced by: the server raises it and aborts the transaction.
@@ -466,27 +468,29 @@ class Scratch:
         with psycopg.connect(self.url, autocommit=True) as c:
             c.execute(setup_sql)
             self.tables = [
-                r[0]
+                f'"{r[0]}"."{r[1]}"'
                 for r in c.execute(
-                    "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"
+                    "SELECT schemaname, tablename FROM pg_tables"
+                    " WHERE schemaname IN ('public', %s) ORDER BY 1, 2",
+                    (OWN.name,),
                 )
             ]
             for t in self.tables:  # VACUUM at random times would reorder rows: never
-                c.execute(f'ALTER TABLE "{t}" SET (autovacuum_enabled = false)')
+                c.execute(f"ALTER TABLE {t} SET (autovacuum_enabled = false)")
             # A scratch database outlives no crash: its commits need not wait for the disk
             # (locks, visibility and ordering are the same).
             c.execute(f'ALTER DATABASE "{self.name}" SET synchronous_commit = off')
-            self.rows = {t: c.execute(f'SELECT * FROM "{t}"').fetchall() for t in self.tables}
+            self.rows = {t: c.execute(f"SELECT * FROM {t}").fetchall() for t in self.tables}
 
     def reset(self) -> None:
         """Every table as it was made; sequences from 1."""
         with psycopg.connect(self.url, autocommit=True) as c, c.transaction():
-            listed = ", ".join(f'"{t}"' for t in self.tables)
+            listed = ", ".join(self.tables)
             c.execute(f"TRUNCATE {listed} RESTART IDENTITY")
             for t, rows in self.rows.items():
                 if rows:
                     marks = ", ".join(["%s"] * len(rows[0]))
-                    c.cursor().executemany(f'INSERT INTO "{t}" VALUES ({marks})', rows)
+                    c.cursor().executemany(f"INSERT INTO {t} VALUES ({marks})", rows)
 
     def drop(self) -> None:
         for conn in self.spares:
@@ -513,7 +517,7 @@ def _text(query: Any) -> str:
 
 # -- one run on the server -----------------------------------------------------------------
 
-SETUP_SQL = """
+SETUP_SQL = OWN.sql("""
 CREATE TABLE sim_effects (
   key TEXT, task_id BIGINT, attempt INTEGER, inv INTEGER, at_ms BIGINT, true_ms BIGINT, task TEXT,
   due_ms BIGINT
@@ -548,7 +552,7 @@ CREATE FUNCTION sim_dispatch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
   INSERT INTO sim_dispatched VALUES (NEW.idempotency_key, txid_current()); RETURN NEW; END $$;
 CREATE TRIGGER sim_dispatch AFTER UPDATE OF status ON tasks FOR EACH ROW
   WHEN (OLD.status = 'PENDING' AND NEW.status = 'DISPATCHED') EXECUTE FUNCTION sim_dispatch();
-"""
+""")
 _SCRATCH: dict[str, Scratch] = {}
 
 
@@ -707,7 +711,7 @@ class PgRun(_Run):
 
     def _sql(self, sql: str, params: Any = ()) -> list[Any]:
         assert self.pg is not None
-        cur = self.pg.admin.execute(sql, params)
+        cur = self.pg.admin.execute(OWN.sql(sql), params)
         return cur.fetchall() if cur.description is not None else []
 
     def _lose(self, n: int) -> None:

@@ -54,12 +54,12 @@ from cronlab.sim.world import (
     Watched,
     World,
 )
-from cronlab.stores.sql import SqlStore
+from cronlab.stores.sql import SqlStore, namespace
 from cronlab.stores.sqlite import QUERIES, Seams, SqliteStore
 
 T0 = sc.T0  # where runs start (2026-01-01T00:00:00Z), but the dst kind's (Scenario.t0_ms)
 SCHEDULE = "tick"
-SETUP_SQL = """
+SETUP_SQL = namespace.SQLITE.sql("""
 CREATE TABLE sim_effects (
   key TEXT, task_id INTEGER, attempt INTEGER, inv INTEGER, at_ms INTEGER, true_ms INTEGER,
   task TEXT, due_ms INTEGER
@@ -82,7 +82,14 @@ CREATE TABLE sim_dispatched (key TEXT, turn INTEGER, at_ms INTEGER);
 CREATE TRIGGER sim_dispatch AFTER UPDATE OF status ON tasks
 WHEN old.status = 'PENDING' AND new.status = 'DISPATCHED'
 BEGIN INSERT INTO sim_dispatched VALUES (new.idempotency_key, sim_turn(), sim_now()); END;
-"""
+""")
+
+
+class OwnConnection(sqlite3.Connection):
+    """A connection whose statements name cronlab's tables bare (``namespace``)."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        return super().execute(namespace.SQLITE.sql(sql), parameters)
 
 
 @dataclass
@@ -528,7 +535,7 @@ class _Run:
 
     def _admin(self) -> sqlite3.Connection:
         """The operator's own connection (used only while no process runs)."""
-        conn = sqlite3.connect(self.path, isolation_level=None)
+        conn = sqlite3.connect(self.path, isolation_level=None, factory=OwnConnection)
         conn.create_function("sim_now", 0, self._authority)
         conn.create_function("sim_turn", 0, self._turn)
         return conn

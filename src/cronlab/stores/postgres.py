@@ -14,11 +14,12 @@ server, for replicas and workers on several machines.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Literal, NamedTuple, Protocol, TypedDict, TypeVar, Unpack, cast
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from cronlab import urls
 from cronlab.exceptions import BackendBusy, BackendUnavailable, ConfigError, SessionLost
@@ -27,6 +28,7 @@ from cronlab.runtime.clock import SystemClock
 from cronlab.stores import Fencing, TimeSource, sql
 from cronlab.stores.rows import ENVELOPE
 from cronlab.stores.sql import dialect as base
+from cronlab.stores.sql import namespace
 from cronlab.urls import redact
 
 try:
@@ -40,7 +42,8 @@ from cronlab.wakeups import postgres as wakeups  # (needs psycopg)
 
 T = TypeVar("T")
 SCHEMES = ("postgresql", "postgres")
-QUERIES = base.queries("postgresql")
+BARE = base.queries("postgresql")
+QUERIES = namespace.postgres_schema(None).queries(BARE)  # in the default schema
 
 
 CONFLICT_TRIES = 3
@@ -102,7 +105,6 @@ class PostgresDialect:
     """``sql.Dialect`` for one PostgreSQL database."""
 
     name = "postgresql"
-    queries = QUERIES
     resume_scan = True  # claimed rows' index entries stay until VACUUM: start past them
 
     def __init__(
@@ -119,6 +121,8 @@ class PostgresDialect:
         """``lock_wait_s`` (a scheduler's, half its TTL): the session's ``lock_timeout`` and
         ``idle_in_transaction_session_timeout``, so a leader paused inside its transaction
         loses its session and its locks before a standby's lease is due."""
+        url, self.space = split_schema(url)
+        self.queries = _queries(self.space)
         self.url, self.time_source, self.retry_s = url, time_source, retry_s
         self.seams = seams
         self._clock: Clock = SystemClock() if seams is None else seams.clock
@@ -224,23 +228,23 @@ class PostgresDialect:
             return caller_ms
         if self.seams is not None:
             return self.seams.clock.now_ms()  # the simulated server's clock
-        return int(c.execute(QUERIES["server_ms"]).fetchone()[0])
+        return int(c.execute(self.queries["server_ms"]).fetchone()[0])
 
     def schedules_fired(self, c: sql.Conn, rows: Sequence[Mapping[str, Any]]) -> None:
         """One statement for the batch (a round trip a schedule cost 10,000 schedules due in
         one second 0.7 s): the rows of one schedule folded first, as applied in order."""
-        c.execute(QUERIES["schedules_fired"], {"rows": json.dumps(_fold_fired(rows))})
+        c.execute(self.queries["schedules_fired"], {"rows": json.dumps(_fold_fired(rows))})
 
     def insert_tasks(self, c: sql.Conn, rows: Sequence[base.TaskRow]) -> int:
         """COPY into a temporary table, then insert from it (duplicate keys skipped)."""
         conn = cast("psycopg.Connection[Any]", c)
-        conn.execute(QUERIES["add_tasks_tmp"])
+        conn.execute(self.queries["add_tasks_tmp"])
         with conn.cursor() as cur:
-            with cur.copy(QUERIES["add_tasks_copy"]) as copy:
+            with cur.copy(self.queries["add_tasks_copy"]) as copy:
                 for row in rows:
                     copy.write_row(row)
-            inserted = cur.execute(QUERIES["add_tasks_from_tmp"]).rowcount
-            cur.execute(QUERIES["add_tasks_truncate"])
+            inserted = cur.execute(self.queries["add_tasks_from_tmp"]).rowcount
+            cur.execute(self.queries["add_tasks_truncate"])
         return inserted
 
     def enqueue(
@@ -253,10 +257,30 @@ class PostgresDialect:
             "now": now_ms,
             "visible": visible_ms,
         }
-        c.execute(QUERIES["enqueue"], args)
+        c.execute(self.queries["enqueue"], args)
 
     def run_script(self, c: sql.Conn, script: str) -> None:
-        c.execute(script)
+        if any(not line.lstrip().startswith("--") for line in script.splitlines() if line.strip()):
+            c.execute(script)  # (one of comments alone records a step: nothing to run)
+
+    def create_namespace(self, c: sql.Conn) -> None:
+        """cronlab's schema, if the database has none of that name yet (one a DBA made for a
+        role without CREATE on the database is used as it is)."""
+        if c.execute(self.queries["schema_exists"], {"schema": self.space.name}).fetchone():
+            return
+        c.execute(f"CREATE SCHEMA {self.space.name}")  # a checked plain name
+
+    def move_beside(self, c: sql.Conn, tables: Iterable[str]) -> None:
+        """A store of cronlab before 0.3 (its tables in the connection's current schema,
+        alone in the database) → its tables (their sequences and indexes go with them) and
+        its trigger function moved into this store's schema; the function, written then
+        with bare names, reads them there by its own search path."""
+        schema = self.space.name  # a checked plain name (namespace.postgres_schema)
+        self.create_namespace(c)
+        for bare in tables:
+            c.execute(f"ALTER TABLE {bare} SET SCHEMA {schema}")
+        c.execute(f"ALTER FUNCTION cronlab_list_pending() SET SCHEMA {schema}")
+        c.execute(f"ALTER FUNCTION {schema}.cronlab_list_pending() SET search_path = {schema}")
 
     def describe(self) -> str:
         return f"postgresql {redact(self.url)}"
@@ -265,7 +289,7 @@ class PostgresDialect:
         """The server's clock, epoch milliseconds (what lease expiry is judged by)."""
         if self.seams is not None:
             return self.seams.clock.now_ms()
-        return self.read(lambda c: int(c.execute(QUERIES["server_ms"]).fetchone()[0]))
+        return self.read(lambda c: int(c.execute(self.queries["server_ms"]).fetchone()[0]))
 
     def missing(self) -> bool:
         """A server's database does not vanish under a session (a dropped one is an error)."""
@@ -341,6 +365,28 @@ def _probe(url: str, timeout_s: float) -> None:
             why = reason.partition(" in URI: ")[0]  # the URL again, already shown
             raise ConfigError(f"malformed PostgreSQL URL {redact(url)!r}: {why}") from None
         raise BackendUnavailable(f"postgresql {redact(url)} unreachable: {reason}") from exc
+
+
+def split_schema(url: str) -> tuple[str, namespace.Namespace]:
+    """``url`` without cronlab's own ``schema`` parameter (libpq knows no such name), and
+    the namespace it chooses (``cronlab`` without one). Given twice: a ConfigError."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # (a malformed URL: libpq's own probe says why, redacted)
+        return url, namespace.postgres_schema(None)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    chosen = [value for key, value in pairs if key == "schema"]
+    if not chosen:
+        return url, namespace.postgres_schema(None)
+    if len(chosen) > 1:
+        raise ConfigError(f"schema is given {len(chosen)} times in {redact(url)!r}: give it once")
+    rest = urlencode([(k, v) for k, v in pairs if k != "schema"])
+    return urlunsplit(parts._replace(query=rest)), namespace.postgres_schema(chosen[0])
+
+
+@functools.cache
+def _queries(space: namespace.Namespace) -> dict[str, str]:
+    return space.queries(BARE)
 
 
 def with_database(url: str, name: str) -> str:

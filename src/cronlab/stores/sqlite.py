@@ -29,11 +29,12 @@ from cronlab.ports import Channel, Clock, Waiter
 from cronlab.stores import LOCK_WAIT_S, Fencing, sql
 from cronlab.stores.rows import ENVELOPE
 from cronlab.stores.sql import dialect as base
+from cronlab.stores.sql import namespace
 from cronlab.wakeups import unix
 
 T = TypeVar("T")
 MEMORY = ":memory:"
-QUERIES = base.queries("sqlite")
+QUERIES = namespace.SQLITE.queries(base.queries("sqlite"))
 
 
 def split_statements(script: str) -> list[str]:
@@ -94,6 +95,7 @@ class SqliteDialect:
 
     name = "sqlite"
     queries = QUERIES
+    space = namespace.SQLITE
     resume_scan = False  # a claimed row leaves the partial index at once: nothing to skip
 
     def __init__(
@@ -217,6 +219,23 @@ class SqliteDialect:
     def run_script(self, c: sql.Conn, script: str) -> None:
         for statement in split_statements(script):
             c.execute(statement)
+
+    def create_namespace(self, c: sql.Conn) -> None:
+        """Nothing: the prefix needs no room of its own."""
+
+    def move_beside(self, c: sql.Conn, tables: Iterable[str]) -> None:
+        """A store of cronlab before 0.3 (its tables bare, alone in the file) → its tables
+        and indexes renamed with the prefix (an index is dropped and made again: SQLite
+        cannot rename one)."""
+        for bare in tables:
+            if self.space.qualified(bare) != bare:  # (cronlab_schema keeps its name)
+                c.execute(f"ALTER TABLE {bare} RENAME TO {self.space.qualified(bare)}")
+        ours = namespace.objects()
+        rows = c.execute(self.queries["indexes"]).fetchall()
+        for name, statement in rows:
+            if ours.get(name) == "index":
+                c.execute(f"DROP INDEX {name}")
+                c.execute(self.space.sql(statement))
 
     def describe(self) -> str:
         return "sqlite :memory:" if self.memory else f"sqlite {str(self.path)!r}"

@@ -70,6 +70,12 @@ class SqlTx:
             self._d.notify(self._c, "due")
         return added
 
+    def holder(self, key: str) -> tuple[int, str, str, int] | None:
+        self._first()
+        with handlers.statement(self._cancel):
+            row = self._c.execute(self._q["task_by_key"], {"key": key}).fetchone()
+        return None if row is None else (int(row[0]), row[2], row[3], int(row[4]))
+
     def _first(self) -> None:
         if self.run is not None and not self.run.taken:
             self._c.execute("SAVEPOINT run")

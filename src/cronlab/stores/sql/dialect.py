@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from importlib import resources
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from cronlab.core.planning import TaskRow as TaskRow
 from cronlab.ports import Channel, NewTask, Waiter
+
+if TYPE_CHECKING:
+    from cronlab.stores.sql.namespace import Namespace
 
 T = TypeVar("T")
 
@@ -30,6 +33,12 @@ class Dialect(Protocol):
     @property
     def queries(self) -> Mapping[str, str]:
         """The named queries (``stores/sql/<name>/queries.sql``), same names and parameters."""
+        ...
+
+    @property
+    def space(self) -> Namespace:
+        """Where this store keeps cronlab's tables beside the application's: ``queries``
+        are qualified to it."""
         ...
 
     @property
@@ -98,7 +107,16 @@ class Dialect(Protocol):
         ...
 
     def run_script(self, c: Conn, script: str) -> None:
-        """Run a migration file's statements."""
+        """Run a migration file's statements (qualified already)."""
+        ...
+
+    def create_namespace(self, c: Conn) -> None:
+        """Make room for cronlab's tables (a schema), if the database needs it."""
+        ...
+
+    def move_beside(self, c: Conn, tables: Sequence[str]) -> None:
+        """Move a store whose ``tables`` stand alone, under their bare names, to where
+        ``space`` keeps them (``migrate``)."""
         ...
 
     def describe(self) -> str:

@@ -1,8 +1,12 @@
 """Numbered migrations, the same numbers on every dialect, recorded in ``cronlab_schema``.
 
-A store is refused, with nothing written, when it is a database that is not ours (it has
-tables and no ``cronlab_schema``: a store of cronlab 0.1, whose takeover is retired, is one),
-or was migrated by a newer cronlab. A read-only opening never migrates a store.
+cronlab's tables stand beside the application's (``namespace``): a database with other tables
+is a place for a store, and only a real clash is refused, with nothing written — tables named
+as cronlab's where it keeps them (``cronlab.tasks``, ``cronlab_tasks``) with no
+``cronlab_schema`` beside them. A store written when cronlab's tables stood alone in their
+database (bare names, schema version 13 and older) is moved beside, in the same transaction
+as its missing migrations (014 records the move). A store migrated by a newer cronlab is
+refused. A read-only opening never migrates or moves a store.
 """
 
 from __future__ import annotations
@@ -11,9 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cronlab.exceptions import ConfigError
+from cronlab.stores.sql import namespace
 from cronlab.stores.sql.dialect import Conn, Dialect, sql_files
 
-TABLE = "cronlab_schema"
+TABLE = namespace.VERSIONS
+# Bare names that together mark a store no cronlab of today can read (cronlab 0.1's, kept with
+# its own ``schema_version``, or a copy of cronlab's tables): refused, never built beside.
+LOOKALIKE = frozenset({"tasks", "queue", "lease", "fence"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,6 +31,26 @@ class Migration:
     version: int
     name: str
     script: str
+
+
+@dataclass(frozen=True)
+class Layout:
+    """cronlab's tables found in a database, by bare name: ``ours`` where this store keeps
+    them, ``alone`` under their bare names where the connection looks first (a store that
+    stood alone kept them there)."""
+
+    ours: frozenset[str]
+    alone: frozenset[str]
+
+    @property
+    def moving(self) -> bool:
+        """A store whose tables stand alone, to move beside."""
+        return TABLE in self.alone and "tasks" in self.alone and "tasks" not in self.ours
+
+    @property
+    def store(self) -> bool:
+        """A store is here (beside, or alone to move)."""
+        return self.moving or TABLE in self.ours
 
 
 def migrations(files: Mapping[str, str], shared: Mapping[str, str]) -> list[Migration]:
@@ -60,19 +88,36 @@ def _not_migrated(d: Dialect, missing: set[int]) -> str:
     )
 
 
+def layout(d: Dialect, c: Conn) -> Layout:
+    """Where cronlab's tables are in ``c``'s database."""
+    rows = c.execute(d.queries["tables"], {"schema": d.space.name}).fetchall()
+    here = {str(name) for place, name in rows if place == "here"}
+    found = here if d.space.kind == "prefix" else {str(n) for p, n in rows if p == "ours"}
+    bare = namespace.tables()
+    ours = frozenset(b for b in bare if d.space.qualified(b).rpartition(".")[2] in found)
+    return Layout(ours=ours, alone=frozenset(b for b in bare if b in here))
+
+
 def _applied(d: Dialect, c: Conn, steps: Sequence[Migration], create: bool) -> set[int]:
-    tables = {r[0] for r in c.execute(d.queries["tables"]).fetchall()}
-    if TABLE not in tables:
-        if tables:
-            shown = ", ".join(sorted(tables)[:3])
+    found = layout(d, c)
+    if not found.store:
+        if found.ours:
+            shown = ", ".join(d.space.qualified(b) for b in sorted(found.ours)[:3])
             raise ConfigError(
-                f"{d.describe()} is not a cronlab store: it has other tables ({shown}) "
-                f"and no {TABLE}; nothing was written"
+                f"{d.describe()} is not a cronlab store: it has tables named as cronlab's "
+                f"({shown}) and no {TABLE} beside them; nothing was written"
+            )
+        if found.alone.issuperset(LOOKALIKE):
+            raise ConfigError(
+                f"{d.describe()} is not a cronlab store: it has cronlab's table names "
+                f"({', '.join(sorted(LOOKALIKE))}) and no {TABLE} (cronlab 0.1's store, or "
+                "another program's); nothing was written"
             )
         if not create:
             raise ConfigError(f"no cronlab store in {d.describe()} (nothing was written)")
         return set()
-    versions = {int(r[0]) for r in c.execute(f"SELECT version FROM {TABLE}").fetchall()}
+    table = TABLE if found.moving else d.space.qualified(TABLE)
+    versions = {int(r[0]) for r in c.execute(f"SELECT version FROM {table}").fetchall()}
     newest = max(m.version for m in steps)
     if versions and max(versions) > newest:
         raise ConfigError(
@@ -85,14 +130,22 @@ def _applied(d: Dialect, c: Conn, steps: Sequence[Migration], create: bool) -> s
 def _apply(d: Dialect, c: Conn, steps: Sequence[Migration], create: bool) -> None:
     c.execute(d.queries["migrate_lock"])
     applied = _applied(d, c, steps, create)
-    if TABLE not in {r[0] for r in c.execute(d.queries["tables"]).fetchall()}:
-        c.execute(f"CREATE TABLE {TABLE} (version INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+    found = layout(d, c)
+    if found.moving:
+        d.move_beside(c, sorted(found.alone))
+    elif TABLE not in found.ours:
+        d.create_namespace(c)
+        c.execute(
+            f"CREATE TABLE {d.space.qualified(TABLE)} "
+            "(version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
+        )
     for m in steps:
         if m.version not in applied:
-            d.run_script(c, m.script)
-            _record(c, m)
+            d.run_script(c, d.space.sql(m.script))
+            _record(d, c, m)
 
 
-def _record(c: Conn, m: Migration) -> None:
+def _record(d: Dialect, c: Conn, m: Migration) -> None:
     # The version and file name come from the package's own files, never from input.
-    c.execute(f"INSERT INTO {TABLE} (version, name) VALUES ({m.version}, '{m.name}')")
+    table = d.space.qualified(TABLE)
+    c.execute(f"INSERT INTO {table} (version, name) VALUES ({m.version}, '{m.name}')")

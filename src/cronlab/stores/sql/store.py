@@ -89,10 +89,17 @@ class SqlStore(ScheduleMethods):
 
     def schema_versions(self) -> list[int]:
         """Applied migration numbers, ascending."""
-        rows = self.query(f"SELECT version FROM {migrate.TABLE} ORDER BY version")
+        rows = self.query(self.own(f"SELECT version FROM {migrate.TABLE} ORDER BY version"))
         return [int(r[0]) for r in rows]
 
     # -- reads for reports, tests and apps --------------------------------------------------
+
+    def own(self, sql: str) -> str:
+        """``sql`` with cronlab's own tables, named bare (``tasks``, ``queue``), qualified to
+        where this store keeps them beside the application's (``namespace``): how tests, the
+        lab and the simulator read cronlab's tables. An application's SQL (``query``,
+        ``write``, ``ctx.tx``) is never rewritten."""
+        return self.d.space.sql(sql)
 
     def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         """Read-only SQL with bound parameters: ``?`` or ``:name`` on both stores, or the

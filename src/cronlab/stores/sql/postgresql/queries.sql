@@ -2,7 +2,15 @@
 -- comments), bound as %(name)s; id lists arrive as array literals, row sets as JSON arrays.
 
 -- name: tables
-SELECT tablename FROM pg_tables WHERE schemaname = current_schema();
+-- The tables of cronlab's schema ('ours'), and of the connection's current schema ('here'),
+-- where a store of cronlab before 0.3 kept them.
+SELECT 'ours', tablename FROM pg_tables WHERE schemaname = %(schema)s
+UNION ALL
+SELECT 'here', tablename FROM pg_tables
+WHERE schemaname = current_schema() AND schemaname != %(schema)s;
+
+-- name: schema_exists
+SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s;
 
 -- name: migrate_lock
 -- Replicas starting together migrate one at a time.

@@ -2,7 +2,12 @@
 -- parameters bound by name, never formatted in; id lists and row sets arrive as JSON arrays.
 
 -- name: tables
-SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%';
+-- Every table of the file ('here'); cronlab's are those with its prefix (stores/sql/namespace).
+SELECT 'here', name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%';
+
+-- name: indexes
+-- The file's indexes and their statements (moving a store of cronlab before 0.3 renames them).
+SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL;
 
 -- name: migrate_lock
 -- The write lock every transaction takes already orders migrating processes.

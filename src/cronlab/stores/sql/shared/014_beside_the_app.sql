@@ -1,0 +1,6 @@
+-- cronlab's tables stand beside the application's: PostgreSQL's in a schema of their own
+-- (`cronlab` unless the URL says ?schema=NAME), SQLite's with the prefix `cronlab_`
+-- (stores/sql/namespace.py). Every migration's SQL names them bare and is qualified as it
+-- runs; a store whose tables stood alone is moved before this step (migrate.move_beside), in
+-- its transaction. Nothing else to do here: the number tells an older cronlab, which would
+-- look for the bare names, that this store is newer than it.
