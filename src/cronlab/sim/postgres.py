@@ -45,7 +45,7 @@ from psycopg.rows import TupleRow
 from cronlab import urls
 from cronlab.exceptions import ConfigError
 from cronlab.sim import scenario as sc
-from cronlab.sim.run import Outcome, _Run
+from cronlab.sim.run import Outcome, Read, _Run
 from cronlab.sim.world import Killed, Proc, SimWakeups, TrueClock, World
 from cronlab.stores.postgres import QUERIES, PostgresStore, with_database
 from cronlab.stores.postgres import Seams as PgSeams
@@ -776,18 +776,6 @@ class PgRun(_Run):
             t, when = turn(xid), at(xid)
             dispatched[key] = min(dispatched.get(key, t), t)
             dispatched_at[key] = min(dispatched_at.get(key, when), when)
-        return Outcome(
-            scenario=self.s,
-            ledger=self.ledger,
-            tasks=[tuple(r) for r in tasks],
-            effects=[tuple(r) for r in effects],
-            dropped=dropped,
-            pruned=pruned,
-            alerts=alerts,
-            dispatched=dispatched,
-            dispatched_at=dispatched_at,
-            trace=self.world.trace,
-            end_ms=self.world.now_ms,
-            deadlock=deadlock,
-            failures={k: int(n) for k, n in failures.items()},
-        )
+        rows = [tuple(r) for r in tasks], [tuple(r) for r in effects], dropped, pruned, alerts
+        failed = {k: int(n) for k, n in failures.items()}
+        return self._ended(Read(*rows, dispatched, dispatched_at, failed), deadlock)

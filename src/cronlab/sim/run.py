@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cronlab import handlers
 from cronlab.core.policy import Schedule
@@ -139,6 +139,19 @@ class Outcome:
     deadlock: str | None = None
     failures: dict[str, int] = field(default_factory=dict)  # key: its failed attempts
     dispatched_at: dict[str, int] = field(default_factory=dict)  # key: its first dispatch
+
+
+class Read(NamedTuple):
+    """What the checker's tables held at a run's end (``Outcome``'s fields of the same names)."""
+
+    tasks: list[Any]
+    effects: list[Any]
+    dropped: list[Any]
+    pruned: list[Any]
+    alerts: list[Any]
+    dispatched: dict[str, int]
+    dispatched_at: dict[str, int]
+    failures: dict[str, int]
 
 
 def simulate(s: sc.Scenario, store: str | None = None) -> Outcome:
@@ -691,7 +704,7 @@ class _Run:
                 "SELECT key, status, trigger_ms, turn, id FROM sim_pruned"
             ).fetchall()
             failures = dict(conn.execute("SELECT key, count(*) FROM sim_failures GROUP BY key"))
-            alerts_raised = conn.execute(
+            alerts = conn.execute(
                 "SELECT schedule, kind, subject, at_ms FROM sim_alerts"
             ).fetchall()
             dispatched = dict(
@@ -700,21 +713,14 @@ class _Run:
             dispatched_at = dict(
                 conn.execute("SELECT key, min(at_ms) FROM sim_dispatched GROUP BY key")
             )
-        return Outcome(
-            scenario=self.s,
-            ledger=self.ledger,
-            tasks=tasks,
-            effects=effects,
-            dropped=dropped,
-            pruned=pruned,
-            alerts=alerts_raised,
-            dispatched=dispatched,
-            dispatched_at=dispatched_at,
-            trace=self.world.trace,
-            end_ms=self.world.now_ms,
-            deadlock=deadlock,
-            failures=failures,
-        )
+        read = Read(tasks, effects, dropped, pruned, alerts, dispatched, dispatched_at, failures)
+        return self._ended(read, deadlock)
+
+    def _ended(self, read: Read, deadlock: str | None) -> Outcome:
+        """The run's outcome from what the checker's tables held at its end."""
+        trace, end_ms = self.world.trace, self.world.now_ms
+        return Outcome(scenario=self.s, ledger=self.ledger, trace=trace, end_ms=end_ms,
+                       deadlock=deadlock, **read._asdict())  # fmt: skip
 
 
 class _Recording:
