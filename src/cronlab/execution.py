@@ -29,6 +29,7 @@ from typing import TypeVar
 
 from cronlab.handlers import STOPS, QueuedTx, handler_failure
 from cronlab.ports import (
+    RUN_ENDINGS,
     Batch,
     BatchStore,
     BatchTx,
@@ -45,7 +46,6 @@ from cronlab.ports import (
 T = TypeVar("T")
 Step = Callable[[Tx], bool]
 BatchStep = Callable[[Tx], list[bool]]
-OUTCOMES = ("ok", "noop", "error", "failed", "stale")
 
 
 def execute(work: Batch, store: BatchStore, queue: Queue | None = None) -> dict[str, int]:
@@ -124,7 +124,7 @@ class _Runs:
         self.done: list[int] = []  # copies that ran
         self.acks: list[Message] = []
         self.retries: list[tuple[Message, int]] = []
-        self.counts = dict.fromkeys(OUTCOMES, 0)
+        self.counts = dict.fromkeys(RUN_ENDINGS, 0)
         self.copies: set[int] = set()
         self.stop: BaseException | None = None  # a SystemExit/KeyboardInterrupt a run raised
 

@@ -551,6 +551,10 @@ class SyncReport:
     removed: tuple[str, ...] = ()
 
 
+# How a run ends, in the worker's counts and ``RunCounts`` (its keys, in this order).
+RUN_ENDINGS = ("ok", "noop", "error", "failed", "stale")
+
+
 class RunCounts(TypedDict):
     """How the runs of ``App.run_until_idle`` ended: ``ok`` (effect applied), ``noop`` (an
     idempotent duplicate), ``error`` (failed, to be retried), ``failed`` (failed for good),

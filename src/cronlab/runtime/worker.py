@@ -21,7 +21,18 @@ from cronlab import execution
 from cronlab.exceptions import BackendUnavailable, SessionLost
 from cronlab.handlers import CONCURRENCY, Registry
 from cronlab.metrics import NO_METRICS, Metrics
-from cronlab.ports import Batch, Clock, Ended, Event, Message, Queue, Retry, Store, Waiter
+from cronlab.ports import (
+    RUN_ENDINGS,
+    Batch,
+    Clock,
+    Ended,
+    Event,
+    Message,
+    Queue,
+    Retry,
+    Store,
+    Waiter,
+)
 from cronlab.runtime import reports
 from cronlab.runtime.heartbeat import Heartbeat
 from cronlab.runtime.outage import Outage
@@ -129,7 +140,7 @@ class Worker:
         self._observe = None if metrics is NO_METRICS else metrics.ended
         self.run_message = registry.runner(clock.now_ms, cfg.concurrency)
         self.bucket = TokenBucket(cfg.rate, clock.now_ms()) if cfg.rate else None
-        self.totals = dict.fromkeys(("ok", "noop", "error", "failed", "stale"), 0)
+        self.totals = dict.fromkeys(RUN_ENDINGS, 0)
         self.limit = min(cfg.batch, FIRST_BATCH)
         self.outage = Outage(clock, name)
         self.say: Callable[[str], None] = (
