@@ -13,6 +13,9 @@ from cronlab.ports import ScheduleInfo, Task
 StoredTask = Sequence[Any]  # (id, idempotency_key, handler, payload, trigger_ms, attempts)
 SCHEDULE = ("name", "cron", "tz", "handler", "payload", "catchup", "catchup_window_ms",
             "overlap", "paused", "alert_after_ms", "alert_on_failures")  # fmt: skip
+# schedule_get's columns after SCHEDULE's: where the schedule stands
+STANDING = ("next_fire_ms", "last_fire_ms", "last_reason", "app", "paused_note", "missed",
+            "skipped")  # fmt: skip
 
 
 def by_column(columns: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
@@ -55,17 +58,10 @@ def schedule(row: Sequence[Any]) -> Schedule:
 
 
 def schedule_info(row: Sequence[Any]) -> ScheduleInfo:
-    """A ``schedule_get`` row (the schedule's columns, then where it stands) as a value."""
-    return ScheduleInfo(
-        schedule=schedule(row[:11]),
-        next_fire_ms=row[11],
-        last_fire_ms=row[12],
-        last_reason=row[13],
-        app=row[14],
-        paused_note=row[15],
-        missed=int(row[16]),
-        skipped=int(row[17]),
-    )
+    """A ``schedule_get`` row (``SCHEDULE``'s columns, then ``STANDING``'s) as a value."""
+    standing = by_column(STANDING, row[len(SCHEDULE) :])
+    standing["missed"], standing["skipped"] = int(standing["missed"]), int(standing["skipped"])
+    return ScheduleInfo(schedule=schedule(row[: len(SCHEDULE)]), **standing)
 
 
 # Tasks per queue envelope: a claim, an ack or a retry writes one row per envelope.

@@ -22,9 +22,14 @@ COLUMNS = ("id", "schedule", "kind", "subject", "raised_ms", "detail", "delivery
            "delivered_ms")  # fmt: skip
 
 
+# alert_schedules' columns
+WATCHED = (*rows.SCHEDULE, *rows.STANDING, "expected_from_ms")
+
+
 def watched(store: SqlStore) -> list[tuple[tuple[Any, ...], int | None]]:
     """The rows of unpaused schedules with alert settings: (schedule columns, expected from)."""
-    return [(tuple(r[:11]), r[18]) for r in store.named("alert_schedules")]
+    found = [rows.by_column(WATCHED, r) for r in store.named("alert_schedules")]
+    return [(tuple(v[c] for c in rows.SCHEDULE), v["expected_from_ms"]) for v in found]
 
 
 def as_watched(row: tuple[Any, ...], expected_from_ms: int | None) -> Watched:
