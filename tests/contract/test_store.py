@@ -11,6 +11,7 @@ from cronlab import execution
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import FencedError
 from cronlab.handlers import Context, Registry
+from cronlab.lab.store import LabSqlStore
 from cronlab.ports import Batch, Event, NewTask, ProcessInfo, Retry
 from cronlab.queues.store import StoreQueue
 from cronlab.runtime import report
@@ -105,10 +106,11 @@ def test_expired_lease_refuses_its_own_epoch(backend: Backend) -> None:
 
 def test_unclaimed_reads_let_every_reader_enqueue_a_copy(backend: Backend) -> None:
     now = backend.clock.now_ms()
+    lab = LabSqlStore(backend.store)  # the lab's reads and writes
     backend.store.add_tasks(tasks(3, now))
-    seen = [backend.store.read_due(now + 10, 100) for _ in range(2)]
+    seen = [lab.read_due(now + 10, 100) for _ in range(2)]
     for batch in seen:
-        backend.store.enqueue_copies(batch, now + 10)
+        lab.enqueue_copies(batch, now + 10)
     assert backend.store.queue_depth() == 6
     assert backend.store.counts()["DISPATCHED"] == 3
 
@@ -119,22 +121,24 @@ def test_read_due_includes_what_fell_due_since_the_given_scan_and_others_copied(
     """``--election off``: a replica whose last scan was at ``since`` copies everything that
     fell due after it, whoever copied it first (issue 15: not only in the same second)."""
     now = backend.clock.now_ms()
+    lab = LabSqlStore(backend.store)  # the lab's reads and writes
     backend.store.add_tasks(tasks(3, now))
-    backend.store.enqueue_copies(backend.store.read_due(now + 10, 100), now + 10)
-    again = backend.store.read_due(now + 5_000, 100, copied_since_ms=now - 1)
+    lab.enqueue_copies(lab.read_due(now + 10, 100), now + 10)
+    again = lab.read_due(now + 5_000, 100, copied_since_ms=now - 1)
     assert sorted(t.idempotency_key for t in again) == ["k0", "k1", "k2"]
     last = max(t.trigger_ms for t in again)
-    assert backend.store.read_due(now + 5_000, 100, copied_since_ms=last) == []  # due before
+    assert lab.read_due(now + 5_000, 100, copied_since_ms=last) == []  # due before
     backend.store.add_tasks([NewTask(idempotency_key="led", handler="ok", trigger_ms=last + 1)])
     backend.store.dispatch_due(now + 20, 100, lead(backend))  # fenced dispatches never count
-    assert backend.store.read_due(now + 5_000, 100, copied_since_ms=last) == []
+    assert lab.read_due(now + 5_000, 100, copied_since_ms=last) == []
 
 
 def test_mark_missed_touches_only_pending_rows_before_the_instant(backend: Backend) -> None:
     now = backend.clock.now_ms()
+    lab = LabSqlStore(backend.store)  # the lab's reads and writes
     backend.store.add_tasks(tasks(5, now))
     backend.store.dispatch_due(now, 1, lead(backend))
-    assert backend.store.mark_missed(now + 3, now + 3) == 2
+    assert lab.mark_missed(now + 3, now + 3) == 2
     assert backend.store.counts()["MISSED"] == 2
 
 

@@ -15,6 +15,7 @@ import pytest
 from cronlab import execution
 from cronlab.exceptions import ConflictError, NotFoundError
 from cronlab.handlers import Context, Registry
+from cronlab.lab.store import LabSqlStore
 from cronlab.ports import Batch, Message, NewTask, Retry, RunQuery
 from cronlab.queues.store import StoreQueue
 from cronlab.stores.sql import alerting
@@ -141,7 +142,8 @@ def test_a_copy_of_election_off_cancelled_while_held_runs_nothing(backend: Backe
     jobs = Jobs()
     task_id = add(backend)
     now = backend.clock.now_ms()
-    backend.store.enqueue_copies(backend.store.read_due(now, 10), now)
+    lab = LabSqlStore(backend.store)  # the lab's reads and writes
+    lab.enqueue_copies(lab.read_due(now, 10), now)
     held = claim(backend)
     backend.store.cancel_task(task_id, now, by=BY)
     assert execute(backend, jobs, held)["stale"] == 1

@@ -12,7 +12,8 @@ one transaction. The lab shows what goes wrong without that, on the real engine
 * ``chaos=True`` — honour ``cronlab chaos pause-leader --mid-dispatch``: stop this process
   between the read and the write of a batch (fenced: the store refuses it afterwards).
 
-These need store methods the engine never calls (``LabStore``): the SQL store has them.
+These need store methods the engine never calls (``LabStore``): the lab's own, over the SQL
+store (``lab/store.py``).
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast
 
 from cronlab.exceptions import FencedError
+from cronlab.lab.store import LabSqlStore
 from cronlab.ports import Lease, Task
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig
+from cronlab.stores.sql import SqlStore
 
 Election = Literal["lease", "off"]
 Timers = Literal["durable", "in-memory"]
@@ -88,7 +91,7 @@ class LabScheduler(Scheduler):
     def __init__(self, cfg: SchedulerConfig, *, modes: Modes, **parts: Any) -> None:
         super().__init__(cfg, **parts)
         self.modes = modes
-        self.lab_store = cast(LabStore, parts["store"])
+        self.lab_store: LabStore = LabSqlStore(cast(SqlStore, parts["store"]))
         self.copied_until = self.clock.now_ms() - 1  # off: what fell due before it started is not
         self.pauses_seen_ms = self.clock.now_ms()  # chaos: requests older than this are done
         self.stop_self: Callable[[float], None] = lambda _: os.kill(os.getpid(), signal.SIGSTOP)

@@ -225,40 +225,9 @@ class SqlStore(ScheduleMethods):
                 claimed += self._claim(c, {**args, "limit": limit - len(claimed)}, START)
         full = self.d.resume_scan and len(claimed) >= limit
         self._resume = (claimed[-1][3], claimed[-1][0]) if full else None
-        rows = self._plan_schedules(c, claimed, args)
+        rows = self.plan_claimed(c, claimed, args)
         self.enqueue(c, [(r[0], r[2]) for r in rows], now_ms)
         return len(rows)
-
-    def dispatch_held(self, held: Sequence[Task], now_ms: int, epoch: int, *, fenced: bool) -> int:
-        """Write a batch read earlier (``read_due``): the two-phase dispatch. ``fenced``: in
-        one transaction checked against the lease (``FencedError``, nothing written) and only
-        the rows still PENDING; without (the ``--fencing off`` anti-pattern) every row,
-        whatever happened to it meanwhile — a zombie's write."""
-
-        def write(c: Conn) -> int:
-            now = self.d.now(c, now_ms)
-            if fenced:
-                self._fence(c, epoch, now)
-            args = {"epoch": epoch, "now": now, "limit": len(held), "guard": int(fenced)}
-            claimed = c.execute(
-                self.q["claim_held"], {**args, "ids": self.d.ints(t.id for t in held)}
-            )
-            rows = self._plan_schedules(
-                c, sorted(claimed.fetchall(), key=lambda r: (r[3], r[0])), args
-            )
-            self.enqueue(c, [(r[0], r[2]) for r in rows], now)
-            return len(rows)
-
-        return self.d.transaction(write)
-
-    def pause_request(self, owner: str, since_ms: int) -> tuple[int, float, int] | None:
-        """The newest chaos request (``chaos pause-leader --mid-dispatch``) for ``owner`` made
-        after ``since_ms``: (its instant, the seconds to stay paused, until when it holds)."""
-        rows = self.named("pause_request", {"owner": owner, "since": since_ms})
-        if not rows:
-            return None
-        detail = json.loads(rows[0][1])
-        return int(rows[0][0]), float(detail.get("for_s", 0)), int(detail.get("until_ms", 0))
 
     def reconcile(
         self,
@@ -336,7 +305,7 @@ class SqlStore(ScheduleMethods):
             c.execute(self.q["count_dispatched"], {"n": len(tasks)})
             self.d.notify(c, "queued")
 
-    def _plan_schedules(self, c: Conn, rows: list[Any], args: dict[str, int]) -> list[Any]:
+    def plan_claimed(self, c: Conn, rows: list[Any], args: dict[str, int]) -> list[Any]:
         """Plan the claimed schedule occurrences in this transaction (``planning.plan``); the
         rows that run.
 
@@ -354,34 +323,6 @@ class SqlStore(ScheduleMethods):
             room = args["limit"] - claimed
             rows = self._claim(c, {**args, "limit": room}, START) if caught_up and room > 0 else []
         return runs
-
-    def read_due(
-        self, now_ms: int, limit: int, copied_since_ms: int | None = None
-    ) -> Sequence[Task]:
-        def read(c: Conn) -> list[Any]:
-            rows = c.execute(self.q["read_due"], {"now": now_ms, "limit": limit}).fetchall()
-            if copied_since_ms is not None:
-                args = {"now": now_ms, "since": copied_since_ms}
-                rows += c.execute(self.q["read_copied"], args).fetchall()
-            return list(rows)
-
-        rows = {r[0]: r for r in self.d.read(read)}  # (copied between the two reads: once)
-        return [task(r, "PENDING", None) for r in rows.values()]
-
-    def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
-        def copy(c: Conn) -> None:
-            self.enqueue(c, [(t.id, t.attempts) for t in tasks], now_ms)
-            c.execute(
-                self.q["mark_copied"], {"ids": self.d.ints(t.id for t in tasks), "now": now_ms}
-            )
-
-        self.d.transaction(copy)
-        return len(tasks)
-
-    def mark_missed(self, before_ms: int, now_ms: int) -> int:
-        return self.d.transaction(
-            lambda c: int(c.execute(self.q["mark_missed"], {"before": before_ms}).rowcount)
-        )
 
     def next_due_ms(self, after_ms: int) -> int | None:
         found = self.named("next_due", {"after": after_ms})[0][0]
