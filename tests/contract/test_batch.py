@@ -157,10 +157,10 @@ def test_a_run_takes_its_savepoint_only_when_its_handler_writes(sql: Backend) ->
     seen: list[str] = []
     traced = sql.name != "postgres"
     if traced:
-        sql.store.d.conn.set_trace_callback(seen.append)
+        sql.store.db.conn.set_trace_callback(seen.append)
     counts = run(sql, r)
     if traced:
-        sql.store.d.conn.set_trace_callback(None)
+        sql.store.db.conn.set_trace_callback(None)
     assert (counts["ok"], counts["error"]) == (5, 1)
     rows = sorted(c for (c,) in sql.store.query("SELECT customer FROM invoices"))
     assert rows == ["w1", "w2"]  # the failing run's write undone alone

@@ -101,7 +101,7 @@ def due(store: SqlStore, now_ms: int) -> int:
     query = store.own("SELECT count(*) FROM tasks WHERE status = 'PENDING' AND trigger_ms <= :now")
     if isinstance(store, PostgresStore):
         query = query.replace(":now", "%(now)s")
-    return int(store.d.transaction(lambda c: c.execute(query, {"now": now_ms}).fetchone()[0]))
+    return int(store.db.transaction(lambda c: c.execute(query, {"now": now_ms}).fetchone()[0]))
 
 
 def snapshot(store: SqlStore) -> Any:
@@ -119,7 +119,7 @@ def snapshot(store: SqlStore) -> Any:
         ).fetchall()
         return [tuple(t) for t in tasks], [tuple(r) for r in rows]
 
-    return store.d.transaction(read)
+    return store.db.transaction(read)
 
 
 def one_and_bulk(make: Callable[[], SqlStore], schedules: list[Spec], outage_min: int) -> Any:

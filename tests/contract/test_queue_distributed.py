@@ -388,7 +388,7 @@ def test_a_delivery_whose_task_the_retention_deleted_is_dropped(setup: Setup) ->
     assert execution.execute(batch, setup.store)["ok"] == 1
     q.ack([m])
     now = CLOCK.now_ms()
-    setup.store.d.transaction(lambda c: setup.store.d.enqueue(c, [(m.task_id, 1)], now, now))
+    setup.store.db.transaction(lambda c: setup.store.db.enqueue(c, [(m.task_id, 1)], now, now))
     setup.publish()
     assert setup.store.prune_history(1, CLOCK.now_ms() + 30_000, 100, epoch) >= 1
     assert setup.store.counts()["DONE"] == 0  # the row is gone; its second copy is queued

@@ -231,12 +231,14 @@ def test_another_programs_schema_version_table_is_the_apps_not_a_0_1_store(
 
 
 def test_id_lists_and_execution_rows_survive_the_wire(store: PostgresStore) -> None:
-    got = store.query("SELECT %s::bigint[]", (store.d.ints([1, -2, 1 << 40]),))
+    got = store.query("SELECT %s::bigint[]", (store.db.ints([1, -2, 1 << 40]),))
     assert got == [([1, -2, 1 << 40],)]
-    assert store.query("SELECT %s::bigint[]", (store.d.ints([]),)) == [([],)]
+    assert store.query("SELECT %s::bigint[]", (store.db.ints([]),)) == [([],)]
     tricky = ['a "quoted", {braced}', "back\\slash\\", "NULL", "", "line\nbreak", "é✓", None]
     rows = json.dumps([[1, 2, 1, 1, 5, "ok", t, 0] for t in tricky])
-    store.write(lambda tx: tx.execute(store.q["execution_insert"], {"rows": rows, "worker": "w"}))
+    store.write(
+        lambda tx: tx.execute(store.queries["execution_insert"], {"rows": rows, "worker": "w"})
+    )
     assert [
         r[0] for r in store.query(store.own("SELECT error FROM executions ORDER BY id"))
     ] == tricky
@@ -377,7 +379,7 @@ def test_a_leader_paused_inside_its_transaction_loses_its_session_before_a_takeo
 
     errors: list[BaseException] = []
     thread = threading.Thread(
-        target=lambda: _catch(errors, lambda: paused.d.transaction(pause_inside))
+        target=lambda: _catch(errors, lambda: paused.db.transaction(pause_inside))
     )
     thread.start()
     assert holding.wait(5)

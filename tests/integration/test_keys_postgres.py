@@ -30,7 +30,7 @@ def url() -> Iterator[str]:
 
 def _after_insert(store: Any, act: Any) -> None:
     """Run ``act`` (in a thread, to its end) once, right after ``store`` inserts tasks."""
-    real, done = store.d.insert_tasks, []
+    real, done = store.db.insert_tasks, []
 
     def hooked(c: Any, rows: Any) -> int:
         n = int(real(c, rows))
@@ -40,7 +40,7 @@ def _after_insert(store: Any, act: Any) -> None:
             done[0].join(10)
         return n
 
-    store.d.insert_tasks = hooked
+    store.db.insert_tasks = hooked
 
 
 def test_a_keyed_defer_whose_finished_task_the_retention_deletes_meanwhile_adds_it_again(

@@ -217,7 +217,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         (
             Edit(
                 "stores/sql/schedule_methods.py",
-                '            c.execute(self.q["fence_lock_all"])\n',
+                '            c.execute(self.queries["fence_lock_all"])\n',
                 "",
             ),
         ),
@@ -230,7 +230,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         (
             Edit(
                 "stores/sql/batch.py",
-                "        mine = self.now()\n        return self.d.now(self.c, mine) - mine",
+                "        mine = self.now()\n        return self.db.now(self.c, mine) - mine",
                 "        return 0",
             ),
         ),
@@ -242,7 +242,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         (
             Edit(
                 "stores/sql/batch.py",
-                '            self.d.executemany(self.c, self.q["task_finished"], rows)\n',
+                '            self.db.executemany(self.c, self.queries["task_finished"], rows)\n',
                 "",
             ),
         ),
@@ -272,7 +272,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         (
             Edit(
                 "stores/sql/schedule_methods.py",
-                "            return fn(c, self.d.now(c, now_ms))",
+                "            return fn(c, self.db.now(c, now_ms))",
                 "            return fn(c, now_ms)",
             ),
         ),

@@ -60,13 +60,13 @@ DUPLICATES = {
 def install(store: Any) -> None:
     """Create the invoices table, with its unique key, where it is not there yet (a table
     that exists keeps its key as ``cluster --no-idempotency`` left it)."""
-    if not store.query(_has_table(store.d.name)):
+    if not store.query(_has_table(store.db.name)):
         set_idempotency(store, True)
 
 
 def set_idempotency(store: Any, on: bool) -> None:
     """Create or drop the invoices' unique key (``cluster --no-idempotency`` drops it)."""
-    dialect = store.d.name
+    dialect = store.db.name
     store.write(lambda tx: tx.execute(TABLE[dialect]))
     try:
         store.write(lambda tx: tx.execute(UNIQUE if on else NOT_UNIQUE))
@@ -78,7 +78,7 @@ def set_idempotency(store: Any, on: bool) -> None:
 
 def duplicates(store: Any) -> int:
     """Invoice rows beyond the first per (customer, period); 0 where the table is absent."""
-    dialect = store.d.name
+    dialect = store.db.name
     if not store.query(_has_table(dialect)):
         return 0
     return int(store.query(DUPLICATES[dialect])[0][0])

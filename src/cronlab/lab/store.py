@@ -28,7 +28,7 @@ class LabSqlStore:
     """``LabStore`` over an engine's SQL store (its dialect, queries and fence)."""
 
     def __init__(self, store: SqlStore) -> None:
-        self.store, self.d, self.q = store, store.d, store.q
+        self.store, self.db, self.queries = store, store.db, store.queries
 
     def dispatch_held(self, held: Sequence[Task], now_ms: int, epoch: int, *, fenced: bool) -> int:
         """Write a batch read earlier (``read_due``): the two-phase dispatch. ``fenced``: in
@@ -37,18 +37,18 @@ class LabSqlStore:
         whatever happened to it meanwhile — a zombie's write."""
 
         def write(c: Conn) -> int:
-            now = self.d.now(c, now_ms)
+            now = self.db.now(c, now_ms)
             if fenced:
                 self.store.fenced(c, epoch, now)
             args = {"epoch": epoch, "now": now, "limit": len(held), "guard": int(fenced)}
-            ids = self.d.ints(t.id for t in held)
-            claimed = c.execute(self.q["claim_held"], {**args, "ids": ids}).fetchall()
+            ids = self.db.ints(t.id for t in held)
+            claimed = c.execute(self.queries["claim_held"], {**args, "ids": ids}).fetchall()
             oldest_first = sorted(claimed, key=lambda r: (r[3], r[0]))
             rows = self.store.plan_claimed(c, oldest_first, args)
             self.store.enqueue(c, [(r[0], r[2]) for r in rows], now)
             return len(rows)
 
-        return self.d.transaction(write)
+        return self.db.transaction(write)
 
     def pause_request(self, owner: str, since_ms: int) -> tuple[int, float, int] | None:
         """The newest chaos request (``chaos pause-leader --mid-dispatch``) for ``owner`` made
@@ -66,13 +66,13 @@ class LabSqlStore:
         copied since (each task once)."""
 
         def read(c: Conn) -> list[Any]:
-            rows = c.execute(self.q["read_due"], {"now": now_ms, "limit": limit}).fetchall()
+            rows = c.execute(self.queries["read_due"], {"now": now_ms, "limit": limit}).fetchall()
             if copied_since_ms is not None:
                 args = {"now": now_ms, "since": copied_since_ms}
-                rows += c.execute(self.q["read_copied"], args).fetchall()
+                rows += c.execute(self.queries["read_copied"], args).fetchall()
             return list(rows)
 
-        rows = {r[0]: r for r in self.d.read(read)}  # (copied between the two reads: once)
+        rows = {r[0]: r for r in self.db.read(read)}  # (copied between the two reads: once)
         return [task(r, "PENDING", None) for r in rows.values()]
 
     def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
@@ -80,14 +80,14 @@ class LabSqlStore:
 
         def copy(c: Conn) -> None:
             self.store.enqueue(c, [(t.id, t.attempts) for t in tasks], now_ms)
-            ids = self.d.ints(t.id for t in tasks)
-            c.execute(self.q["mark_copied"], {"ids": ids, "now": now_ms})
+            ids = self.db.ints(t.id for t in tasks)
+            c.execute(self.queries["mark_copied"], {"ids": ids, "now": now_ms})
 
-        self.d.transaction(copy)
+        self.db.transaction(copy)
         return len(tasks)
 
     def mark_missed(self, before_ms: int, now_ms: int) -> int:
         """PENDING tasks due before ``before_ms`` marked MISSED (in-memory timers)."""
-        return self.d.transaction(
-            lambda c: int(c.execute(self.q["mark_missed"], {"before": before_ms}).rowcount)
+        return self.db.transaction(
+            lambda c: int(c.execute(self.queries["mark_missed"], {"before": before_ms}).rowcount)
         )

@@ -177,7 +177,7 @@ def simulate(s: sc.Scenario, store: str | None = None) -> Outcome:
 def judged(store: Any, asked_ms: int) -> int:
     """The instant ``store`` judged its last change by (``ScheduleMethods.changing``, once it
     held the locks): its server clock's last reading, else the caller's ``asked_ms``."""
-    clock = store.d.seams.clock
+    clock = store.db.seams.clock
     if isinstance(clock, TrueClock) and clock.read_ms is not None:
         return clock.read_ms
     return asked_ms

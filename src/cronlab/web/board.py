@@ -108,7 +108,7 @@ def snapshot(
     """Everything the page shows, in one object (times in epoch ms unless ISO)."""
     return {
         "now_ms": now_ms,
-        "store": store.d.describe(),
+        "store": store.db.describe(),
         "leader": _leader(store, now_ms),
         **_processes(store, now_ms),
         "queue_depth": store.queue_depth(),

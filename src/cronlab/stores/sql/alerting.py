@@ -47,7 +47,7 @@ def started_since(store: SqlStore, name: str, fire_ms: int, now_ms: int) -> bool
     if not waiting:
         return False
     held = store.named("held_ids", {"now": now_ms})
-    return any(i in waiting for (ids,) in held for i in store.d.ids(ids))
+    return any(i in waiting for (ids,) in held for i in store.db.ids(ids))
 
 
 def newest(store: SqlStore, name: str, kind: str) -> int | None:
@@ -70,7 +70,7 @@ def raise_alert(store: SqlStore, alert: Alert, epoch: int, holder: str) -> int |
     (nothing written) when this condition was raised already."""
 
     def run(c: Conn) -> int | None:
-        store.fenced(c, epoch, store.d.now(c, alert.raised_ms))
+        store.fenced(c, epoch, store.db.now(c, alert.raised_ms))
         args = {
             "schedule": alert.schedule,
             "kind": alert.kind,
@@ -79,15 +79,17 @@ def raise_alert(store: SqlStore, alert: Alert, epoch: int, holder: str) -> int |
             "detail": json.dumps(dict(alert.detail)),
             "delivery": alert.delivery,
         }
-        row = c.execute(store.q["alert_insert"], args).fetchone()
+        row = c.execute(store.queries["alert_insert"], args).fetchone()
         if row is None:
             return None
         detail = {"alert": int(row[0]), "schedule": alert.schedule, "kind": alert.kind}
         event = {"kind": "alert", "at_ms": alert.raised_ms, "holder": holder, "epoch": epoch}
-        c.execute(store.q["record_event"], {**event, "pid": None, "detail": json.dumps(detail)})
+        c.execute(
+            store.queries["record_event"], {**event, "pid": None, "detail": json.dumps(detail)}
+        )
         return int(row[0])
 
-    return store.d.transaction(run)
+    return store.db.transaction(run)
 
 
 def to_send(store: SqlStore, now_ms: int, limit: int) -> list[Alert]:
@@ -100,7 +102,7 @@ def sent(
 ) -> None:
     """A delivery attempt's end: ``delivered``, ``undeliverable``, or ``pending`` again."""
     args = {"id": alert_id, "delivery": delivery, "next": next_try_ms, "delivered": delivered_ms}
-    store.d.transaction(lambda c: c.execute(store.q["alert_sent"], args))
+    store.db.transaction(lambda c: c.execute(store.queries["alert_sent"], args))
 
 
 def recent(store: SqlStore, limit: int) -> list[Alert]:

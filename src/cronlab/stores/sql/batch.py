@@ -44,10 +44,10 @@ class SqlTx:
     """
 
     def __init__(self, c: Conn, store: SqlStore) -> None:
-        self._c, self._q, self._d = c, store.q, store.d
-        self.dialect = store.d.name
+        self._c, self._queries, self._db = c, store.queries, store.db
+        self.dialect = store.db.name
         self.run: Savepoint | None = None  # the savepoint of the run writing now
-        self._cancel = store.d.canceller(c)
+        self._cancel = store.db.canceller(c)
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
         self._first()
@@ -65,15 +65,15 @@ class SqlTx:
     def add_task(self, task: NewTask) -> int:
         self._first()
         with handlers.statement(self._cancel):
-            added = int(self._c.execute(self._q["add_task"], task._asdict()).rowcount)
+            added = int(self._c.execute(self._queries["add_task"], task._asdict()).rowcount)
         if added:
-            self._d.notify(self._c, "due")
+            self._db.notify(self._c, "due")
         return added
 
     def holder(self, key: str) -> tuple[int, str, str, int] | None:
         self._first()
         with handlers.statement(self._cancel):
-            row = self._c.execute(self._q["task_by_key"], {"key": key}).fetchone()
+            row = self._c.execute(self._queries["task_by_key"], {"key": key}).fetchone()
         return None if row is None else (int(row[0]), row[2], row[3], int(row[4]))
 
     def _first(self) -> None:
@@ -114,7 +114,7 @@ def transaction(store: SqlStore, work: Batch, in_store: bool) -> BatchTransactio
     come back through the queue instead, each lost run counted (``execution``, LostRun)."""
 
     def run(attempt: Callable[[BatchTx], dict[str, int]]) -> dict[str, int]:
-        return store.d.transaction(
+        return store.db.transaction(
             lambda c: attempt(SqlBatch(store, c, work, in_store)), replay=False
         )
 
@@ -125,8 +125,8 @@ class SqlBatch:
     """``ports.BatchTx`` on an open transaction of the SQL store."""
 
     def __init__(self, store: SqlStore, c: Conn, work: Batch, in_store: bool):
-        self.store, self.c, self.q, self.d = store, c, store.q, store.d
-        self.dialect = store.d.name
+        self.store, self.c, self.queries, self.db = store, c, store.queries, store.db
+        self.dialect = store.db.name
         self.tx = SqlTx(c, store)
         self.worker, self.now, self.in_store = work.worker, work.now, in_store
 
@@ -134,7 +134,7 @@ class SqlBatch:
         return savepoint(self.c, self.tx)
 
     def is_connection_error(self, exc: BaseException) -> bool:
-        return self.d.is_connection_error(exc)
+        return self.db.is_connection_error(exc)
 
     def live(self, messages: Sequence[Message], checked: bool) -> tuple[list[bool], set[int]]:
         """Mark DONE, in this transaction, the tasks still DISPATCHED at the attempt their
@@ -142,8 +142,8 @@ class SqlBatch:
         waits, then finds it DONE). A message runs if that marked its task; a copy of
         ``--election off`` always runs. A failing run sets its task back (``failed``)."""
         held = {m.id for m in messages}
-        if self.in_store and (hold := self.q.get("queue_hold")):
-            found = self.c.execute(hold, {"ids": self.d.ints(sorted(held))}).fetchall()
+        if self.in_store and (hold := self.queries.get("queue_hold")):
+            found = self.c.execute(hold, {"ids": self.db.ints(sorted(held))}).fetchall()
             held = {int(r[0]) for r in found}  # an envelope another batch holds is not ours
         if not checked:  # the --fencing off anti-pattern: every delivery runs, as a naive
             return [True] * len(messages), {m.task_id for m in messages}  # consumer runs it
@@ -153,15 +153,15 @@ class SqlBatch:
                 by_attempt.setdefault(m.attempt - 1, set()).add(m.task_id)
         started: dict[int, int] = {}
         for before, tasks in sorted(by_attempt.items()):  # mostly one: every attempt is the 1st
-            args = {"ids": self.d.ints(sorted(tasks)), "before": before}
-            started.update(self.c.execute(self.q["batch_start"], args).fetchall())
+            args = {"ids": self.db.ints(sorted(tasks)), "before": before}
+            started.update(self.c.execute(self.queries["batch_start"], args).fetchall())
         if len(started) == len(messages):
             return [True] * len(messages), set()  # each message's own task, at its attempt
         copies: set[int] = set()
         missing = {m.task_id for m in messages if m.id in held} - started.keys()
         if missing:
-            ids = {"ids": self.d.ints(sorted(missing))}
-            copies = {r[0] for r in self.c.execute(self.q["batch_copies"], ids)}
+            ids = {"ids": self.db.ints(sorted(missing))}
+            copies = {r[0] for r in self.c.execute(self.queries["batch_copies"], ids)}
         live, seen = [], set()
         for m in messages:
             ok = m.id in held and (
@@ -175,14 +175,14 @@ class SqlBatch:
 
     def failed(self, task_id: int, error: str, final: bool) -> None:
         args = {"error": error, "id": task_id}
-        self.c.execute(self.q["task_failed" if final else "task_error"], args)
+        self.c.execute(self.queries["task_failed" if final else "task_error"], args)
 
     def finish(self, ending: Ending) -> None:
         if ending.records:
             ends = [[m.task_id, m.id, m.receives, m.attempt, end, outcome, error, began]
                     for m, began, end, outcome, error in ending.records]  # fmt: skip
             self.c.execute(
-                self.q["execution_insert"], {"rows": json.dumps(ends), "worker": self.worker}
+                self.queries["execution_insert"], {"rows": json.dumps(ends), "worker": self.worker}
             )
         finished = [
             m.task_id
@@ -194,9 +194,9 @@ class SqlBatch:
             # the store's clock: the next occurrence's overlap is judged by it
             end = self.now() + shift
             rows = [{"id": task_id, "end": end} for task_id in finished]
-            self.d.executemany(self.c, self.q["task_finished"], rows)
+            self.db.executemany(self.c, self.queries["task_finished"], rows)
         if ending.done:  # copies of --election off (the others were marked as they started)
-            self.c.execute(self.q["task_done"], {"ids": self.d.ints(ending.done)})
+            self.c.execute(self.queries["task_done"], {"ids": self.db.ints(ending.done)})
         retries = [(m, at + shift) for m, at in ending.retries]
         if self.in_store:
             self.store.settle(self.c, ending.acks, retries, self.now() + shift)
@@ -209,4 +209,4 @@ class SqlBatch:
         run's end are written on the store's clock, which judges visibility and overlap (a
         worker whose clock jumped a minute ahead would otherwise hide its retries a minute)."""
         mine = self.now()
-        return self.d.now(self.c, mine) - mine
+        return self.db.now(self.c, mine) - mine

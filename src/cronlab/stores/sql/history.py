@@ -93,22 +93,24 @@ def prune(store: SqlStore, keep_ms: int, now_ms: int, limit: int, epoch: int) ->
     settled alerts; returns how many rows went."""
 
     def run(c: Conn) -> int:
-        now = store.d.now(c, now_ms)
+        now = store.db.now(c, now_ms)
         store.fenced(c, epoch, now)
         before = now - keep_ms
         args = {"before": before, "now": now, "limit": limit}
-        ids = [r[0] for r in c.execute(store.q["prune_candidates"], args).fetchall()]
+        ids = [r[0] for r in c.execute(store.queries["prune_candidates"], args).fetchall()]
         gone = 0
         if ids:
-            c.execute(store.q["prune_executions"], {"ids": store.d.ints(ids)})
-            deleted = c.execute(store.q["prune_tasks"], {"ids": store.d.ints(ids)}).fetchall()
+            c.execute(store.queries["prune_executions"], {"ids": store.db.ints(ids)})
+            deleted = c.execute(
+                store.queries["prune_tasks"], {"ids": store.db.ints(ids)}
+            ).fetchall()
             gone += len(deleted)
             _note_gone(store, c, deleted)
         for name in ("prune_events", "prune_samples", "prune_alerts"):
-            gone += int(c.execute(store.q[name], {"before": before, "limit": limit}).rowcount)
+            gone += int(c.execute(store.queries[name], {"before": before, "limit": limit}).rowcount)
         return gone
 
-    return store.d.transaction(run)
+    return store.db.transaction(run)
 
 
 def _note_gone(store: SqlStore, c: Conn, deleted: Sequence[Sequence[Any]]) -> None:
@@ -120,4 +122,4 @@ def _note_gone(store: SqlStore, c: Conn, deleted: Sequence[Sequence[Any]]) -> No
             through[name] = max(through.get(name, trigger_ms), int(trigger_ms))
     rows = [{"name": name, "through": ms} for name, ms in through.items()]
     if rows:
-        store.d.executemany(c, store.q["schedule_pruned_through"], rows)
+        store.db.executemany(c, store.queries["schedule_pruned_through"], rows)

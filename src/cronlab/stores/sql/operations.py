@@ -41,7 +41,7 @@ def backfill(
     info = store.must_exist(c, name)
     planned_from = info.next_fire_ms  # None: paused, nothing pending
     fires = occurrences.backfill_fires(info.schedule, from_ms, to_ms, now_ms)
-    gone = c.execute(store.q["schedule_history_gone"], {"name": name}).fetchone()
+    gone = c.execute(store.queries["schedule_history_gone"], {"name": name}).fetchone()
     if fires and gone is not None and gone[0] is not None and fires[0] <= int(gone[0]):
         raise ConfigError(
             f"backfill of {name!r}: its runs up to {_iso(int(gone[0]))} were deleted by the "
@@ -51,7 +51,7 @@ def backfill(
     added = existing = 0
     for fire in fires:
         key = policy.occurrence_key(name, fire)
-        row = c.execute(store.q["task_by_key"], {"key": key}).fetchone()
+        row = c.execute(store.queries["task_by_key"], {"key": key}).fetchone()
         if (row is not None and row[6] not in NOT_RUN) or (
             planned_from is not None and fire >= planned_from
         ):
@@ -74,17 +74,19 @@ def heartbeat(store: SqlStore, info: ProcessInfo, now_ms: int) -> None:
 
     def beat(c: Conn) -> None:
         args = {"now": now_ms, "owner": info.owner}
-        if c.execute(store.q["heartbeat"], args).rowcount == 0:
-            c.execute(store.q["register_process"], dataclasses.asdict(info))
-            c.execute(store.q["heartbeat"], args)
+        if c.execute(store.queries["heartbeat"], args).rowcount == 0:
+            c.execute(store.queries["register_process"], dataclasses.asdict(info))
+            c.execute(store.queries["heartbeat"], args)
 
-    store.d.transaction(beat)
+    store.db.transaction(beat)
 
 
 def task_info(store: SqlStore, task_id: int) -> TaskInfo:
     """``TaskControl.task_info``: one task as an operator sees it."""
     args = {"id": _checked(task_id)}
-    return _info(task_id, store.d.read(lambda c: c.execute(store.q["task_show"], args).fetchone()))
+    return _info(
+        task_id, store.db.read(lambda c: c.execute(store.queries["task_show"], args).fetchone())
+    )
 
 
 def cancel_task(store: SqlStore, task_id: int, now_ms: int, by: str) -> TaskInfo:
@@ -94,9 +96,9 @@ def cancel_task(store: SqlStore, task_id: int, now_ms: int, by: str) -> TaskInfo
 
     def cancel(c: Conn, now: int) -> TaskInfo:
         was = _must_be(_lock(store, c, task_id), NOT_RUN_YET, "cancelled")
-        c.execute(store.q["task_skip"], {"id": task_id, "reason": CANCELLED})
+        c.execute(store.queries["task_skip"], {"id": task_id, "reason": CANCELLED})
         for name in ("queue_unqueue_whole", "queue_unqueue_part"):
-            c.execute(store.q[name], {"id": task_id, "now": now})
+            c.execute(store.queries[name], {"id": task_id, "now": now})
         if was.status == "PENDING":
             _go_on(store, c, was)
         _record(store, c, "cancelled", was, now, by)
@@ -112,9 +114,9 @@ def retry_task(store: SqlStore, task_id: int, now_ms: int, by: str) -> TaskInfo:
 
     def retry(c: Conn, now: int) -> TaskInfo:
         was = _must_be(_lock(store, c, task_id), ("FAILED",), "retried")
-        c.execute(store.q["task_retry"], {"id": task_id})
-        store.d.enqueue(c, [(task_id, was.attempts)], now, 0)
-        store.d.notify(c, "queued")
+        c.execute(store.queries["task_retry"], {"id": task_id})
+        store.db.enqueue(c, [(task_id, was.attempts)], now, 0)
+        store.db.notify(c, "queued")
         _record(store, c, "retried", was, now, by, attempt=was.attempts + 1)
         return dataclasses.replace(was, status="DISPATCHED")
 
@@ -137,9 +139,9 @@ def _lock(store: SqlStore, c: Conn, task_id: int) -> TaskInfo:
     """The task, locked for the rest of ``c``'s transaction (on PostgreSQL, taken off the
     pending list first: ``task_unlist`` says why)."""
     args = {"id": _checked(task_id)}
-    if unlist := store.q.get("task_unlist"):
+    if unlist := store.queries.get("task_unlist"):
         c.execute(unlist, args)
-    return _info(task_id, c.execute(store.q["task_lock"], args).fetchone())
+    return _info(task_id, c.execute(store.queries["task_lock"], args).fetchone())
 
 
 def _must_be(task: TaskInfo, statuses: Sequence[str], done: str) -> TaskInfo:
@@ -160,7 +162,7 @@ def _go_on(store: SqlStore, c: Conn, task: TaskInfo) -> None:
     if target is None or not task.key.startswith(occurrences.OCCURRENCE_PREFIX):
         return
     name, fire_ms = target
-    row = c.execute(store.q["schedule_get_locked"], {"name": name}).fetchone()
+    row = c.execute(store.queries["schedule_get_locked"], {"name": name}).fetchone()
     info = None if row is None else rows.schedule_info(row)
     if info is None or info.next_fire_ms != fire_ms:
         return
@@ -170,8 +172,8 @@ def _go_on(store: SqlStore, c: Conn, task: TaskInfo) -> None:
     if planned is None:
         raise ConflictError(f"schedule {name!r}: its next {PASSED_OVER:,} occurrences exist")
     fired = {"name": name, "fire": fire_ms, "next": planned, "reason": CANCELLED}
-    c.execute(store.q["schedule_fired"], {**fired, "missed": 0, "skipped": 0})
-    store.d.notify(c, "due")
+    c.execute(store.queries["schedule_fired"], {**fired, "missed": 0, "skipped": 0})
+    store.db.notify(c, "due")
 
 
 def _record(
@@ -180,4 +182,4 @@ def _record(
     """The action in the event log (the audit trail): which task, its status before, who."""
     detail = {"task": task.id, "key": task.key, "was": task.status, "by": by, **more}
     event = {"kind": kind, "at_ms": now_ms, "holder": None, "epoch": None, "pid": None}
-    c.execute(store.q["record_event"], {**event, "detail": json.dumps(detail)})
+    c.execute(store.queries["record_event"], {**event, "detail": json.dumps(detail)})

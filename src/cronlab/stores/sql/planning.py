@@ -43,7 +43,7 @@ def plan(store: SqlStore, c: Conn, rows: Sequence[Any], now_ms: int) -> tuple[li
 def _schedules(store: SqlStore, c: Conn, names: Iterable[str]) -> dict[str, Stored | None]:
     found: dict[str, Stored | None] = dict.fromkeys(names)
     if found:
-        rows = c.execute(store.q["schedules_get_many"], {"names": store.d.texts(found)})
+        rows = c.execute(store.queries["schedules_get_many"], {"names": store.db.texts(found)})
         for row in rows.fetchall():
             found[row[0]] = Stored._make((*row[:9], row[11]))
     return found
@@ -63,8 +63,8 @@ def _finished(
     found: dict[str, list[tuple[int, int]]] = {}
     names = sorted(names)
     if names:
-        args = {"names": store.d.texts(names), "after": after_ms}
-        for name, trigger_ms, finished_ms in c.execute(store.q["schedules_finished"], args):
+        args = {"names": store.db.texts(names), "after": after_ms}
+        for name, trigger_ms, finished_ms in c.execute(store.queries["schedules_finished"], args):
             found.setdefault(name, []).append((int(trigger_ms), int(finished_ms)))
     return found
 
@@ -76,8 +76,8 @@ def _running(
     names = sorted(_skipping(stored))
     running: dict[str, dict[int, int]] = {}
     if names:
-        args = {"names": store.d.texts(names), "since": now_ms - OVERLAP_MAX_AGE_MS}
-        for name, task_id, trigger_ms in c.execute(store.q["schedules_running"], args):
+        args = {"names": store.db.texts(names), "since": now_ms - OVERLAP_MAX_AGE_MS}
+        for name, task_id, trigger_ms in c.execute(store.queries["schedules_running"], args):
             running.setdefault(name, {})[int(task_id)] = int(trigger_ms)
     return running
 
@@ -87,14 +87,14 @@ def _backfilled(store: SqlStore, c: Conn, keys: Sequence[str]) -> set[str]:
     twins = backfill_twins(keys)
     if not twins:
         return set()
-    found = c.execute(store.q["tasks_with_keys"], {"keys": store.d.texts(twins)})
+    found = c.execute(store.queries["tasks_with_keys"], {"keys": store.db.texts(twins)})
     return {twins[str(row[0])] for row in found.fetchall()}
 
 
 def _write(store: SqlStore, c: Conn, w: Writes) -> None:
     if w.skips:
-        store.d.executemany(c, store.q["task_skip"], w.skips)
+        store.db.executemany(c, store.queries["task_skip"], w.skips)
     if w.fired:
-        store.d.schedules_fired(c, w.fired)
+        store.db.schedules_fired(c, w.fired)
     if w.added:
-        store.d.insert_tasks(c, w.added)
+        store.db.insert_tasks(c, w.added)

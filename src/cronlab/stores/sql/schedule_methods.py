@@ -32,8 +32,8 @@ OLD_DEFAULT_APP = "app"
 class ScheduleMethods:
     """``ports.ScheduleStore`` on a dialect's connection and named queries."""
 
-    d: Dialect
-    q: Mapping[str, str]
+    db: Dialect
+    queries: Mapping[str, str]
 
     def changing(self, now_ms: int, fn: Callable[[Conn, int], T]) -> T:
         """``fn(c, now)`` in a transaction that changes schedules or their occurrences,
@@ -46,18 +46,18 @@ class ScheduleMethods:
         an occurrence that fell due while it waited (seed 1507 on PostgreSQL)."""
 
         def serialised(c: Conn) -> T:
-            c.execute(self.q["fence_lock_all"])
-            return fn(c, self.d.now(c, now_ms))
+            c.execute(self.queries["fence_lock_all"])
+            return fn(c, self.db.now(c, now_ms))
 
-        return self.d.transaction(serialised)
+        return self.db.transaction(serialised)
 
     def add(self, c: Conn, task: NewTask) -> int:
         """Insert ``task`` in ``c``'s transaction; 0 when its key exists already."""
-        return int(c.execute(self.q["add_task"], task._asdict()).rowcount)
+        return int(c.execute(self.queries["add_task"], task._asdict()).rowcount)
 
     def put_schedule(self, schedule: Schedule, now_ms: int, *, replace: bool) -> bool:
         zones.check(schedule.tz)  # a new definition: in a zone every replica reads alike
-        stored = self.d.read(lambda c: self._schedule(c, schedule.name))
+        stored = self.db.read(lambda c: self._schedule(c, schedule.name))
         if (
             stored is not None
             and replace
@@ -71,7 +71,7 @@ class ScheduleMethods:
                 raise ConflictError(f"a schedule named {schedule.name!r} already exists")
             if old is not None and occurrences.same_definition(old.schedule, schedule):
                 return False
-            c.execute(self.q["schedule_upsert"], rows.schedule_row(schedule))
+            c.execute(self.queries["schedule_upsert"], rows.schedule_row(schedule))
             paused = old.schedule.paused if old is not None else schedule.paused
             self._rematerialise(c, schedule, now, paused)
             return True
@@ -97,12 +97,12 @@ class ScheduleMethods:
                     (changed if old is not None else added).append(s.name)
                 if same and old is not None and old.app == app:
                     continue
-                c.execute(self.q["schedule_upsert"], rows.schedule_row(s, app))
+                c.execute(self.queries["schedule_upsert"], rows.schedule_row(s, app))
                 if not same:
                     paused = old.schedule.paused if old is not None else s.paused
                     self._rematerialise(c, s, now, paused)
             declared = {s.name for s in wanted}
-            names = c.execute(self.q["schedule_names_of_app"], {"app": app}).fetchall()
+            names = c.execute(self.queries["schedule_names_of_app"], {"app": app}).fetchall()
             mine = app != OLD_DEFAULT_APP
             removed = [n for (n,) in names if n not in declared and mine]
             for name in removed:
@@ -114,13 +114,13 @@ class ScheduleMethods:
     def get_schedule(self, name: str) -> ScheduleInfo:
         def get(c: Conn) -> ScheduleInfo:
             info = self.must_exist(c, name)
-            outcome = c.execute(self.q["schedule_last_outcome"], {"name": name}).fetchone()
+            outcome = c.execute(self.queries["schedule_last_outcome"], {"name": name}).fetchone()
             return dataclasses.replace(info, last_outcome=outcome[0] if outcome else None)
 
-        return self.d.read(get)
+        return self.db.read(get)
 
     def list_schedules(self) -> list[ScheduleInfo]:
-        names = self.d.read(lambda c: c.execute(self.q["schedule_names"]).fetchall())
+        names = self.db.read(lambda c: c.execute(self.queries["schedule_names"]).fetchall())
         return [self.get_schedule(r[0]) for r in names]
 
     def pause_schedule(self, name: str, now_ms: int, note: str | None = None) -> bool:
@@ -129,11 +129,13 @@ class ScheduleMethods:
         def pause(c: Conn, now: int) -> bool:
             self.must_exist(c, name, lock=True)
             args = {"name": name, "paused": 1}
-            changed = int(c.execute(self.q["schedule_set_paused"], args).rowcount)
-            c.execute(self.q["schedule_drop_pending"], {"name": name, "now": now})
-            c.execute(self.q["schedule_set_next"], {"name": name, "next": None, "expect": None})
+            changed = int(c.execute(self.queries["schedule_set_paused"], args).rowcount)
+            c.execute(self.queries["schedule_drop_pending"], {"name": name, "now": now})
+            c.execute(
+                self.queries["schedule_set_next"], {"name": name, "next": None, "expect": None}
+            )
             if changed or text is not None:
-                c.execute(self.q["schedule_note"], {"name": name, "note": text})
+                c.execute(self.queries["schedule_note"], {"name": name, "note": text})
             self._operated(c, "paused", name, now, note=text)
             return changed > 0
 
@@ -143,10 +145,10 @@ class ScheduleMethods:
         def resume(c: Conn, now: int) -> bool:
             info = self.must_exist(c, name, lock=True)
             args = {"name": name, "paused": 0}
-            changed = int(c.execute(self.q["schedule_set_paused"], args).rowcount)
+            changed = int(c.execute(self.queries["schedule_set_paused"], args).rowcount)
             if changed:
                 self._rematerialise(c, info.schedule, now, False)
-                c.execute(self.q["schedule_note"], {"name": name, "note": None})
+                c.execute(self.queries["schedule_note"], {"name": name, "note": None})
                 self._operated(c, "resumed", name, now)
             return changed > 0
 
@@ -160,7 +162,7 @@ class ScheduleMethods:
         def fill(c: Conn, now: int) -> Backfill:
             done = operations.backfill(self, c, name, from_ms, to_ms, now)
             if done.added:
-                self.d.notify(c, "due")
+                self.db.notify(c, "due")
             span = {"from_ms": from_ms, "to_ms": to_ms, "added": done.added}
             self._operated(c, "backfilled", name, now, **span, existing=done.existing)
             return done
@@ -171,7 +173,8 @@ class ScheduleMethods:
         """An operator's action on schedule ``name``, in the event log (the audit trail)."""
         event = {"kind": kind, "at_ms": now_ms, "holder": None, "epoch": None, "pid": None}
         c.execute(
-            self.q["record_event"], {**event, "detail": json.dumps({"schedule": name, **detail})}
+            self.queries["record_event"],
+            {**event, "detail": json.dumps({"schedule": name, **detail})},
         )
 
     def remove_schedule(self, name: str, now_ms: int) -> None:
@@ -184,21 +187,21 @@ class ScheduleMethods:
     def _remove(self, c: Conn, name: str, now_ms: int) -> None:
         """Delete a schedule and its occurrence still to come; one already due stays, and is
         recorded SKIPPED ("removed") as it is dispatched."""
-        c.execute(self.q["schedule_drop_pending"], {"name": name, "now": now_ms})
-        c.execute(self.q["schedule_delete"], {"name": name})
+        c.execute(self.queries["schedule_drop_pending"], {"name": name, "now": now_ms})
+        c.execute(self.queries["schedule_delete"], {"name": name})
 
     def trigger_schedule(self, name: str, now_ms: int) -> str:
         def trigger(c: Conn, now: int) -> str:
             new = occurrences.triggered(self.must_exist(c, name).schedule, now)
             self.add(c, new)
-            self.d.notify(c, "due")
+            self.db.notify(c, "due")
             self._operated(c, "triggered", name, now, key=new.idempotency_key)
             return new.idempotency_key
 
         return self.changing(now_ms, trigger)
 
     def _schedule(self, c: Conn, name: str, *, lock: bool = False) -> ScheduleInfo | None:
-        query = self.q["schedule_get_locked" if lock else "schedule_get"]
+        query = self.queries["schedule_get_locked" if lock else "schedule_get"]
         row = c.execute(query, {"name": name}).fetchone()
         return None if row is None else rows.schedule_info(row)
 
@@ -214,7 +217,7 @@ class ScheduleMethods:
         fire (``now`` from a clock behind the cluster's: seed 43603), and a fire whose
         occurrence has a task already is passed over for the next: a schedule never waits on
         a key it cannot insert."""
-        c.execute(self.q["schedule_drop_pending"], {"name": s.name, "now": now_ms})
+        c.execute(self.queries["schedule_drop_pending"], {"name": s.name, "now": now_ms})
         stored = self._schedule(c, s.name)
         fired = stored.last_fire_ms if stored is not None else None
         # never back before the last fire, whose run the retention may have deleted
@@ -230,6 +233,6 @@ class ScheduleMethods:
                 f"{now_ms} ms have run already; is this clock far behind the cluster's?"
             )
         if next_ms is not None:
-            self.d.notify(c, "due")
+            self.db.notify(c, "due")
         args = {"name": s.name, "next": next_ms, "expect": next_ms}
-        c.execute(self.q["schedule_set_next"], args)
+        c.execute(self.queries["schedule_set_next"], args)

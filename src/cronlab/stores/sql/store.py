@@ -69,7 +69,7 @@ class SqlStore(ScheduleMethods):
         read_only: bool = False,
         fencing: Fencing = "lease",
     ):
-        self.d, self.q, self.fencing = dialect, dialect.queries, fencing
+        self.db, self.queries, self.fencing = dialect, dialect.queries, fencing
         self._resume: tuple[int, int] | None = None  # (trigger_ms, id) the due scan resumes after
         try:
             migrate.migrate(dialect, create, read_only=read_only)
@@ -78,14 +78,14 @@ class SqlStore(ScheduleMethods):
             raise
 
     def close(self) -> None:
-        self.d.close()
+        self.db.close()
 
     def missing(self) -> bool:
         """True when the database was deleted or replaced under this store (a SQLite file)."""
-        return self.d.missing()
+        return self.db.missing()
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.d.describe()}>"
+        return f"<{type(self).__name__} {self.db.describe()}>"
 
     def schema_versions(self) -> list[int]:
         """Applied migration numbers, ascending."""
@@ -99,22 +99,22 @@ class SqlStore(ScheduleMethods):
         where this store keeps them beside the application's (``namespace``): how tests, the
         lab and the simulator read cronlab's tables. An application's SQL (``query``,
         ``write``, ``ctx.tx``) is never rewritten."""
-        return self.d.space.sql(sql)
+        return self.db.space.sql(sql)
 
     def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         """Read-only SQL with bound parameters: ``?`` or ``:name`` on both stores, or the
         driver's own style (``placeholders``)."""
-        if self.d.name == "postgresql":
+        if self.db.name == "postgresql":
             sql = placeholders.for_psycopg(sql, params)
-        return self.d.read(lambda c: fetch(c.execute(sql, params)))
+        return self.db.read(lambda c: fetch(c.execute(sql, params)))
 
     def named(self, name: str, params: Mapping[str, Any] | None = None) -> list[Any]:
         """A named read query of the dialect (the report's, for instance)."""
-        return self.query(self.q[name], params or {})
+        return self.query(self.queries[name], params or {})
 
     def write(self, fn: Callable[[batch.SqlTx], T]) -> T:
         """``fn`` in one write transaction, through a handler's ``Tx`` (apps' own tables)."""
-        return self.d.transaction(lambda c: fn(batch.SqlTx(c, self)))
+        return self.db.transaction(lambda c: fn(batch.SqlTx(c, self)))
 
     def task(self, task_id: int) -> Task:
         """One task by id; ``NotFoundError`` when there is none."""
@@ -153,17 +153,17 @@ class SqlStore(ScheduleMethods):
         def add(c: Conn) -> int:
             inserted = 0
             for chunk in chunks(map(task_row, tasks), CHUNK):
-                added = self.d.insert_tasks(c, chunk)
+                added = self.db.insert_tasks(c, chunk)
                 if conflicts and added < len(chunk):
                     self._check_taken(c, chunk)
                 inserted += added
                 if progress:
                     progress(len(chunk))
             if inserted:
-                self.d.notify(c, "due")
+                self.db.notify(c, "due")
             return inserted
 
-        return self.d.transaction(add)
+        return self.db.transaction(add)
 
     def add_task(self, new: NewTask) -> tuple[bool, Task]:
         """Insert one PENDING task unless its key is taken: (whether it went in, the task that
@@ -174,25 +174,25 @@ class SqlStore(ScheduleMethods):
 
         def add(c: Conn) -> tuple[bool, Task]:
             for _ in range(KEY_TRIES):
-                added = self.d.insert_tasks(c, [row]) > 0
-                found = c.execute(self.q["task_by_key"], {"key": new.idempotency_key})
+                added = self.db.insert_tasks(c, [row]) > 0
+                found = c.execute(self.queries["task_by_key"], {"key": new.idempotency_key})
                 held = found.fetchone()
                 if held is not None:
                     if added:
-                        self.d.notify(c, "due")
+                        self.db.notify(c, "due")
                     return added, task(held[:6], held[6], held[7])
             raise ConflictError(
                 f"key {new.idempotency_key!r}: its task was deleted {KEY_TRIES} times while "
                 "this insert ran; nothing changed"
             )
 
-        return self.d.transaction(add)
+        return self.db.transaction(add)
 
     def _check_taken(self, c: Conn, chunk: Sequence[TaskRow]) -> None:
         """``ConflictError`` for the first row whose key a task of another name or with other
         arguments holds (the rows just inserted hold theirs with the same)."""
         wanted = {key: (handler, json.loads(payload)) for key, handler, payload, _, _ in chunk}
-        found = c.execute(self.q["tasks_with_keys"], {"keys": self.d.texts(wanted)})
+        found = c.execute(self.queries["tasks_with_keys"], {"keys": self.db.texts(wanted)})
         for key, handler, payload in found.fetchall():
             if wanted[key] != (handler, json.loads(payload)):
                 raise ConflictError(
@@ -205,7 +205,7 @@ class SqlStore(ScheduleMethods):
     ) -> int:
         """``clock``: the caller's, read once the transaction holds its locks (SQLite's writer
         lock may be held by a worker's batch for as long as its handlers run); None: ``now_ms``."""
-        return self.d.transaction(
+        return self.db.transaction(
             lambda c: self._dispatch(c, clock() if clock else now_ms, limit, epoch)
         )
 
@@ -214,7 +214,7 @@ class SqlStore(ScheduleMethods):
         one (a server's: a replica whose clock is ahead dispatches nothing early). A full
         batch leaves the next scan a place to resume from; a resumed scan that comes back
         short looks once more from the start."""
-        now_ms = self.d.now(c, now_ms)
+        now_ms = self.db.now(c, now_ms)
         self._fence(c, epoch, now_ms)
         args = {"epoch": epoch, "now": now_ms, "limit": limit}
         if self._resume is None:
@@ -223,7 +223,7 @@ class SqlStore(ScheduleMethods):
             claimed = self._claim(c, args, self._resume)
             if len(claimed) < limit:
                 claimed += self._claim(c, {**args, "limit": limit - len(claimed)}, START)
-        full = self.d.resume_scan and len(claimed) >= limit
+        full = self.db.resume_scan and len(claimed) >= limit
         self._resume = (claimed[-1][3], claimed[-1][0]) if full else None
         rows = self.plan_claimed(c, claimed, args)
         self.enqueue(c, [(r[0], r[2]) for r in rows], now_ms)
@@ -247,36 +247,40 @@ class SqlStore(ScheduleMethods):
         (the Redis stream this table is the outbox of). Returns how many were enqueued."""
 
         def lost_ones(c: Conn, now: int) -> list[tuple[int, int]]:
-            if c.execute(self.q["queue_depth"]).fetchone()[0] > RECONCILE_MAX_QUEUED:
+            if c.execute(self.queries["queue_depth"]).fetchone()[0] > RECONCILE_MAX_QUEUED:
                 return []
             args = {"before": now - older_than_ms, "limit": RECONCILE_LIMIT}
-            candidates = c.execute(self.q["reconcile_candidates"], args).fetchall()
+            candidates = c.execute(self.queries["reconcile_candidates"], args).fetchall()
             if not candidates:
                 return []
-            queued = {i for (ids,) in c.execute(self.q["queued_ids"]) for i in self.d.ids(ids)}
+            queued = {
+                i for (ids,) in c.execute(self.queries["queued_ids"]) for i in self.db.ids(ids)
+            }
             queued.update(queued_elsewhere)
             return [(int(r[0]), int(r[1])) for r in candidates if r[0] not in queued]
 
-        if not self.d.read(lambda c: lost_ones(c, self.d.now(c, now_ms))):
+        if not self.db.read(lambda c: lost_ones(c, self.db.now(c, now_ms))):
             return 0  # the common case, read without the write lock
 
         def run(c: Conn) -> int:
-            now = self.d.now(c, now_ms)
+            now = self.db.now(c, now_ms)
             self._fence(c, epoch, now)
             lost = lost_ones(c, now)  # again, under the lock: a message may have come meanwhile
             if lost:
-                self.d.enqueue(c, lost, now, 0)
-                self.d.notify(c, "queued")
-                touch = {"ids": self.d.ints(t[0] for t in lost), "now": now}
-                c.execute(self.q["reconcile_touch"], touch)
+                self.db.enqueue(c, lost, now, 0)
+                self.db.notify(c, "queued")
+                touch = {"ids": self.db.ints(t[0] for t in lost), "now": now}
+                c.execute(self.queries["reconcile_touch"], touch)
             return len(lost)
 
-        return self.d.transaction(run)
+        return self.db.transaction(run)
 
     def _claim(self, c: Conn, args: dict[str, int], after: tuple[int, int]) -> list[Any]:
         """Claimed ``(id, key, attempts, trigger_ms)`` rows, oldest trigger first."""
         full = {**args, "after_ms": after[0], "after_id": after[1]}
-        return sorted(c.execute(self.q["claim_due"], full).fetchall(), key=lambda r: (r[3], r[0]))
+        return sorted(
+            c.execute(self.queries["claim_due"], full).fetchall(), key=lambda r: (r[3], r[0])
+        )
 
     def fenced(self, c: Conn, epoch: int, now_ms: int) -> None:
         """In ``c``'s transaction: raise ``FencedError`` (and write nothing) unless ``epoch``
@@ -284,15 +288,15 @@ class SqlStore(ScheduleMethods):
         self._fence(c, epoch, now_ms)
 
     def _fence(self, c: Conn, epoch: int, now_ms: int) -> None:
-        (max_epoch,) = c.execute(self.q["fence_lock"], {"kind": self.fencing}).fetchone()
+        (max_epoch,) = c.execute(self.queries["fence_lock"], {"kind": self.fencing}).fetchone()
         if self.fencing == "epoch":
             if epoch < max_epoch:
                 raise FencedError(epoch, max_epoch)
         else:
-            state = _lease_state(c.execute(self.q["lease_read_locked"]).fetchone())
+            state = _lease_state(c.execute(self.queries["lease_read_locked"]).fetchone())
             if epoch < max_epoch or not rules.holds(state, epoch, now_ms):
                 raise FencedError(epoch, state.epoch)
-        c.execute(self.q["fence_raise"], {"epoch": epoch, "kind": self.fencing})
+        c.execute(self.queries["fence_raise"], {"epoch": epoch, "kind": self.fencing})
 
     def enqueue(
         self, c: Conn, tasks: Sequence[tuple[int, int]], now_ms: int, visible_ms: int = 0
@@ -300,10 +304,10 @@ class SqlStore(ScheduleMethods):
         """Enqueue ``(task id, attempts so far)``; a dispatch (visible at once) counts them."""
         if not tasks:
             return
-        self.d.enqueue(c, tasks, now_ms, visible_ms)
+        self.db.enqueue(c, tasks, now_ms, visible_ms)
         if not visible_ms:
-            c.execute(self.q["count_dispatched"], {"n": len(tasks)})
-            self.d.notify(c, "queued")
+            c.execute(self.queries["count_dispatched"], {"n": len(tasks)})
+            self.db.notify(c, "queued")
 
     def plan_claimed(self, c: Conn, rows: list[Any], args: dict[str, int]) -> list[Any]:
         """Plan the claimed schedule occurrences in this transaction (``planning.plan``); the
@@ -330,7 +334,7 @@ class SqlStore(ScheduleMethods):
 
     def waiter(self, channel: Channel) -> Waiter | None:
         """A subscription to ``channel`` on this store's database (None: no wake-ups)."""
-        return self.d.waiter(channel)
+        return self.db.waiter(channel)
 
     def pending_due(self, now_ms: int) -> int:
         """PENDING tasks whose trigger time has come (``now_ms`` or earlier)."""
@@ -344,7 +348,7 @@ class SqlStore(ScheduleMethods):
 
     @property
     def dialect(self) -> str:
-        return self.d.name
+        return self.db.name
 
     def batch_transaction(self, work: Batch, *, in_store: bool = True) -> BatchTransaction:
         """A worker batch's ONE transaction with its execution records, task updates and acks
@@ -358,14 +362,14 @@ class SqlStore(ScheduleMethods):
             raise ConfigError(f"lease TTL must be > 0 ms, got {ttl_ms}")
 
         def cas(c: Conn) -> Any:
-            args = {"owner": owner, "now": self.d.now(c, now_ms), "ttl": ttl_ms}
-            return c.execute(self.q["lease_cas"], args).fetchone()
+            args = {"owner": owner, "now": self.db.now(c, now_ms), "ttl": ttl_ms}
+            return c.execute(self.queries["lease_cas"], args).fetchone()
 
-        got = self.d.transaction(cas)
+        got = self.db.transaction(cas)
         return None if got is None else _lease_state(got)
 
     def lease_release(self, owner: str) -> None:
-        self.d.transaction(lambda c: c.execute(self.q["lease_release"], {"owner": owner}))
+        self.db.transaction(lambda c: c.execute(self.queries["lease_release"], {"owner": owner}))
 
     def lease_read(self) -> rules.LeaseState:
         return _lease_state(self.named("lease_read")[0])
@@ -381,22 +385,22 @@ class SqlStore(ScheduleMethods):
         take what another still holds)."""
 
         def any_visible(c: Conn) -> bool:
-            now = self.d.now(c, now_ms)
-            return bool(c.execute(self.q["queue_any_visible"], {"now": now}).fetchall())
+            now = self.db.now(c, now_ms)
+            return bool(c.execute(self.queries["queue_any_visible"], {"now": now}).fetchall())
 
-        if not self.d.read(any_visible):
+        if not self.db.read(any_visible):
             return []  # an idle worker polls without taking the write lock
 
         def claim(c: Conn) -> list[Any]:
-            now = self.d.now(c, now_ms)
+            now = self.db.now(c, now_ms)
             ids = self._pick_envelopes(c, limit, now)
             if not ids:
                 return []
-            args = {"until": now + visibility_ms, "worker": worker, "ids": self.d.ints(ids)}
-            got = c.execute(self.q["queue_claim"], args).fetchall()
-            return sorted((env, self.d.ids(t), rec, att) for env, t, rec, att in got)
+            args = {"until": now + visibility_ms, "worker": worker, "ids": self.db.ints(ids)}
+            got = c.execute(self.queries["queue_claim"], args).fetchall()
+            return sorted((env, self.db.ids(t), rec, att) for env, t, rec, att in got)
 
-        return self.queue_messages(self.d.transaction(claim), self.queue_ack)
+        return self.queue_messages(self.db.transaction(claim), self.queue_ack)
 
     def _pick_envelopes(self, c: Conn, limit: int, now_ms: int) -> list[int]:
         """Visible envelopes holding ``limit`` messages at most, the last one split to fit."""
@@ -404,12 +408,12 @@ class SqlStore(ScheduleMethods):
         total, after = 0, 0
         while total < limit:
             args = {"now": now_ms, "after": after, "page": PAGE}
-            rows = c.execute(self.q["queue_visible"], args).fetchall()
+            rows = c.execute(self.queries["queue_visible"], args).fetchall()
             for env, size in rows:
                 if total + size > limit:  # take the head of it; the rest keeps its place
                     keep = {"id": env, "keep": limit - total}
-                    (env,) = c.execute(self.q["queue_split"], keep).fetchone()
-                    c.execute(self.q["queue_keep"], keep)
+                    (env,) = c.execute(self.queries["queue_split"], keep).fetchone()
+                    c.execute(self.queries["queue_keep"], keep)
                 picked.append(env)
                 total += size
                 if total >= limit:
@@ -429,7 +433,7 @@ class SqlStore(ScheduleMethods):
         queue's ack) instead."""
         if not envelopes:
             return []
-        wanted = self.d.ints(sorted({t for e in envelopes for t in e[1]}))
+        wanted = self.db.ints(sorted({t for e in envelopes for t in e[1]}))
         tasks = {r[0]: r for r in self.named("message_tasks", {"ids": wanted})}
         found = [
             Message(env, r[0], r[1], r[2], r[3], r[4], receives, attempt)
@@ -457,27 +461,27 @@ class SqlStore(ScheduleMethods):
         publish an envelope twice — a worker settles the second delivery as stale — and
         never lose one."""
         rows = self.named("outbox_visible", {"limit": limit, "now": now_ms})
-        envelopes: list[Envelope] = sorted((env, self.d.ids(ids), att) for env, ids, att in rows)
+        envelopes: list[Envelope] = sorted((env, self.db.ids(ids), att) for env, ids, att in rows)
         if not envelopes:
             return 0
         publish(envelopes)
-        ids = {"ids": self.d.ints(e[0] for e in envelopes)}
-        self.d.transaction(lambda c: c.execute(self.q["outbox_delete"], ids))
+        ids = {"ids": self.db.ints(e[0] for e in envelopes)}
+        self.db.transaction(lambda c: c.execute(self.queries["outbox_delete"], ids))
         return sum(len(e[1]) for e in envelopes)
 
     def queue_ack(self, messages: Sequence[Message]) -> int:
-        return self.d.transaction(lambda c: self.settle(c, messages, [], 0))
+        return self.db.transaction(lambda c: self.settle(c, messages, [], 0))
 
     def queue_release(self, messages: Sequence[Message]) -> int:
         deliveries = sorted({(m.id, m.receives) for m in messages})
 
         def release(c: Conn) -> int:
             return sum(
-                int(c.execute(self.q["queue_release"], {"id": i, "receives": r}).rowcount)
+                int(c.execute(self.queries["queue_release"], {"id": i, "receives": r}).rowcount)
                 for i, r in deliveries
             )
 
-        return self.d.transaction(release)
+        return self.db.transaction(release)
 
     def queue_depth(self) -> int:
         return int(self.named("queue_depth")[0][0])
@@ -495,11 +499,13 @@ class SqlStore(ScheduleMethods):
         plan = Settlement.of(acks, retries)
         keys = list(plan.removed)
         whole = {
-            "ids": self.d.ints(k[0] for k in keys),
-            "receives": self.d.ints(k[1] for k in keys),
-            "sizes": self.d.ints(plan.removed[k] for k in keys),
+            "ids": self.db.ints(k[0] for k in keys),
+            "receives": self.db.ints(k[1] for k in keys),
+            "sizes": self.db.ints(plan.removed[k] for k in keys),
         }
-        settled = {(r[0], r[1]) for r in c.execute(self.q["queue_ack_whole"], whole).fetchall()}
+        settled = {
+            (r[0], r[1]) for r in c.execute(self.queries["queue_ack_whole"], whole).fetchall()
+        }
         acked = 0
         for key in keys:
             if key not in settled and not self._shrink(c, key, plan):
@@ -511,15 +517,17 @@ class SqlStore(ScheduleMethods):
 
     def _shrink(self, c: Conn, key: Delivery, plan: Settlement) -> bool:
         """Take some messages out of a current envelope; False when it is not current."""
-        row = c.execute(self.q["queue_envelope"], {"id": key[0], "receives": key[1]}).fetchone()
+        row = c.execute(
+            self.queries["queue_envelope"], {"id": key[0], "receives": key[1]}
+        ).fetchone()
         if row is None:
             return False
-        left = plan.left(key, self.d.ids(row[0]))
+        left = plan.left(key, self.db.ids(row[0]))
         if left:
-            args = {"id": key[0], "ids": self.d.ints(left), "size": len(left)}
-            c.execute(self.q["queue_shrink"], args)
+            args = {"id": key[0], "ids": self.db.ints(left), "size": len(left)}
+            c.execute(self.queries["queue_shrink"], args)
         else:
-            c.execute(self.q["queue_delete"], {"id": key[0]})
+            c.execute(self.queries["queue_delete"], {"id": key[0]})
         return True
 
     # -- processes, events, samples ---------------------------------------------------------
@@ -528,14 +536,14 @@ class SqlStore(ScheduleMethods):
         args = dataclasses.asdict(info)
 
         def register(c: Conn) -> None:
-            c.execute(self.q["forget_exited_process"], args)
-            c.execute(self.q["register_process"], args)
+            c.execute(self.queries["forget_exited_process"], args)
+            c.execute(self.queries["register_process"], args)
 
-        self.d.transaction(register)
+        self.db.transaction(register)
 
     def process_exited(self, owner: str, now_ms: int) -> None:
         args = {"now": now_ms, "owner": owner}
-        self.d.transaction(lambda c: c.execute(self.q["process_exited"], args))
+        self.db.transaction(lambda c: c.execute(self.queries["process_exited"], args))
 
     def processes(self) -> list[ProcessInfo]:
         return [ProcessInfo(**by_column(PROCESS, r)) for r in self.named("processes_beat")]
@@ -557,7 +565,7 @@ class SqlStore(ScheduleMethods):
 
     def record_event(self, event: Event) -> None:
         args = {**dataclasses.asdict(event), "detail": json.dumps(dict(event.detail))}
-        self.d.transaction(lambda c: c.execute(self.q["record_event"], args))
+        self.db.transaction(lambda c: c.execute(self.queries["record_event"], args))
 
     def events(self) -> list[Event]:
         return [
@@ -567,7 +575,7 @@ class SqlStore(ScheduleMethods):
 
     def record_sample(self, now_ms: int, depth: int) -> None:
         args = {"at": now_ms, "depth": depth}
-        self.d.transaction(lambda c: c.execute(self.q["record_sample"], args))
+        self.db.transaction(lambda c: c.execute(self.queries["record_sample"], args))
 
     # -- an operator's actions on one task (TaskControl) ------------------------------------
 
