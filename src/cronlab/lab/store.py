@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cronlab.ports import Task
-from cronlab.stores.rows import task
+from cronlab.stores.rows import claimed_in_order, task
 from cronlab.stores.sql import SqlStore
 from cronlab.stores.sql.dialect import Conn
 
@@ -43,9 +43,8 @@ class LabSqlStore:
             args = {"epoch": epoch, "now": now, "limit": len(held), "guard": int(fenced)}
             ids = self.db.ints(t.id for t in held)
             claimed = c.execute(self.queries["claim_held"], {**args, "ids": ids}).fetchall()
-            oldest_first = sorted(claimed, key=lambda r: (r[3], r[0]))
-            rows = self.store.plan_claimed(c, oldest_first, args)
-            self.store.enqueue(c, [(r[0], r[2]) for r in rows], now)
+            rows = self.store.plan_claimed(c, claimed_in_order(claimed), args)
+            self.store.enqueue(c, [(r.id, r.attempts) for r in rows], now)
             return len(rows)
 
         return self.db.transaction(write)

@@ -5,17 +5,49 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from cronlab.core.policy import Schedule
 from cronlab.ports import ScheduleInfo, Task
 
-StoredTask = Sequence[Any]  # (id, idempotency_key, handler, payload, trigger_ms, attempts)
+TaskColumns = Sequence[Any]  # (id, idempotency_key, handler, payload, trigger_ms, attempts, …)
 SCHEDULE = ("name", "cron", "tz", "handler", "payload", "catchup", "catchup_window_ms",
             "overlap", "paused", "alert_after_ms", "alert_on_failures")  # fmt: skip
 # schedule_get's columns after SCHEDULE's: where the schedule stands
 STANDING = ("next_fire_ms", "last_fire_ms", "last_reason", "app", "paused_note", "missed",
             "skipped")  # fmt: skip
+
+
+class StoredTask(NamedTuple):
+    """A ``task_get`` / ``task_by_key`` row."""
+
+    id: int
+    idempotency_key: str
+    handler: str
+    payload: str
+    trigger_ms: int
+    attempts: int
+    status: str
+    epoch: int | None
+    last_error: str | None
+
+    def value(self) -> Task:
+        """The row as the port's ``Task``."""
+        return task(self, self.status, self.epoch)
+
+
+class Claimed(NamedTuple):
+    """A row a dispatch claimed (``claim_due``, ``claim_held``): what it enqueues and plans."""
+
+    id: int
+    idempotency_key: str
+    attempts: int
+    trigger_ms: int
+
+
+def claimed_in_order(found: Sequence[Sequence[Any]]) -> list[Claimed]:
+    """Claimed rows as ``Claimed``, oldest trigger first (ties by id)."""
+    return sorted(map(Claimed._make, found), key=lambda r: (r.trigger_ms, r.id))
 
 
 def by_column(columns: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
@@ -24,7 +56,7 @@ def by_column(columns: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
     return dict(zip(columns, row, strict=True))
 
 
-def task(r: StoredTask, status: str, epoch: int | None) -> Task:
+def task(r: TaskColumns, status: str, epoch: int | None) -> Task:
     """One ``(id, key, handler, payload, trigger_ms, attempts)`` row as a ``Task``."""
     return Task(
         id=r[0],

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from cronlab import handlers
 from cronlab.core import occurrences
 from cronlab.ports import Batch, BatchTransaction, BatchTx, Ending, Message, NewTask
+from cronlab.stores.rows import StoredTask
 from cronlab.stores.sql import placeholders
 from cronlab.stores.sql.dialect import Conn, fetch
 
@@ -74,7 +75,10 @@ class SqlTx:
         self._first()
         with handlers.statement(self._cancel):
             row = self._c.execute(self._queries["task_by_key"], {"key": key}).fetchone()
-        return None if row is None else (int(row[0]), row[2], row[3], int(row[4]))
+        if row is None:
+            return None
+        held = StoredTask._make(row)
+        return int(held.id), held.handler, held.payload, int(held.trigger_ms)
 
     def _first(self) -> None:
         if self.run is not None and not self.run.taken:

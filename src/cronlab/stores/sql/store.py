@@ -34,7 +34,7 @@ from cronlab.ports import (
     Waiter,
 )
 from cronlab.stores import Fencing
-from cronlab.stores.rows import Envelope, by_column, task
+from cronlab.stores.rows import Claimed, Envelope, StoredTask, by_column, claimed_in_order
 from cronlab.stores.sql import batch, history, migrate, operations, placeholders, planning
 from cronlab.stores.sql.dialect import Conn, Dialect, TaskRow, fetch, task_row
 from cronlab.stores.sql.schedule_methods import ScheduleMethods
@@ -128,13 +128,12 @@ class SqlStore(ScheduleMethods):
         rows = self.named(query, args)
         if not rows:
             raise NotFoundError(f"no task with {named}")
-        r = rows[0]
-        return task(r[:6], r[6], r[7])
+        return StoredTask._make(rows[0]).value()
 
     def last_error(self, task_id: int) -> str | None:
         """The error a task's newest failed run left (or a skip's reason)."""
         rows = self.named("task_get", {"id": task_id})
-        return rows[0][8] if rows else None
+        return StoredTask._make(rows[0]).last_error if rows else None
 
     # -- tasks ------------------------------------------------------------------------------
 
@@ -180,7 +179,7 @@ class SqlStore(ScheduleMethods):
                 if held is not None:
                     if added:
                         self.db.notify(c, "due")
-                    return added, task(held[:6], held[6], held[7])
+                    return added, StoredTask._make(held).value()
             raise ConflictError(
                 f"key {new.idempotency_key!r}: its task was deleted {KEY_TRIES} times while "
                 "this insert ran; nothing changed"
@@ -224,9 +223,9 @@ class SqlStore(ScheduleMethods):
             if len(claimed) < limit:
                 claimed += self._claim(c, {**args, "limit": limit - len(claimed)}, START)
         full = self.db.resume_scan and len(claimed) >= limit
-        self._resume = (claimed[-1][3], claimed[-1][0]) if full else None
+        self._resume = (claimed[-1].trigger_ms, claimed[-1].id) if full else None
         rows = self.plan_claimed(c, claimed, args)
-        self.enqueue(c, [(r[0], r[2]) for r in rows], now_ms)
+        self.enqueue(c, [(r.id, r.attempts) for r in rows], now_ms)
         return len(rows)
 
     def reconcile(
@@ -275,12 +274,10 @@ class SqlStore(ScheduleMethods):
 
         return self.db.transaction(run)
 
-    def _claim(self, c: Conn, args: dict[str, int], after: tuple[int, int]) -> list[Any]:
-        """Claimed ``(id, key, attempts, trigger_ms)`` rows, oldest trigger first."""
+    def _claim(self, c: Conn, args: dict[str, int], after: tuple[int, int]) -> list[Claimed]:
+        """Claimed rows, oldest trigger first."""
         full = {**args, "after_ms": after[0], "after_id": after[1]}
-        return sorted(
-            c.execute(self.queries["claim_due"], full).fetchall(), key=lambda r: (r[3], r[0])
-        )
+        return claimed_in_order(c.execute(self.queries["claim_due"], full).fetchall())
 
     def fenced(self, c: Conn, epoch: int, now_ms: int) -> None:
         """In ``c``'s transaction: raise ``FencedError`` (and write nothing) unless ``epoch``
@@ -309,14 +306,14 @@ class SqlStore(ScheduleMethods):
             c.execute(self.queries["count_dispatched"], {"n": len(tasks)})
             self.db.notify(c, "queued")
 
-    def plan_claimed(self, c: Conn, rows: list[Any], args: dict[str, int]) -> list[Any]:
+    def plan_claimed(self, c: Conn, rows: list[Claimed], args: dict[str, int]) -> list[Claimed]:
         """Plan the claimed schedule occurrences in this transaction (``planning.plan``); the
         rows that run.
 
         Caught-up occurrences the plan inserts are already due: they are claimed (and planned)
         here too, up to the batch limit, so one fenced transaction judges them all at one now.
         """
-        if not any(r[1].startswith(occurrences.PLANNED) for r in rows):
+        if not any(r.idempotency_key.startswith(occurrences.PLANNED) for r in rows):
             return rows  # the bulk path: nothing to plan, nothing built
         runs: list[Any] = []
         claimed = 0
