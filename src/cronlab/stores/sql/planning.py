@@ -20,7 +20,10 @@ from cronlab.core.planning import (
     backfill_twins,
     judge,
 )
+from cronlab.stores.rows import SCHEDULE, STANDING, by_column
 from cronlab.stores.sql.dialect import Conn
+
+COLUMNS = (*SCHEDULE, *STANDING)  # schedules_get_many's
 
 if TYPE_CHECKING:
     from cronlab.stores.sql.store import SqlStore
@@ -45,7 +48,8 @@ def _schedules(store: SqlStore, c: Conn, names: Iterable[str]) -> dict[str, Stor
     if found:
         rows = c.execute(store.queries["schedules_get_many"], {"names": store.db.texts(found)})
         for row in rows.fetchall():
-            found[row[0]] = Stored._make((*row[:9], row[11]))
+            values = by_column(COLUMNS, row)
+            found[values["name"]] = Stored(**{f: values[f] for f in Stored._fields})
     return found
 
 
