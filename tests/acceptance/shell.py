@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -36,3 +39,27 @@ def need_pg(url: str = PG) -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{exc} (CI=true: the server must be up)")
         pytest.skip(f"PostgreSQL is down: {exc}")
+
+
+def run_until(
+    args: Sequence[str], cwd: Path, done: Callable[[], bool], timeout_s: float = 30
+) -> tuple[int, str]:
+    """``cronlab ARGS`` in ``cwd`` until ``done()`` holds (polled; ``timeout_s`` at most), then
+    SIGTERM: its exit code and stderr."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cronlab", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not done():
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, err

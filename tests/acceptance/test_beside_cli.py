@@ -7,17 +7,14 @@ tables (audit, executions, queue) and no cronlab_schema; nothing was written".""
 
 from __future__ import annotations
 
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+import shell
 from shell import cronlab
 
 pytestmark = pytest.mark.acceptance
@@ -95,26 +92,12 @@ def theirs(url: str) -> dict[str, Any]:
 def run_until_audited(cwd: Path, url: str) -> tuple[int, str]:
     """``cronlab run`` until the deferred close and two ticks are in the audit (30 s at most),
     then SIGTERM: its exit code and stderr."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cronlab", "run", "--app", "todo:app", "--store", url],
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            notes = [note for _, note in theirs(url)["rows"]["audit"]]
-            if "closed 2" in notes and notes.count("tick") >= 2:
-                break
-            time.sleep(0.3)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    return proc.returncode, err
+
+    def audited() -> bool:
+        notes = [note for _, note in theirs(url)["rows"]["audit"]]
+        return "closed 2" in notes and notes.count("tick") >= 2
+
+    return shell.run_until(("run", "--app", "todo:app", "--store", url), cwd, audited)
 
 
 def test_an_app_written_once_runs_from_the_cli_beside_its_own_tables(

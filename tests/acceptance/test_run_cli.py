@@ -4,15 +4,12 @@ on an app of the user's own (issue 14)."""
 from __future__ import annotations
 
 import json
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+import shell
 from shell import cronlab
 
 pytestmark = pytest.mark.acceptance
@@ -56,30 +53,17 @@ def run_until(
 ) -> tuple[int, str]:
     """``cronlab ARGS`` in ``workdir`` until its ``tick`` task has run and ``done(seen)``
     holds (30 s at most), then SIGTERM: its exit code and stderr."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cronlab", *args],
-        cwd=workdir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if (workdir / "cron.db").exists():
-                try:
-                    got = seen(workdir)
-                except sqlite3.OperationalError:
-                    got = []
-                if "tick" in got and done(got):
-                    break
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    return proc.returncode, err
+
+    def ticked() -> bool:
+        if not (workdir / "cron.db").exists():
+            return False
+        try:
+            got = seen(workdir)
+        except sqlite3.OperationalError:
+            return False
+        return "tick" in got and done(got)
+
+    return shell.run_until(args, workdir, ticked)
 
 
 def test_run_executes_a_deferred_task_and_a_cron_task_and_stops_on_sigterm(
