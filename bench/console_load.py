@@ -38,9 +38,9 @@ GOAL_MS = 300.0
 def seed_fake(path: Path, schedules: int, minutes: int) -> None:
     """``schedules`` every-minute schedules run ``minutes`` on a fake clock (the real engine)."""
     from cronlab import App, Context
+    from cronlab.clock import FakeClock
     from cronlab.core.policy import to_ms
     from cronlab.runtime import embedded
-    from cronlab.runtime.clock import FakeClock
     from cronlab.runtime.duties import Operations
     from cronlab.stores.sqlite import SqliteStore
 

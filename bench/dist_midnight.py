@@ -18,9 +18,9 @@ import uuid
 
 import psycopg
 
+from cronlab.lab import report
 from cronlab.lab.invoices import tasks as invoice_tasks
 from cronlab.queues.redis import connect, parse_url, stream_keys
-from cronlab.runtime import report
 from cronlab.stores.postgres import PostgresStore
 from cronlab.testing import scratch_database
 

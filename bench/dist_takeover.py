@@ -19,10 +19,10 @@ import uuid
 
 import psycopg
 
+from cronlab.clock import SystemClock
 from cronlab.election.etcd import EtcdElector, parse_url
+from cronlab.lab import report
 from cronlab.ports import Event, Lease
-from cronlab.runtime import report
-from cronlab.runtime.clock import SystemClock
 from cronlab.stores.postgres import PostgresStore, with_database
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/test"

@@ -20,9 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from cronlab.clock import SystemClock
 from cronlab.exceptions import NotFoundError
 from cronlab.lab import chaos
-from cronlab.runtime.clock import SystemClock
 from cronlab.stores.sqlite import SqliteStore
 
 

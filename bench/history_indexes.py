@@ -18,11 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from cronlab.clock import SystemClock
 from cronlab.election.store import StoreElector
 from cronlab.handlers import Registry
 from cronlab.ports import NewTask
 from cronlab.queues.store import StoreQueue
-from cronlab.runtime.clock import SystemClock
 from cronlab.runtime.worker import Worker, WorkerConfig
 from cronlab.stores.sqlite import SqliteStore
 

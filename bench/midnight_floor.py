@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine_midnight import baseline
 
 from cronlab import execution
+from cronlab.clock import SystemClock
 from cronlab.election.store import StoreElector
 from cronlab.lab import invoices
 from cronlab.ports import Batch, Retry
 from cronlab.queues.store import StoreQueue
-from cronlab.runtime.clock import SystemClock
 from cronlab.stores.sqlite import SqliteStore
 
 BATCH = 10_000

@@ -35,7 +35,7 @@ TIMEOUT_S = 1800.0
 _CRONLAB = [sys.executable, "-m", "cronlab"]
 _MUTANTS = [sys.executable, str(ROOT / "scripts" / "mutants.py"), "--quick", "--json"]
 
-# In the order they run: the longest first.
+# The longest first (the order their tests wait in).
 COMMANDS: dict[str, list[str]] = {
     "verify-postgresql-500": [
         *_CRONLAB, "verify", "--seeds", "500", "--jobs", "2", "--json", "--store", PG,
@@ -44,10 +44,11 @@ COMMANDS: dict[str, list[str]] = {
     "mutants-postgresql": [*_MUTANTS, "--jobs", "1", "--store", PG],
     "mutants-sqlite": [*_MUTANTS, "--jobs", "1"],
 }  # fmt: skip
-# Two lines of commands run at once, each one after another: the searches (two processes
-# each) and the mutation gate's quick runs (one), so the cores the suite leaves idle — all of
-# them once its other tests are done — are used.
-LINES = (("verify-postgresql-500", "verify-sqlite-2000"), ("mutants-postgresql", "mutants-sqlite"))
+# Two lines of commands run at once, each one after another, about as long as each other: the
+# PostgreSQL search (waiting on the server's round trips: its processes leave a core half
+# idle) and, beside it, the mutation gate's quick runs then the SQLite search (CPU work), so
+# the cores the suite leaves idle — all of them once its other tests are done — are used.
+LINES = (("verify-postgresql-500",), ("mutants-postgresql", "mutants-sqlite", "verify-sqlite-2000"))
 
 
 @dataclass

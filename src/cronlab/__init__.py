@@ -17,10 +17,12 @@ from cronlab.exceptions import (
     CronlabError,
     FencedError,
     NotFoundError,
+    TaskArgumentError,
+    TaskTimeout,
 )
-from cronlab.handlers import Context, TaskTimeout
+from cronlab.handlers import Context
 from cronlab.ports import RunCounts, SyncReport
-from cronlab.tasks import DeferResult, Task, TaskArgumentError, TaskRef
+from cronlab.tasks import DeferResult, Task, TaskRef
 
 if TYPE_CHECKING:
     from cronlab.core.model import Fault, Result, Scenario, Totals, simulate

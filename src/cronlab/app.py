@@ -34,12 +34,12 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, overload
 
 from cronlab import urls
+from cronlab.clock import SystemClock
 from cronlab.core import zones
 from cronlab.core.policy import Catchup, Overlap, Schedule
 from cronlab.exceptions import ConfigError
 from cronlab.handlers import Context, Handler, Options, Registry
 from cronlab.ports import Clock, RunCounts, ScheduleStore, SyncReport
-from cronlab.runtime.clock import SystemClock
 from cronlab.tasks import Task
 
 if TYPE_CHECKING:

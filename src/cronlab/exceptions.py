@@ -2,11 +2,13 @@
 
 CronlabError                 base: the CLI prints its message on one line and exits 2
 ├── ConfigError              a bad scenario, flag, URL or schedule (a user mistake)
+│   └── TaskArgumentError    a task's arguments do not fit its signature, or are not JSON
 ├── NotFoundError            a named thing (task, schedule, process, handler) is absent
 ├── ConflictError            a name or key already taken; a task in a state an action refuses
 ├── BackendUnavailable       a store, lease or queue server cannot be reached
 │   └── BackendBusy          it answered, but a lock was not free in time (waiting may help)
 └── FencedError              a write carried a stale fencing epoch and was refused
+TaskTimeout                  a run went on past its timeout (a run's failure, not cronlab's)
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ class ParamError(ConfigError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+class TaskArgumentError(ConfigError, TypeError):
+    """Arguments that do not fit the task's signature, or are not JSON; nothing was written."""
 
 
 class NotFoundError(CronlabError, LookupError):
@@ -60,3 +66,7 @@ class FencedError(CronlabError):
         super().__init__(f"fenced: epoch {epoch} no longer holds the lease (current {current})")
         self.epoch = epoch
         self.current = current
+
+
+class TaskTimeout(Exception):
+    """A run went on past its handler's timeout: it failed, and its effect was undone."""

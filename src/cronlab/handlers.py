@@ -23,9 +23,7 @@ import contextvars
 import dataclasses
 import inspect
 import json
-import signal
 import sys
-import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,9 +31,10 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from cronlab import tasks
+from cronlab import deadlines
+from cronlab.core import payloads
 from cronlab.core.policy import from_ms, to_ms
-from cronlab.exceptions import ConfigError, NotFoundError
+from cronlab.exceptions import ConfigError, NotFoundError, TaskArgumentError, TaskTimeout
 from cronlab.ports import Message, NewTask, Retry, Tx
 
 if TYPE_CHECKING:
@@ -125,10 +124,6 @@ def handler_failure(exc: BaseException) -> bool:
     return aio is not None and isinstance(exc, aio.CancelledError)
 
 
-class TaskTimeout(Exception):
-    """A run went on past its handler's timeout: it failed, and its effect was undone."""
-
-
 @dataclass(frozen=True, kw_only=True)
 class Options:
     """How a worker runs one handler: ``max_attempts`` (None: the worker's), ``timeout_ms``."""
@@ -173,17 +168,17 @@ class Context:
         self._follow_ups += 1
         trigger = to_ms(at) if at is not None else self.now_ms + delay // timedelta(milliseconds=1)
         name = task if isinstance(task, str) else task.name
-        key = tasks.follow_up_key(self.idempotency_key, name, self._follow_ups)
+        key = payloads.follow_up_key(self.idempotency_key, name, self._follow_ups)
         if isinstance(task, str):
             if arguments is not None and not isinstance(arguments, Mapping):
-                raise tasks.TaskArgumentError(
+                raise TaskArgumentError(
                     f"{task}: arguments must be a mapping, not {type(arguments).__name__}"
                 )
             new = NewTask(
                 idempotency_key=key,
                 handler=task,
                 trigger_ms=trigger,
-                payload=tasks.encode(task, arguments or {}),
+                payload=payloads.encode(task, arguments or {}),
             )
         else:
             new = task.new(arguments or {}, trigger, key)
@@ -326,11 +321,11 @@ class Runner:
         def step(tx: Tx) -> bool:
             ctx.tx, ctx._follow_ups = tx, 0
             started = self._now()
-            with _deadline(options.timeout_ms), _in_run(self._registry, tx):
+            with deadlines.deadline(options.timeout_ms), _in_run(self._registry, tx):
                 result = fn(ctx, payload)
             if inspect.isawaitable(result):  # an async callable not declared async def
                 result = self._await(result)
-            _check_time(options.timeout_ms, self._now() - started)
+            deadlines.check_time(options.timeout_ms, self._now() - started)
             return result is not False
 
         return step
@@ -466,76 +461,6 @@ def decode_payload(text: str) -> Any:
     except ValueError:
         return json.loads(text)
     return value if end == len(text) else json.loads(text)
-
-
-class _Alarms:
-    """Whether a run's timeout may interrupt it in real time (``SIGALRM``). The deterministic
-    simulator turns it off: its processes share the main thread, so a real alarm would strike
-    whichever of them runs then, and its runs are judged on its own clock (``_check_time``)."""
-
-    real = True
-
-
-ALARMS = _Alarms()
-
-
-@contextlib.contextmanager
-def _deadline(timeout_ms: int | None) -> Iterator[None]:
-    """Interrupt a synchronous run at its timeout (``SIGALRM``: in the main thread only;
-    elsewhere the run is judged when it returns, by ``_check_time``)."""
-    main = threading.current_thread() is threading.main_thread()
-    if timeout_ms is None or not main or not ALARMS.real:
-        yield
-        return
-    previous = signal.signal(signal.SIGALRM, _timed_out)
-    signal.setitimer(signal.ITIMER_REAL, timeout_ms / 1000)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-class _InFlight:
-    """The statement a run's ``ctx.tx`` has on the server now (main thread): how to cancel it,
-    and whether the run's timeout did."""
-
-    cancel: Callable[[], None] | None = None
-    cancelled = False
-
-
-_IN_FLIGHT = _InFlight()
-
-
-@contextlib.contextmanager
-def statement(cancel: Callable[[], None] | None) -> Iterator[None]:
-    """A run's statement on the server: a timeout that strikes meanwhile cancels it there
-    (``cancel``) instead of raising inside the driver, which would leave the connection in
-    the middle of a query; the statement then fails, and this raises ``TaskTimeout``."""
-    _IN_FLIGHT.cancel, _IN_FLIGHT.cancelled = cancel, False
-    try:
-        yield
-    except Exception as exc:
-        if _IN_FLIGHT.cancelled:
-            raise TaskTimeout("ran past its timeout (its statement was cancelled)") from exc
-        raise
-    finally:
-        _IN_FLIGHT.cancel = None
-    if _IN_FLIGHT.cancelled:  # the statement ended before the cancel reached it
-        raise TaskTimeout("ran past its timeout")
-
-
-def _timed_out(signum: int, frame: object) -> None:
-    if _IN_FLIGHT.cancel is not None:
-        _IN_FLIGHT.cancelled = True
-        _IN_FLIGHT.cancel()
-        return
-    raise TaskTimeout("ran past its timeout")
-
-
-def _check_time(timeout_ms: int | None, took_ms: int) -> None:
-    if timeout_ms is not None and took_ms > timeout_ms:
-        raise TaskTimeout(f"took {took_ms / 1000:g} s, past its timeout of {timeout_ms / 1000:g} s")
 
 
 def _raise(exc: Exception) -> Callable[[Tx], bool]:

@@ -11,7 +11,6 @@ more than one batch in memory.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import uuid
@@ -23,8 +22,9 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from cronlab import handlers
 from cronlab.core import delays, occurrences
 from cronlab.core.chunks import chunks
+from cronlab.core.payloads import MAX_KEY, encode
 from cronlab.core.policy import from_ms, to_ms
-from cronlab.exceptions import ConfigError, ConflictError
+from cronlab.exceptions import ConfigError, ConflictError, TaskArgumentError
 from cronlab.ports import KEY_TRIES, NewTask, Tx
 
 if TYPE_CHECKING:
@@ -34,19 +34,13 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 RESERVED = frozenset({"delay", "at", "key"})  # defer()'s own keywords
-MAX_ARGUMENTS_BYTES = 64 * 1024  # as the CLI's --payload
 DEFER_BATCH = 10_000  # tasks per transaction in defer_many
-MAX_KEY = 500  # characters of an idempotency key, everywhere
 Item = Mapping[str, Any] | tuple[Mapping[str, Any], str | None]
 
 
 def random_hex() -> str:
     """The random part of a default key (the simulator draws it from its seed instead)."""
     return uuid.uuid4().hex
-
-
-class TaskArgumentError(ConfigError, TypeError):
-    """Arguments that do not fit the task's signature, or are not JSON; nothing was written."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,19 +97,6 @@ class Signature:
             unknown = set(arguments).difference(self.names)
             if unknown:
                 raise TaskArgumentError(f"{self.name}: unexpected argument {sorted(unknown)[0]!r}")
-
-
-def encode(name: str, arguments: Mapping[str, Any]) -> str:
-    """The arguments as the stored JSON object; TaskArgumentError for what JSON cannot hold."""
-    try:
-        text = json.dumps(arguments, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise TaskArgumentError(f"{name}: arguments must be JSON ({exc})") from None
-    if len(text) > MAX_ARGUMENTS_BYTES:
-        raise TaskArgumentError(
-            f"{name}: arguments are {len(text):,} bytes of JSON (at most {MAX_ARGUMENTS_BYTES:,})"
-        )
-    return text
 
 
 def due_ms(now_ms: int, delay: timedelta | None, at: datetime | None) -> int:
@@ -322,14 +303,3 @@ def check_key(key: object) -> None:
             f"idempotency key {key[:60]!r}: keys starting {', '.join(occurrences.RESERVED)} "
             "are the engine's own (a schedule's occurrences); choose another"
         )
-
-
-def follow_up_key(parent: str, task: str, n: int) -> str:
-    """The key of the ``n``-th follow-up a run of ``parent`` defers: the same for a duplicate
-    execution, and within ``MAX_KEY`` however long a chain grows (a digest past it)."""
-    key = f"{parent}/then/{task}/{n}"
-    return (
-        key
-        if len(key) <= MAX_KEY
-        else f"then:{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()}"
-    )

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from cronlab.runtime.clock import FakeClock
+from cronlab.clock import FakeClock
 from cronlab.stores.memory import MemoryStore
 
 __all__ = ["FakeClock", "MemoryStore", "scratch_database"]

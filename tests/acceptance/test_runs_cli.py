@@ -14,10 +14,10 @@ import pytest
 from shell import cronlab
 
 from cronlab import App, Context
+from cronlab.clock import FakeClock
 from cronlab.core.policy import to_ms
 from cronlab.ports import Retry
 from cronlab.runtime import embedded
-from cronlab.runtime.clock import FakeClock
 from cronlab.stores.sqlite import SqliteStore
 
 pytestmark = pytest.mark.acceptance

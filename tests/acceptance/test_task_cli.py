@@ -13,8 +13,8 @@ import pytest
 from shell import cronlab
 
 from cronlab import App, Context
+from cronlab.clock import FakeClock
 from cronlab.core.policy import to_ms
-from cronlab.runtime.clock import FakeClock
 from cronlab.stores.sqlite import SqliteStore
 
 pytestmark = pytest.mark.acceptance

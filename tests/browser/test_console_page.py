@@ -14,9 +14,9 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from cronlab import App, Context
+from cronlab.clock import FakeClock
 from cronlab.core.policy import to_ms
 from cronlab.runtime import embedded
-from cronlab.runtime.clock import FakeClock
 from cronlab.runtime.duties import Operations
 from cronlab.stores.sqlite import SqliteStore
 

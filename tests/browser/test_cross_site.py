@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser
 
+from cronlab.clock import SystemClock
 from cronlab.core.policy import Schedule
-from cronlab.runtime.clock import SystemClock
 from cronlab.stores.sqlite import SqliteStore
 
 from .conftest import free_port, serve_console, serve_lab

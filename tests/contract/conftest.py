@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cronlab.runtime.clock import FakeClock
+from cronlab.clock import FakeClock
 from cronlab.stores.memory import MemoryStore
 from cronlab.stores.postgres import PostgresStore
 from cronlab.stores.sql import SqlStore

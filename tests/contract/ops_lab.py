@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cronlab import App
+from cronlab.clock import FakeClock
 from cronlab.core.policy import to_ms
 from cronlab.election.store import StoreElector
 from cronlab.handlers import Context
 from cronlab.ports import Retry
 from cronlab.queues.store import StoreQueue
-from cronlab.runtime.clock import FakeClock
 from cronlab.runtime.scheduler import Duty, Scheduler, SchedulerConfig
 from cronlab.runtime.worker import Worker, WorkerConfig
 

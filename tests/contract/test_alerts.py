@@ -14,7 +14,6 @@ import pytest
 from cronlab.ports import Alert
 from cronlab.runtime.alerts import Alerter, Sender, Webhook, signature
 from cronlab.runtime.retention import Retention
-from cronlab.stores.sql import alerting
 
 from .conftest import Backend
 from .ops_lab import MIN, OpsLab, minute, ops_lab
@@ -65,7 +64,7 @@ def test_a_handler_that_keeps_failing_alerts_once_per_streak(lab: OpsLab) -> Non
     lab.failing = True
     lab.run_for(6 * MIN)  # six failed runs: one streak
     settle(lab)
-    alerts = alerting.recent(lab.store, 10)
+    alerts = lab.store.alerts.recent(10)
     assert [(a.kind, a.subject) for a in alerts] == [("failing", f"schedule:tick:{minute(1)}")]
     assert alerts[0].delivery == "delivered"
     assert alerts[0].detail["failures"] == 3
@@ -80,7 +79,7 @@ def test_a_handler_that_keeps_failing_alerts_once_per_streak(lab: OpsLab) -> Non
     lab.run_for(MIN)
     lab.failing = True
     lab.run_for(3 * MIN + 15_000)  # a success ended the streak; three more failures
-    kinds = [(a.kind, a.subject) for a in alerting.recent(lab.store, 10)]
+    kinds = [(a.kind, a.subject) for a in lab.store.alerts.recent(10)]
     assert kinds[0] == ("failing", f"schedule:tick:{minute(8)}") and len(kinds) == 2
 
 
@@ -89,19 +88,19 @@ def test_workers_down_alert_once_for_the_outage(lab: OpsLab) -> None:
     hook = Hook()
     armed(lab, hook)
     lab.run_for(50_000, work=False)  # minute 1 (due 30 s from now) waits 20 s
-    assert alerting.recent(lab.store, 10) == []
+    assert lab.store.alerts.recent(10) == []
     lab.run_for(15_000, work=False)  # 35 s: past its alert_after
-    alerts = alerting.recent(lab.store, 10)
+    alerts = lab.store.alerts.recent(10)
     assert [(a.kind, a.subject) for a in alerts] == [("late", str(minute(1)))]
     lab.run_for(5 * MIN, work=False)  # still down: the same outage
-    assert len(alerting.recent(lab.store, 10)) == 1
+    assert len(lab.store.alerts.recent(10)) == 1
     settle(lab)
     assert (
         len(hook.bodies) == 1 and "started within 30 s" in json.loads(hook.bodies[0][0])["message"]
     )
     lab.run_for(MIN)  # workers back: the backlog runs, the next occurrence runs on time
     lab.run_for(2 * MIN, work=False)  # down again: a new outage, a new alert
-    assert len(alerting.recent(lab.store, 10)) == 2
+    assert len(lab.store.alerts.recent(10)) == 2
 
 
 def test_an_alert_the_retention_pruned_is_not_raised_again_for_the_same_outage(
@@ -118,13 +117,13 @@ def test_an_alert_the_retention_pruned_is_not_raised_again_for_the_same_outage(
     for _ in range(5):  # the sender's thread delivers it (the workers still down)
         time.sleep(0.05)
         lab.run_for(1_000, work=False)
-    assert [a.subject for a in alerting.recent(lab.store, 10)] == [str(minute(1))]
+    assert [a.subject for a in lab.store.alerts.recent(10)] == [str(minute(1))]
     lab.run_for(5 * MIN, work=False)  # the same outage, the alert past the keep
-    assert [a.subject for a in alerting.recent(lab.store, 10)] == [str(minute(1))]
+    assert [a.subject for a in lab.store.alerts.recent(10)] == [str(minute(1))]
     assert len(hook.bodies) == 1
     lab.run_for(MIN)  # workers back: the backlog runs
     lab.run_for(2 * MIN, work=False)  # down again: a new outage, a new alert
-    (newest, *_) = alerting.recent(lab.store, 10)  # (the first, past the keep, may go now)
+    (newest, *_) = lab.store.alerts.recent(10)  # (the first, past the keep, may go now)
     assert int(newest.subject) > minute(6)
 
 
@@ -133,7 +132,7 @@ def test_runs_on_time_never_alert(lab: OpsLab) -> None:
     hook = Hook()
     alerter, said = armed(lab, hook)
     lab.run_for(10 * MIN)
-    assert alerting.recent(lab.store, 10) == [] and said == [] and alerter.raised == 0
+    assert lab.store.alerts.recent(10) == [] and said == [] and alerter.raised == 0
 
 
 def test_a_failed_delivery_is_retried_with_backoff(lab: OpsLab) -> None:
@@ -143,7 +142,7 @@ def test_a_failed_delivery_is_retried_with_backoff(lab: OpsLab) -> None:
     lab.failing = True
     lab.run_for(MIN + 5_000)
     settle(lab, rounds=8)  # tries at once, after 1 s, after 2 s
-    (alert,) = alerting.recent(lab.store, 10)
+    (alert,) = lab.store.alerts.recent(10)
     assert (alert.delivery, alert.attempts, hook.tries) == ("delivered", 3, 3)
     assert len(hook.bodies) == 1
 
@@ -153,8 +152,8 @@ def test_a_stale_leader_raises_nothing(lab: OpsLab) -> None:
 
     alert = Alert(id=0, schedule="tick", kind="late", subject="1", raised_ms=0)
     with pytest.raises(FencedError):
-        alerting.raise_alert(lab.store, alert, epoch=9, holder="old")
-    assert alerting.recent(lab.store, 10) == []
+        lab.store.alerts.raise_alert(alert, epoch=9, holder="old")
+    assert lab.store.alerts.recent(10) == []
 
 
 def test_no_late_alert_goes_back_before_an_occurrence_already_alerted(lab: OpsLab) -> None:
@@ -169,9 +168,9 @@ def test_no_late_alert_goes_back_before_an_occurrence_already_alerted(lab: OpsLa
     assert lab.scheduler is not None and lab.scheduler.lease is not None
     now = lab.clock.now_ms()  # (raised by a leader whose clock was minutes ahead)
     newer = Alert(id=0, schedule="tick", kind="late", subject=str(minute(3)), raised_ms=now)
-    assert alerting.raise_alert(lab.store, newer, lab.scheduler.lease.epoch, "scheduler-0")
+    assert lab.store.alerts.raise_alert(newer, lab.scheduler.lease.epoch, "scheduler-0")
     lab.run_for(70_000, work=False)  # minute 1 is 40 s late by this leader's clock
-    assert [a.subject for a in alerting.recent(lab.store, 10)] == [str(minute(3))]
+    assert [a.subject for a in lab.store.alerts.recent(10)] == [str(minute(3))]
 
 
 def test_no_alert_is_raised_about_a_schedule_that_is_gone(lab: OpsLab) -> None:
@@ -188,6 +187,6 @@ def test_no_alert_is_raised_about_a_schedule_that_is_gone(lab: OpsLab) -> None:
     late = Alert(
         id=0, schedule="tick", kind="late", subject=str(minute(1)), raised_ms=lab.clock.now_ms()
     )
-    assert alerting.raise_alert(lab.store, late, lab.scheduler.lease.epoch, "scheduler-0") is None
-    assert alerting.recent(lab.store, 10) == []
+    assert lab.store.alerts.raise_alert(late, lab.scheduler.lease.epoch, "scheduler-0") is None
+    assert lab.store.alerts.recent(10) == []
     assert not [e for e in lab.store.events() if e.kind == "alert"]

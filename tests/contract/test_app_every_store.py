@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import cronlab
+from cronlab.clock import FakeClock
 from cronlab.election.store import StoreElector
-from cronlab.runtime.clock import FakeClock
 from cronlab.stores.memory import MemoryStore
 
 from .dist_servers import pg_database

@@ -17,8 +17,8 @@ import psycopg
 import pytest
 
 import cronlab
+from cronlab.clock import FakeClock
 from cronlab.exceptions import ConfigError, NotFoundError
-from cronlab.runtime.clock import FakeClock
 from cronlab.stores.sql import namespace
 
 from .dist_servers import pg_database

@@ -17,11 +17,11 @@ from typing import TypeVar
 
 import pytest
 
+from cronlab.clock import SystemClock
 from cronlab.election.etcd import EtcdElector, api_path, parse_url, ping
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import BackendUnavailable, FencedError
 from cronlab.ports import LeaseElector, NewTask
-from cronlab.runtime.clock import SystemClock
 from cronlab.stores.sqlite import SqliteStore
 
 ETCD = os.environ.get("CRONLAB_TEST_ETCD", "etcd://127.0.0.1:2379")

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from cronlab import execution
+from cronlab.clock import FakeClock
 from cronlab.core.policy import Schedule
 from cronlab.election.store import StoreElector
 from cronlab.handlers import Context, Registry
 from cronlab.ports import Batch, Retry
 from cronlab.queues.store import StoreQueue
-from cronlab.runtime.clock import FakeClock
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig
 from cronlab.stores.sqlite import SqliteStore
 

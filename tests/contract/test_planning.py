@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cronlab.clock import FakeClock
 from cronlab.core.policy import Schedule
 from cronlab.election.store import StoreElector
-from cronlab.runtime.clock import FakeClock
 from cronlab.stores.memory import MemoryStore
 from cronlab.stores.postgres import PostgresStore
 from cronlab.stores.sql import SqlStore

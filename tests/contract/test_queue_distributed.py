@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from cronlab import execution
+from cronlab.clock import SystemClock
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import BackendUnavailable, ConfigError, FencedError
 from cronlab.handlers import Context, Registry
 from cronlab.ports import Batch, NewTask, Queue, Retry
 from cronlab.queues.redis import RedisQueue, connect, parse_url
 from cronlab.queues.store import StoreQueue
-from cronlab.runtime.clock import SystemClock
 from cronlab.stores.postgres import PostgresStore
 from cronlab.stores.sqlite import SqliteStore
 
@@ -324,7 +324,7 @@ def test_a_relay_publishing_holds_no_write_lock(tmp_path: Path) -> None:
     def publish(envelopes: list[Any]) -> None:  # Redis hangs here; others write meanwhile
         wrote.append(other.write(lambda tx: tx.execute("INSERT INTO cronlab_probe VALUES (1)")))
 
-    assert store.outbox_take(10, CLOCK.now_ms(), publish) == 1
+    assert store.queue.outbox_take(10, CLOCK.now_ms(), publish) == 1
     assert wrote == [1] and store.queue_depth() == 0
     store.close()
     other.close()

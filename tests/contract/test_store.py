@@ -11,10 +11,10 @@ from cronlab import execution
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import FencedError
 from cronlab.handlers import Context, Registry
+from cronlab.lab import report
 from cronlab.lab.store import LabSqlStore
 from cronlab.ports import Batch, Event, NewTask, ProcessInfo, Retry
 from cronlab.queues.store import StoreQueue
-from cronlab.runtime import report
 
 from .conftest import Backend
 
@@ -84,13 +84,13 @@ def test_an_earlier_election_kind_does_not_fence_the_next(backend: Backend) -> N
     starts at epoch 1, and every dispatch was refused for ever."""
     now = backend.clock.now_ms()
     backend.store.add_tasks(tasks(4, now))
-    backend.store.fencing = "epoch"  # the same database, as an etcd-elected leader used it
+    backend.store.lease.fencing = "epoch"  # the same database, as an etcd-elected leader used it
     assert backend.store.dispatch_due(now, 1, 5_000) == 1
-    backend.store.fencing = "lease"
+    backend.store.lease.fencing = "lease"
     epoch = lead(backend)
     assert epoch < 5_000
     assert backend.store.dispatch_due(now + 3, 100, epoch) == 3
-    backend.store.fencing = "epoch"  # and back: the revision fence still stands
+    backend.store.lease.fencing = "epoch"  # and back: the revision fence still stands
     with pytest.raises(FencedError):
         backend.store.dispatch_due(now + 3, 100, 4_999)
 

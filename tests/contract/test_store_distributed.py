@@ -14,13 +14,13 @@ import psycopg
 import pytest
 
 from cronlab import execution
+from cronlab.clock import FakeClock, SystemClock
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import BackendUnavailable, ConfigError, FencedError
 from cronlab.handlers import Context, Registry
+from cronlab.lab import report
 from cronlab.ports import Batch, NewTask, Retry
 from cronlab.queues.store import StoreQueue
-from cronlab.runtime import report
-from cronlab.runtime.clock import FakeClock, SystemClock
 from cronlab.stores.postgres import PostgresStore
 from cronlab.stores.sql import namespace
 

@@ -17,8 +17,8 @@ import psycopg
 import pytest
 
 import cronlab
+from cronlab.clock import FakeClock
 from cronlab.exceptions import ConfigError
-from cronlab.runtime.clock import FakeClock
 from cronlab.stores import open_store
 
 from .dist_servers import pg_database

@@ -18,7 +18,6 @@ from cronlab.handlers import Context, Registry
 from cronlab.lab.store import LabSqlStore
 from cronlab.ports import Batch, Message, NewTask, Retry, RunQuery
 from cronlab.queues.store import StoreQueue
-from cronlab.stores.sql import alerting
 from cronlab.stores.sqlite import SqliteStore
 
 from .conftest import Backend
@@ -290,7 +289,7 @@ def test_a_schedules_dispatched_occurrence_cancelled_is_skipped_and_not_alerted_
     assert due.status == "DISPATCHED"
     lab.store.cancel_task(due.id, lab.clock.now_ms(), by=BY)
     lab.run_for(40_000, work=False)  # past its alert_after: cancelled, it expects no run
-    assert alerting.recent(lab.store, 10) == []
+    assert lab.store.alerts.recent(10) == []
     lab.run_for(MIN)
     assert lab.ran == [minute(2)]
     assert lab.store.task_info(due.id).status == "SKIPPED"

@@ -26,10 +26,10 @@ from prometheus_client import CollectorRegistry
 from schemathesis import Case
 
 from cronlab import stores
+from cronlab.clock import SystemClock
 from cronlab.core.policy import Schedule
 from cronlab.metrics import server
 from cronlab.metrics.prometheus import PrometheusMetrics, StoreCollector
-from cronlab.runtime.clock import SystemClock
 from cronlab.web import console_api, openapi
 from cronlab.web.app import LabConfig, create_app
 from cronlab.web.console import ConsoleConfig, create_console

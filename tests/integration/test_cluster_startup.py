@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from cronlab import stores
+from cronlab.clock import SystemClock
 from cronlab.runtime import cluster
-from cronlab.runtime.clock import SystemClock
 
 from .conftest import cli, cli_json, stop_cluster, wait_until
 

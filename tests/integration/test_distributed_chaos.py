@@ -20,13 +20,12 @@ import pytest
 
 from contract.dist_servers import ETCD, REDIS, START_ETCD, START_REDIS, need, pg_database
 from cronlab import distributed
+from cronlab.clock import SystemClock
 from cronlab.election.etcd import EtcdElector, parse_url, ping
-from cronlab.lab import chaos
+from cronlab.lab import chaos, report
 from cronlab.ports import Event, Lease
 from cronlab.queues.redis import connect, stream_keys
 from cronlab.queues.redis import parse_url as parse_redis
-from cronlab.runtime import report
-from cronlab.runtime.clock import SystemClock
 from cronlab.runtime.cluster import pid_of
 from cronlab.runtime.proc import alive
 from cronlab.stores.postgres import PostgresStore
@@ -206,7 +205,7 @@ class FrozenVmClock(SystemClock):
 
 def test_a_frozen_vm_leader_is_stopped_by_the_store_fence_alone(dist: Dist) -> None:
     """Only the store's fence can stop this zombie: its own clock says it still leads. Run with
-    the epoch check removed from ``SqlStore._fence``, it dispatches the second bucket at its
+    the epoch check removed from ``SqlLease.fence``, it dispatches the second bucket at its
     old epoch and this test fails (tried: see docs/engine.md, Guarantees)."""
     from cronlab.queues.store import StoreQueue
     from cronlab.runtime.scheduler import Scheduler, SchedulerConfig

@@ -13,11 +13,11 @@ import pytest
 
 from contract.dist_servers import ETCD, REDIS, START_ETCD, START_REDIS, need, pg_database
 from cronlab import distributed
+from cronlab.clock import SystemClock
 from cronlab.election.etcd import parse_url, ping
+from cronlab.lab import report
 from cronlab.queues.redis import connect, stream_keys
 from cronlab.queues.redis import parse_url as parse_redis
-from cronlab.runtime import report
-from cronlab.runtime.clock import SystemClock
 
 from .test_distributed_chaos import Dist, cluster, cronlab, wait_until
 

@@ -24,12 +24,12 @@ import pytest
 import redis
 
 from contract.dist_servers import ETCD, REDIS, START_ETCD, START_REDIS, need
+from cronlab.clock import SystemClock
 from cronlab.election.etcd import parse_url, ping
 from cronlab.election.store import StoreElector
 from cronlab.ports import NewTask
 from cronlab.queues.redis import RedisQueue, connect, stream_keys
 from cronlab.queues.redis import parse_url as parse_redis
-from cronlab.runtime.clock import SystemClock
 from cronlab.stores.sqlite import SqliteStore
 
 from .test_distributed_chaos import (

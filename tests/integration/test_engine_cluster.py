@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from cronlab.clock import SystemClock
 from cronlab.exceptions import ConfigError
-from cronlab.runtime.clock import SystemClock
 from cronlab.runtime.proc import alive
 
 from .conftest import cli, cli_json, running_cluster, store_of, wait_until

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from cronlab.clock import SystemClock
 from cronlab.lab import chaos
-from cronlab.runtime.clock import SystemClock
 
 from .conftest import cli, cli_json, running_cluster, store_of, wait_until
 from .test_engine_cluster import leader_of, scanned_by_all, settled

@@ -172,8 +172,8 @@ def test_a_read_only_store_is_never_migrated(tmp_path: Path) -> None:
 def _contend(
     path: str, owner: str, ttl_ms: int, seconds: float, out: multiprocessing.Queue
 ) -> None:  # type: ignore[type-arg]
+    from cronlab.clock import SystemClock
     from cronlab.election.store import StoreElector
-    from cronlab.runtime.clock import SystemClock
 
     elector = StoreElector(SqliteStore(path), SystemClock())
     seen: set[int] = set()
@@ -215,7 +215,7 @@ PROBE = """
 import os, signal, sys
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import FencedError
-from cronlab.runtime.clock import SystemClock
+from cronlab.clock import SystemClock
 from cronlab.stores.sqlite import SqliteStore
 store, clock = SqliteStore(sys.argv[1]), SystemClock()
 lease = StoreElector(store, clock).acquire_or_renew("old", 1000)
@@ -234,9 +234,9 @@ def _stopped(pid: int) -> bool:
 
 
 def test_a_leader_paused_past_its_ttl_has_its_write_refused(tmp_path: Path) -> None:
+    from cronlab.clock import SystemClock
     from cronlab.election.store import StoreElector
     from cronlab.ports import NewTask
-    from cronlab.runtime.clock import SystemClock
 
     path = str(tmp_path / "fence.db")
     store, clock = SqliteStore(path), SystemClock()

@@ -18,11 +18,11 @@ import pytest
 
 import cronlab
 from contract.dist_servers import REDIS, START_REDIS, need, pg_database
+from cronlab.clock import SystemClock
 from cronlab.election.store import StoreElector
 from cronlab.ports import Queue, Retry
 from cronlab.queues.redis import RedisQueue, connect, parse_url
 from cronlab.queues.store import StoreQueue
-from cronlab.runtime.clock import SystemClock
 from cronlab.runtime.worker import Worker, WorkerConfig
 
 pytestmark = pytest.mark.postgres
@@ -117,7 +117,7 @@ def test_a_worker_whose_clock_is_behind_keeps_its_messages_invisible(url: str) -
     5 s claimed messages already visible again to the others: two workers ran one task, and a
     deadlock between them undid a completed run, which ran again. On a server, the server's
     clock judges it, as it judges the lease."""
-    from cronlab.runtime.clock import FakeClock
+    from cronlab.clock import FakeClock
     from cronlab.stores.postgres import PostgresStore
 
     store = PostgresStore(url)  # time_source="server"

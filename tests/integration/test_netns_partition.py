@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from cronlab.clock import SystemClock
 from cronlab.election.etcd import EtcdElector, parse_url
-from cronlab.runtime.clock import SystemClock
 from cronlab.stores.postgres import PostgresStore
 
 from .test_distributed_chaos import cronlab, done, wait_until

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from cronlab.clock import SystemClock
 from cronlab.lab import chaos
-from cronlab.runtime.clock import SystemClock
 from cronlab.stores.sqlite import SqliteStore
 
 from .conftest import _reap_children, stop_cluster, wait_until

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from cronlab.runtime.clock import SystemClock
+from cronlab.clock import SystemClock
 
 from .conftest import cli_json, running_cluster, store_of, wait_until
 from .test_engine_cluster import leader_of, scanned_by_all, settled

@@ -41,9 +41,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a dispatch no longer checks that its epoch still holds the lease",
         (
             Edit(
-                "stores/sql/store.py",
-                "            if epoch < max_epoch or not rules.holds(state, epoch, now_ms):\n"
-                "                raise FencedError(epoch, state.epoch)",
+                "stores/sql/lease.py",
+                "            if epoch < max_epoch or not rules.holds(held, epoch, now_ms):\n"
+                "                raise FencedError(epoch, held.epoch)",
                 "            pass",
             ),
         ),
@@ -165,7 +165,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         (
             Edit(
                 "stores/sql/history.py",
-                "            _note_gone(store, c, deleted)\n",
+                "                self._note_gone(c, deleted)\n",
                 "",
             ),
         ),
@@ -216,7 +216,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "3 and 4: a dispatch plans from a definition replaced under it)",
         (
             Edit(
-                "stores/sql/schedule_methods.py",
+                "stores/sql/schedules.py",
                 '            c.execute(self.queries["fence_lock_all"])\n',
                 "",
             ),
@@ -271,7 +271,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "holds the locks (seed 1507: an occurrence due while it waited is dropped)",
         (
             Edit(
-                "stores/sql/schedule_methods.py",
+                "stores/sql/schedules.py",
                 "            return fn(c, self.db.now(c, now_ms))",
                 "            return fn(c, now_ms)",
             ),
@@ -338,7 +338,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the insert ran into it, the defer raises (seed 2601)",
         (
             Edit(
-                "stores/sql/store.py",
+                "stores/sql/tasks.py",
                 "            for _ in range(KEY_TRIES):",
                 "            for _ in range(1):",
             ),

@@ -13,11 +13,11 @@ import pytest
 
 import cronlab
 from cronlab.app import load
+from cronlab.clock import FakeClock
 from cronlab.core.policy import Schedule
 from cronlab.exceptions import ConfigError, ConflictError
 from cronlab.handlers import Context
 from cronlab.ports import SyncReport
-from cronlab.runtime.clock import FakeClock
 from cronlab.stores.memory import MemoryStore
 from cronlab.stores.sqlite import SqliteStore
 

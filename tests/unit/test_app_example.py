@@ -10,9 +10,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 import cronlab
+from cronlab.clock import SystemClock
 from cronlab.election.store import StoreElector
 from cronlab.queues.store import StoreQueue
-from cronlab.runtime.clock import SystemClock
 from cronlab.runtime.worker import Worker, WorkerConfig
 from cronlab.stores.sqlite import SqliteStore
 

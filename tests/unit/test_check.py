@@ -1,14 +1,14 @@
-"""``cronlab check``'s verdict (runtime/check.py) on stores whose ledger shows each kind."""
+"""``cronlab check``'s verdict (lab/check.py) on stores whose ledger shows each kind."""
 
 from __future__ import annotations
 
 from cronlab import execution
+from cronlab.clock import FakeClock
 from cronlab.election.store import StoreElector
 from cronlab.handlers import Context, Registry
+from cronlab.lab.check import check
 from cronlab.ports import Batch, NewTask, Retry
 from cronlab.queues.store import StoreQueue
-from cronlab.runtime.check import check
-from cronlab.runtime.clock import FakeClock
 from cronlab.stores.memory import MemoryStore
 
 T0 = 1_780_000_000_000

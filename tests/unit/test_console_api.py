@@ -10,11 +10,11 @@ import pytest
 from starlette.testclient import TestClient
 
 from cronlab import execution
+from cronlab.clock import SystemClock
 from cronlab.core.policy import Schedule
 from cronlab.exceptions import ConfigError
 from cronlab.handlers import Context, Registry
 from cronlab.ports import Batch, NewTask, Retry
-from cronlab.runtime.clock import SystemClock
 from cronlab.stores.memory import MemoryStore
 from cronlab.web.console import ConsoleConfig, create_console
 

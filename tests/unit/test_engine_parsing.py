@@ -10,8 +10,8 @@ from cronlab import urls
 from cronlab.cli.invoices import parse_at
 from cronlab.exceptions import ConfigError
 from cronlab.lab.invoices import tasks as invoice_tasks
+from cronlab.lab.report import takeover_delays
 from cronlab.ports import Event
-from cronlab.runtime.report import takeover_delays
 from cronlab.urls import redact
 
 NOW = 1_800_000_000_000

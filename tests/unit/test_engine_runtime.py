@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from cronlab.clock import FakeClock
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import BackendUnavailable
 from cronlab.handlers import Context, Registry
@@ -15,7 +16,6 @@ from cronlab.lab.election_off import NoElection
 from cronlab.lab.scheduler import LabScheduler, Modes
 from cronlab.ports import NewTask, Retry
 from cronlab.queues.store import StoreQueue
-from cronlab.runtime.clock import FakeClock
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig
 from cronlab.runtime.worker import TokenBucket, Worker, WorkerConfig
 from cronlab.stores.memory import MemoryStore

@@ -3,9 +3,9 @@ its row of the process registry — which a process nobody registered makes for 
 
 from __future__ import annotations
 
+from cronlab.clock import FakeClock
 from cronlab.exceptions import BackendUnavailable
 from cronlab.ports import ProcessInfo
-from cronlab.runtime.clock import FakeClock
 from cronlab.runtime.heartbeat import HEARTBEAT_MS, Heartbeat
 from cronlab.stores.memory import MemoryStore
 

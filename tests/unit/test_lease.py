@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from cronlab.clock import FakeClock
 from cronlab.core import lease
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import ConfigError, FencedError
-from cronlab.runtime.clock import FakeClock
 from cronlab.stores.memory import MemoryStore
 
 TTL = 10_000

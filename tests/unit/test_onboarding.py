@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from cronlab import execution
+from cronlab.clock import FakeClock
 from cronlab.ports import Batch, Message, Retry
-from cronlab.runtime.clock import FakeClock
 from cronlab.stores.memory import MemoryStore
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "onboarding.py"

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from cronlab import App
+from cronlab.clock import FakeClock
 from cronlab.core.policy import Schedule, occurrence_key, to_ms
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import ConflictError, FencedError, NotFoundError
 from cronlab.handlers import Context
 from cronlab.queues.store import StoreQueue
-from cronlab.runtime.clock import FakeClock
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig
 from cronlab.runtime.worker import Worker, WorkerConfig
 from cronlab.stores.memory import MemoryStore

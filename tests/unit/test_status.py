@@ -10,9 +10,9 @@ import socket
 import pytest
 
 from cronlab.cli import observe
+from cronlab.clock import SystemClock
 from cronlab.ports import ProcessInfo
 from cronlab.runtime import cluster
-from cronlab.runtime.clock import SystemClock
 from cronlab.stores.memory import MemoryStore
 
 

@@ -28,11 +28,11 @@ from cronlab import app as apps
 from cronlab import distributed
 from cronlab.cli import schedule as schedule_cli
 from cronlab.cli.options import APP_STORE, store_url_for
+from cronlab.clock import SystemClock
 from cronlab.core import delays
 from cronlab.core.policy import from_ms
 from cronlab.exceptions import ConfigError
 from cronlab.ports import NewTask
-from cronlab.runtime.clock import SystemClock
 from cronlab.tasks import DeferResult, Item, Task, check_key
 
 CLOCK = SystemClock()

@@ -51,8 +51,8 @@ def seed_cmd(store_url: str, count: int, at_text: str, work_ms: int, as_json: bo
     err = Console(stderr=True)
     with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
         job = bar.add_task("seeding invoices", total=count)
-        added = store.add_tasks(
-            invoices_app.tasks(count, trigger_ms, work_ms), progress=lambda n: bar.advance(job, n)
+        added = store.tasks.add_many(
+            invoices_app.tasks(count, trigger_ms, work_ms), lambda n: bar.advance(job, n)
         )
     at_iso = from_ms(trigger_ms).isoformat()
     if as_json:

@@ -15,8 +15,9 @@ from rich.table import Table
 from cronlab import distributed
 from cronlab.cli.options import CLOCK, JSON, OBSERVE_ELECTION, STORE, read_store
 from cronlab.core.policy import from_ms
+from cronlab.lab import report
 from cronlab.ports import Event, Lease, LeaseElector, ProcessInfo
-from cronlab.runtime import cluster, proc, report
+from cronlab.runtime import cluster, proc
 from cronlab.stores.sql import SqlStore
 
 

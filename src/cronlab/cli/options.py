@@ -15,8 +15,8 @@ from cronlab import distributed
 from cronlab.app import App
 from cronlab.app import load as load_app
 from cronlab.cli.knobs import Finite, knob, no_typed_secret, untyped_secret
+from cronlab.clock import SystemClock
 from cronlab.exceptions import ConfigError
-from cronlab.runtime.clock import SystemClock
 from cronlab.runtime.duties import Operations
 from cronlab.stores.sql import SqlStore
 

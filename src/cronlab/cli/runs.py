@@ -3,9 +3,6 @@ times, attempt, worker, outcome and error), and a row per occurrence that did no
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
 import click
 
 from cronlab.cli.knobs import echo_list, optional
@@ -14,6 +11,7 @@ from cronlab.core import delays
 from cronlab.core.policy import from_ms
 from cronlab.exceptions import ConfigError
 from cronlab.ports import MAX_RUNS, RunQuery, RunRecord
+from cronlab.views import run_json
 
 
 @click.command("runs")
@@ -43,7 +41,7 @@ def runs_cmd(
         schedule=schedule, task=task, failed=failed, since_ms=since_ms(since, now), limit=limit
     )
     rows = read_store(store_url).runs(query, now)
-    echo_list(rows, "runs", as_json, as_dict, line)
+    echo_list(rows, "runs", as_json, run_json, line)
 
 
 def since_ms(text: str | None, now_ms: int) -> int | None:
@@ -59,16 +57,6 @@ def since_ms(text: str | None, now_ms: int) -> int | None:
             f"bad --since {text!r}: give ISO 8601 with an offset (2026-12-01T00:00Z) or a "
             "delay back from now (90m, 1h, 7d)"
         ) from None
-
-
-def as_dict(r: RunRecord) -> dict[str, Any]:
-    """A history row as ``--json`` prints it: the stored values, and what follows from them."""
-    data = dataclasses.asdict(r)
-    data["occurrence"] = from_ms(r.occurrence_ms).isoformat()
-    start, end = r.start_ms, r.end_ms
-    data["lateness_ms"] = None if start is None else start - r.occurrence_ms
-    data["duration_ms"] = None if start is None or end is None else end - start
-    return data
 
 
 def line(r: RunRecord) -> str:

@@ -18,11 +18,11 @@ import click
 from cronlab import app as apps
 from cronlab.cli.knobs import echo_fields, echo_list, optional, tz_option
 from cronlab.cli.options import APP_STORE, store_url_for
+from cronlab.clock import SystemClock
 from cronlab.core import cron, delays
 from cronlab.core.policy import Schedule, from_ms, to_ms
 from cronlab.exceptions import ConfigError
 from cronlab.ports import ScheduleInfo, ScheduleStore
-from cronlab.runtime.clock import SystemClock
 
 CLOCK = SystemClock()
 STORE = click.option(

@@ -7,7 +7,6 @@ action does not take — is one line and exit 2, with nothing changed.
 
 from __future__ import annotations
 
-import dataclasses
 import getpass
 import socket
 from typing import Any
@@ -17,32 +16,19 @@ import click
 from cronlab import distributed
 from cronlab.cli.knobs import echo_fields
 from cronlab.cli.options import CLOCK, JSON, STORE, read_store
-from cronlab.core.policy import from_ms
 from cronlab.exceptions import ConfigError
-from cronlab.ports import MAX_TASK_ID, TaskControl, TaskInfo
-
-MAX_DIGITS = len(str(MAX_TASK_ID))
-
-
-def parse_id(text: str) -> int:
-    """A task id as typed (the CLI's argument, the console's path): ASCII digits making an
-    integer 1..``MAX_TASK_ID`` (what both stores number tasks with); ConfigError otherwise."""
-    digits = text.strip()
-    # (the length before int(), which refuses a string of more than 4,300 digits)
-    well_formed = digits.isascii() and digits.isdigit() and len(digits) <= MAX_DIGITS
-    if not well_formed or not 1 <= int(digits) <= MAX_TASK_ID:
-        raise ConfigError(f"a task id is an integer 1..{MAX_TASK_ID}, got {digits[:40]!r}")
-    return int(digits)
+from cronlab.ports import TaskControl
+from cronlab.views import parse_task_id, task_json
 
 
 class TaskId(click.ParamType[int]):
-    """``parse_id`` as click's argument type (its error: click's one line)."""
+    """``views.parse_task_id`` as click's argument type (its error: click's one line)."""
 
     name = "ID"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         try:
-            return parse_id(str(value))
+            return parse_task_id(str(value))
         except ConfigError as exc:
             self.fail(str(exc), param, ctx)
 
@@ -103,10 +89,3 @@ def operator() -> str:
     except (KeyError, OSError):  # no login name (a container's uid without a passwd entry)
         user = "?"
     return f"cli {user}@{socket.gethostname()}"
-
-
-def task_json(info: TaskInfo) -> dict[str, Any]:
-    """A task as plain JSON data: the stored values, its occurrence also in ISO 8601."""
-    data = dataclasses.asdict(info)
-    data["occurrence"] = from_ms(info.occurrence_ms).isoformat()
-    return data

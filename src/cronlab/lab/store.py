@@ -39,12 +39,12 @@ class LabSqlStore:
         def write(c: Conn) -> int:
             now = self.db.now(c, now_ms)
             if fenced:
-                self.store.fenced(c, epoch, now)
+                self.store.lease.fence(c, epoch, now)
             args = {"epoch": epoch, "now": now, "limit": len(held), "guard": int(fenced)}
             ids = self.db.ints(t.id for t in held)
             claimed = c.execute(self.queries["claim_held"], {**args, "ids": ids}).fetchall()
-            rows = self.store.plan_claimed(c, claimed_in_order(claimed), args)
-            self.store.enqueue(c, [(r.id, r.attempts) for r in rows], now)
+            rows = self.store.dispatch.plan_claimed(c, claimed_in_order(claimed), args)
+            self.store.queue.enqueue(c, [(r.id, r.attempts) for r in rows], now)
             return len(rows)
 
         return self.db.transaction(write)
@@ -78,7 +78,7 @@ class LabSqlStore:
         """A message per task, the tasks marked DISPATCHED and copied: unfenced."""
 
         def copy(c: Conn) -> None:
-            self.store.enqueue(c, [(t.id, t.attempts) for t in tasks], now_ms)
+            self.store.queue.enqueue(c, [(t.id, t.attempts) for t in tasks], now_ms)
             ids = self.db.ints(t.id for t in tasks)
             c.execute(self.queries["mark_copied"], {"ids": ids, "now": now_ms})
 

@@ -19,8 +19,8 @@ from socketserver import ThreadingMixIn
 from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from cronlab import http_rules
 from cronlab.exceptions import ConfigError
-from cronlab.web import rules
 
 if TYPE_CHECKING:  # (prometheus_client is imported by what serves, not by check())
     from prometheus_client import CollectorRegistry
@@ -29,7 +29,7 @@ TOKEN_ENV = "CRONLAB_METRICS_TOKEN"
 PATH = "/metrics"
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 App = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
-HEADERS = [(k.decode(), v.decode()) for k, v in [*rules.SECURITY_HEADERS, rules.API_CSP]]
+HEADERS = [(k.decode(), v.decode()) for k, v in [*http_rules.SECURITY_HEADERS, http_rules.API_CSP]]
 
 
 def token_from_env() -> str | None:
@@ -39,7 +39,7 @@ def token_from_env() -> str | None:
 
 def check(host: str, token: str | None) -> None:
     """ConfigError for a metrics port bound off loopback with no token."""
-    if not token and not rules.is_loopback(host):
+    if not token and not http_rules.is_loopback(host):
         raise ConfigError(
             f"--metrics-host {host[:80]!r} is not loopback: set {TOKEN_ENV} to expose the "
             "metrics (each scrape then sends it as a bearer token)"
@@ -51,7 +51,11 @@ def guarded(registry: CollectorRegistry, host: str, token: str | None) -> App:
     from prometheus_client import make_wsgi_app
 
     metrics = make_wsgi_app(registry)
-    hosts = {h.lower() for h in rules.loopback_hosts(host)} if rules.is_loopback(host) else None
+    hosts = (
+        {h.lower() for h in http_rules.loopback_hosts(host)}
+        if http_rules.is_loopback(host)
+        else None
+    )
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         refused = _refusal(environ, hosts, token)
@@ -74,17 +78,17 @@ def _refusal(
     environ: dict[str, Any], hosts: set[str] | None, token: str | None
 ) -> tuple[str, str, str, list[tuple[str, str]]] | None:
     """(status, why, field, headers) for a request the rules refuse, or None."""
-    if hosts is not None and rules.host_name(environ.get("HTTP_HOST", "")) not in hosts:
+    if hosts is not None and http_rules.host_name(environ.get("HTTP_HOST", "")) not in hosts:
         return "400 Bad Request", "Host header is not this machine's", "host", []
     if environ.get("PATH_INFO") != PATH:  # (what is not there is no secret: as the lab's)
         return "404 Not Found", f"not found: the metrics are at {PATH}", "path", []
     if environ.get("REQUEST_METHOD") != "GET":
         return "405 Method Not Allowed", "only GET", "method", [("Allow", "GET")]
     if token is not None:
-        given = environ.get("HTTP_X_CRONLAB_TOKEN", "") or rules.bearer(
+        given = environ.get("HTTP_X_CRONLAB_TOKEN", "") or http_rules.bearer(
             environ.get("HTTP_AUTHORIZATION", "")
         )
-        if not rules.token_matches(given, token):
+        if not http_rules.token_matches(given, token):
             why = f"the metrics need their token ({TOKEN_ENV}) as Authorization: Bearer"
             return "403 Forbidden", why, "token", []
     return None

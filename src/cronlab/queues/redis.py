@@ -225,9 +225,9 @@ def stream_keys(prefix: str) -> tuple[str, str, str]:
     return (f"{prefix}:tasks", f"{prefix}:tasks:left", f"{prefix}:tasks:depth")
 
 
-class Outbox(Protocol):
+class OutboxTable(Protocol):
     """A store's queue table as the relay's outbox, and where claimed envelopes' task
-    columns are read (the SQL stores)."""
+    columns are read (``SqlQueue``)."""
 
     def outbox_take(
         self, limit: int, now_ms: int, publish: Callable[[list[Envelope]], None]
@@ -236,7 +236,7 @@ class Outbox(Protocol):
         deletes nothing; no write lock is held while it runs). Returns the messages taken."""
         ...
 
-    def queue_messages(
+    def messages(
         self,
         envelopes: Sequence[tuple[int, Sequence[int], int, int]],
         drop: Callable[[list[Message]], object],
@@ -245,12 +245,21 @@ class Outbox(Protocol):
         whose task is gone go to ``drop``."""
         ...
 
-    def queue_depth(self) -> int:
+    def depth(self) -> int:
         """Messages in the outbox."""
         ...
 
+
+class Outbox(Protocol):
+    """The SQL store the stream is fed from: its queue table, and the leader's reconcile."""
+
+    @property
+    def queue(self) -> OutboxTable:
+        """The outbox table."""
+        ...
+
     def reconcile(self, now_ms: int, epoch: int, *, queued_elsewhere: Collection[int] = ()) -> int:
-        """``SqlStore.reconcile``: ``queued_elsewhere`` are the task ids on the stream."""
+        """``SqlDispatch.reconcile``: ``queued_elsewhere`` are the task ids on the stream."""
         ...
 
 
@@ -320,7 +329,7 @@ class RedisQueue:
             for t in tasks:
                 self._held[(int(env), t, receives)] = held
             deliveries.append((int(env), tasks, receives, int(attempt)))
-        return self._outbox.queue_messages(deliveries, self.ack)
+        return self._outbox.queue.messages(deliveries, self.ack)
 
     def ack(self, messages: Sequence[Message]) -> int:
         """Settle the deliveries given, only where they are still the latest."""
@@ -388,7 +397,7 @@ class RedisQueue:
     def depth(self) -> int:
         """Messages on the stream not yet acked, plus those in the outbox."""
         on_stream = int(self._call(self._redis.get, self.keys[2]) or 0)
-        return on_stream + self._outbox.queue_depth()
+        return on_stream + self._outbox.queue.depth()
 
     # -- the outbox relay -------------------------------------------------------------------
 
@@ -396,7 +405,7 @@ class RedisQueue:
         """Publish every visible outbox envelope to the stream, deleting it from the outbox
         once published. Returns the messages published."""
         now, total = self._clock.now_ms(), 0
-        while n := int(self._outbox.outbox_take(RELAY_BATCH, now, self._publish)):
+        while n := int(self._outbox.queue.outbox_take(RELAY_BATCH, now, self._publish)):
             total += n
             if n < RELAY_BATCH:
                 break

@@ -221,7 +221,7 @@ class Alerter:
     def _read(self) -> None:
         """The alerting schedules, parsed again only when their row changed."""
         fresh: dict[str, tuple[tuple[Any, ...], Watched]] = {}
-        for row, expected in alerting.watched(self.store):
+        for row, expected in self.store.alerts.watched():
             key = (*row, expected)
             old = self._rows.get(row[0])
             fresh[row[0]] = (
@@ -250,16 +250,16 @@ class Alerter:
         schedule's newest late alert is not about a later occurrence (alerts move forward: a
         leader whose clock is behind, after the runs of an older one were pruned, must not say
         it again), nor about an earlier one with no run started since (the same outage)."""
-        if alerting.started_since(self.store, name, fire_ms, now_ms):
+        if self.store.alerts.started_since(name, fire_ms, now_ms):
             return False
-        alerted = alerting.newest(self.store, name, "late")
+        alerted = self.store.alerts.newest(name, "late")
         return alerted is None or (
-            alerted < fire_ms and alerting.started_since(self.store, name, alerted, now_ms)
+            alerted < fire_ms and self.store.alerts.started_since(name, alerted, now_ms)
         )
 
     def _check_failures(self, s: policy.Schedule, now_ms: int, epoch: int) -> None:
         assert s.alert_on_failures is not None
-        streak = alerting.failure_streak(self.store, s.name, s.alert_on_failures)
+        streak = self.store.alerts.failure_streak(s.name, s.alert_on_failures)
         if streak is not None:
             first, last = streak[0], streak[-1]
             detail = {"failures": len(streak), "first_ms": int(first[1]), "error": last[2]}
@@ -271,7 +271,7 @@ class Alerter:
         about: dict[str, Any] = {"schedule": name, "kind": kind, "subject": subject}
         delivery = "pending" if self.sender is not None else "none"
         alert = Alert(id=0, raised_ms=now_ms, detail=detail, delivery=delivery, **about)
-        alert_id = alerting.raise_alert(self.store, alert, epoch, self.holder)
+        alert_id = self.store.alerts.raise_alert(alert, epoch, self.holder)
         if alert_id is not None:
             self.raised += 1
             self.say(f"cronlab: alert {alert_id}: {message(alert)}")
@@ -279,7 +279,7 @@ class Alerter:
     def _deliver(self, now_ms: int) -> None:
         if self.sender is None:
             return
-        for alert in alerting.to_send(self.store, now_ms, SEND_BATCH):
+        for alert in self.store.alerts.to_send(now_ms, SEND_BATCH):
             if alert.id not in self._in_flight:
                 self._in_flight[alert.id] = alert
                 self.sender.submit(alert)
@@ -291,12 +291,12 @@ class Alerter:
         for alert_id, error in self.sender.results():
             alert = self._in_flight.pop(alert_id)
             if error is None:
-                alerting.sent(self.store, alert_id, "delivered", 0, now_ms)
+                self.store.alerts.sent(alert_id, "delivered", 0, now_ms)
                 continue
             tries = alert.attempts + 1
             if tries >= MAX_TRIES:
-                alerting.sent(self.store, alert_id, "undeliverable", 0, None)
+                self.store.alerts.sent(alert_id, "undeliverable", 0, None)
                 self.say(f"cronlab: alert {alert_id} not delivered after {tries} tries: {error}")
             else:
                 wait = min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** (tries - 1))
-                alerting.sent(self.store, alert_id, "pending", now_ms + wait, None)
+                self.store.alerts.sent(alert_id, "pending", now_ms + wait, None)

@@ -14,7 +14,7 @@ HEARTBEAT_MS = 5_000
 
 
 class Beating(Protocol):
-    """A store that keeps heartbeats (``SqlStore.heartbeat``)."""
+    """A store that keeps heartbeats (``SqlProcesses.heartbeat``)."""
 
     def heartbeat(self, info: ProcessInfo, now_ms: int) -> None: ...
 

@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from cronlab import handlers
+from cronlab import deadlines
 from cronlab.core.policy import Schedule
 from cronlab.election.store import StoreElector
 from cronlab.exceptions import BackendUnavailable, ConfigError, ConflictError
@@ -157,7 +157,7 @@ class Read(NamedTuple):
 def simulate(s: sc.Scenario, store: str | None = None) -> Outcome:
     """Run ``s`` to the end; deterministic for a given scenario. ``store``: a PostgreSQL
     server's URL to run it there (``sim/postgres.py``); None: a SQLite file."""
-    real, handlers.ALARMS.real = handlers.ALARMS.real, False  # (PostgreSQL seed 15 with
+    real, deadlines.ALARMS.real = deadlines.ALARMS.real, False  # (PostgreSQL seed 15 with
     # rekey: a worker's real alarm struck the App API actor, which runs on the same thread)
     folder = None
     try:
@@ -169,13 +169,13 @@ def simulate(s: sc.Scenario, store: str | None = None) -> Outcome:
         folder = Path(tempfile.mkdtemp(prefix="cronlab-sim-", dir=_fast_tmp()))
         return _Run(s, folder / "sim.db").go()
     finally:
-        handlers.ALARMS.real = real
+        deadlines.ALARMS.real = real
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
 def judged(store: Any, asked_ms: int) -> int:
-    """The instant ``store`` judged its last change by (``ScheduleMethods.changing``, once it
+    """The instant ``store`` judged its last change by (``SqlSchedules.changing``, once it
     held the locks): its server clock's last reading, else the caller's ``asked_ms``."""
     clock = store.db.seams.clock
     if isinstance(clock, TrueClock) and clock.read_ms is not None:
@@ -184,7 +184,7 @@ def judged(store: Any, asked_ms: int) -> int:
 
 
 class _Run:
-    """One run. The lab's runs (``sim/lab.py``) change what the hooks below return: the
+    """One run. The lab's runs (``lab/simulated.py``) change what the hooks below return: the
     processes' configs, the elector, when a dead process comes back, how long the run lasts."""
 
     def __init__(self, s: sc.Scenario, path: Path) -> None:

@@ -22,9 +22,9 @@ from typing import Any, Literal, NamedTuple, Protocol, TypedDict, TypeVar, Unpac
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from cronlab import urls
+from cronlab.clock import SystemClock
 from cronlab.exceptions import BackendBusy, BackendUnavailable, ConfigError, SessionLost
 from cronlab.ports import Channel, Clock, Waiter
-from cronlab.runtime.clock import SystemClock
 from cronlab.stores import Fencing, TimeSource, sql
 from cronlab.stores.rows import ENVELOPE
 from cronlab.stores.sql import dialect as base

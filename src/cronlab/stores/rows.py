@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from cronlab.core.policy import Schedule
-from cronlab.ports import ScheduleInfo, Task
+from cronlab.ports import Message, ScheduleInfo, Task
 
 TaskColumns = Sequence[Any]  # (id, idempotency_key, handler, payload, trigger_ms, attempts, …)
 SCHEDULE = ("name", "cron", "tz", "handler", "payload", "catchup", "catchup_window_ms",
@@ -16,6 +16,9 @@ SCHEDULE = ("name", "cron", "tz", "handler", "payload", "catchup", "catchup_wind
 # schedule_get's columns after SCHEDULE's: where the schedule stands
 STANDING = ("next_fire_ms", "last_fire_ms", "last_reason", "app", "paused_note", "missed",
             "skipped")  # fmt: skip
+# schedules_all's and alert_schedules' columns: a schedule, where it stands, and since when a
+# run is expected (an alert's clock)
+LISTED = (*SCHEDULE, *STANDING, "expected_from_ms")
 
 
 class StoredTask(NamedTuple):
@@ -100,3 +103,61 @@ def schedule_info(row: Sequence[Any]) -> ScheduleInfo:
 ENVELOPE = 500
 # An envelope as an outbox hands it to a queue elsewhere: (id, task ids, attempt).
 Envelope = tuple[int, Sequence[int], int]
+
+
+class Delivered(NamedTuple):
+    """A claimed envelope (``queue_claim``): its id, task ids, ``receives`` and attempt."""
+
+    id: int
+    task_ids: Sequence[int]
+    receives: int
+    attempt: int
+
+
+class MessageTask(NamedTuple):
+    """What a message carries of its task (``message_tasks``; those columns never change)."""
+
+    id: int
+    idempotency_key: str
+    handler: str
+    payload: str
+    trigger_ms: int
+
+    def message(self, envelope: Delivered) -> Message:
+        """This task's message in ``envelope``."""
+        return Message(
+            envelope.id,
+            self.id,
+            self.idempotency_key,
+            self.handler,
+            self.payload,
+            self.trigger_ms,
+            envelope.receives,
+            envelope.attempt,
+        )
+
+
+class RecentRun(NamedTuple):
+    """A ``recent_runs`` row: one of a schedule's newest occurrences, with its newest run
+    (the run's columns None when it has none)."""
+
+    schedule: str
+    task_id: int
+    trigger_ms: int
+    status: str
+    last_error: str | None
+    start_ms: int | None
+    end_ms: int | None
+    attempt: int | None
+    worker: str | None
+    outcome: str | None
+    error: str | None
+
+
+class LateMinute(NamedTuple):
+    """A ``lateness_by_minute`` row: first runs' lateness in one minute of occurrence."""
+
+    minute: int
+    runs: int
+    mean_ms: float
+    max_ms: int

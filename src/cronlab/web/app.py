@@ -36,7 +36,7 @@ from starlette.staticfiles import StaticFiles
 from cronlab.core import params
 from cronlab.core.model import simulate
 from cronlab.exceptions import ConfigError, ParamError
-from cronlab.sim import lab as labsim
+from cronlab.lab import simulated as labsim
 from cronlab.web import guard, metrics, openapi, query
 from cronlab.web.guard import PAGE_HEADERS, Handler, problem, read_body
 from cronlab.web.live import CHAOS, Live, LiveConfig

@@ -5,7 +5,7 @@ recent alerts. Read-only: the console writes only through the store's operator m
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from cronlab.core import cron, occurrences, policy
 from cronlab.ports import Alert
 from cronlab.runtime.heartbeat import HEARTBEAT_MS
+from cronlab.stores.rows import LISTED, SCHEDULE, LateMinute, RecentRun, by_column
 from cronlab.stores.rows import schedule as stored_schedule
-from cronlab.stores.sql import alerting, history
 
 if TYPE_CHECKING:
     from cronlab.stores.sql import SqlStore
@@ -38,11 +38,11 @@ class Fires:
         self._lock = threading.Lock()
         self._known: dict[tuple[str, str], list[tuple[int, str]]] = {}
         self._parsed: dict[tuple[Any, ...], policy.Schedule] = {}
-        self._minutes: dict[int, tuple[int, int, float, int]] = {}
+        self._minutes: dict[int, LateMinute] = {}
         self._settled_until = -(1 << 62)
 
-    def lateness(self, store: SqlStore, now_ms: int) -> list[tuple[int, int, float, int]]:
-        """``history.lateness_by_minute`` over the last hour. Minutes more than
+    def lateness(self, store: SqlStore, now_ms: int) -> list[LateMinute]:
+        """``SqlHistory.lateness_by_minute`` over the last hour. Minutes more than
         ``SETTLED_MS`` old are read once and kept (a thousand schedules make 60,000 runs an
         hour); a run starting later than that after its occurrence is left out of them."""
         settled = (now_ms - SETTLED_MS) // 60_000 * 60_000
@@ -51,13 +51,14 @@ class Fires:
             if self._settled_until < settled:
                 start = max(self._settled_until, since)
                 self._minutes.update(
-                    (row[0], row) for row in history.lateness_by_minute(store, start, settled - 1)
+                    (row.minute, row)
+                    for row in store.history.lateness_by_minute(start, settled - 1)
                 )
                 self._settled_until = settled
             kept = [row for m, row in sorted(self._minutes.items()) if m >= since - 60_000]
-            self._minutes = {row[0]: row for row in kept}
-        fresh = history.lateness_by_minute(store, settled, now_ms)
-        return [row for row in kept if row[0] < settled] + fresh
+            self._minutes = {row.minute: row for row in kept}
+        fresh = store.history.lateness_by_minute(settled, now_ms)
+        return [row for row in kept if row.minute < settled] + fresh
 
     def schedule(self, row: tuple[Any, ...]) -> policy.Schedule:
         """The schedule of a stored row (parsed once per distinct row)."""
@@ -114,7 +115,7 @@ def snapshot(
         "queue_depth": store.queue_depth(),
         "pending_due": store.pending_due(now_ms),
         **_schedules(store, now_ms, fires, page or Page()),
-        "alerts": [_alert(a) for a in alerting.recent(store, 10)],
+        "alerts": [_alert(a) for a in store.alerts.recent(10)],
         "lateness": _lateness(store, now_ms, fires),
         "codes": list(CODES),
     }
@@ -125,20 +126,23 @@ CODES = {"ok": 0, "noop": 1, "error": 2, "failed": 3, "skipped": 4, "missed": 5,
 ERROR_CHARS = 200  # of a run's error, in its compact row
 
 
-def _recent(r: Sequence[Any]) -> list[Any]:
-    """A ``history.recent_runs`` row as the page's compact run: ``[occurrence ms, outcome
+def _recent(r: RecentRun) -> list[Any]:
+    """A ``SqlHistory.recent_runs`` row as the page's compact run: ``[occurrence ms, outcome
     code, lateness ms, duration ms, attempt, error, task id]`` (``CODES`` name the outcomes;
     the task id is what the page's task panel acts on)."""
-    start, end, outcome = r[5], r[6], r[9]
-    error = r[10] if outcome is not None else r[4]
+    start, end = r.start_ms, r.end_ms
+    if r.outcome is not None:
+        outcome, error = r.outcome, r.error
+    else:
+        outcome, error = occurrences.unrun_outcome(r.status, r.last_error), r.last_error
     return [
-        r[2],
-        CODES[outcome if outcome is not None else occurrences.unrun_outcome(r[3], r[4])],
-        None if start is None else start - r[2],
+        r.trigger_ms,
+        CODES[outcome],
+        None if start is None else start - r.trigger_ms,
         None if start is None or end is None else end - start,
-        r[7],
+        r.attempt,
         error[:ERROR_CHARS] if error else None,
-        r[1],
+        r.task_id,
     ]
 
 
@@ -179,17 +183,17 @@ def _processes(store: SqlStore, now_ms: int) -> dict[str, Any]:
 
 def _schedules(store: SqlStore, now_ms: int, fires: Fires, page: Page) -> dict[str, Any]:
     """The page's schedules with their next fires and recent runs, and the counts of all."""
-    rows = store.named("schedules_all")
-    wanted = [r for r in rows if page.q in r[0]] if page.q else rows
+    rows = [by_column(LISTED, r) for r in store.named("schedules_all")]
+    wanted = [r for r in rows if page.q in r["name"]] if page.q else rows
     pages = max(1, -(-len(wanted) // page.size))
     number = min(page.page, pages - 1)
     shown = wanted[number * page.size : (number + 1) * page.size]
-    found = history.recent_runs(store, [r[0] for r in shown], now_ms, RECENT_RUNS)
+    found = store.history.recent_runs([r["name"] for r in shown], now_ms, RECENT_RUNS)
     recent = {name: [_recent(r) for r in runs] for name, runs in found.items()}
     return {
         "schedules": [_schedule(r, now_ms, fires, recent) for r in shown],
         "total": len(rows),
-        "paused": sum(1 for r in rows if r[8]),
+        "paused": sum(1 for r in rows if r["paused"]),
         "matching": len(wanted),
         "page": number,
         "pages": pages,
@@ -197,9 +201,9 @@ def _schedules(store: SqlStore, now_ms: int, fires: Fires, page: Page) -> dict[s
 
 
 def _schedule(
-    r: Sequence[Any], now_ms: int, fires: Fires, recent: dict[str, Any]
+    r: dict[str, Any], now_ms: int, fires: Fires, recent: dict[str, Any]
 ) -> dict[str, Any]:
-    s = fires.schedule(tuple(r[:11]))
+    s = fires.schedule(tuple(r[c] for c in SCHEDULE))
     return {
         "name": s.name,
         "cron": s.cron,
@@ -208,10 +212,10 @@ def _schedule(
         "catchup": s.catchup,
         "overlap": s.overlap,
         "paused": s.paused,
-        "note": r[15],
-        "app": r[14],
-        "missed": int(r[16]),
-        "skipped": int(r[17]),
+        "note": r["paused_note"],
+        "app": r["app"],
+        "missed": int(r["missed"]),
+        "skipped": int(r["skipped"]),
         "alert_after_ms": s.alert_after_ms,
         "alert_on_failures": s.alert_on_failures,
         "next": [] if s.paused else fires.next(s, now_ms),
@@ -229,10 +233,10 @@ def _alert(a: Alert) -> dict[str, Any]:
 def _lateness(store: SqlStore, now_ms: int, fires: Fires) -> dict[str, list[float]]:
     rows = fires.lateness(store, now_ms)
     return {
-        "minute": [m / 1000 for m, _, _, _ in rows],
-        "runs": [float(n) for _, n, _, _ in rows],
-        "mean_ms": [round(mean, 1) for _, _, mean, _ in rows],
-        "max_ms": [float(top) for _, _, _, top in rows],
+        "minute": [r.minute / 1000 for r in rows],
+        "runs": [float(r.runs) for r in rows],
+        "mean_ms": [round(r.mean_ms, 1) for r in rows],
+        "max_ms": [float(r.max_ms) for r in rows],
     }
 
 

@@ -23,9 +23,10 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from cronlab import views
+from cronlab.clock import SystemClock
 from cronlab.core import delays
 from cronlab.ports import TaskInfo
-from cronlab.runtime.clock import SystemClock
 from cronlab.stores.sql import SqlStore
 from cronlab.web import board, console_api, guard
 from cronlab.web.guard import PAGE_HEADERS, read_body
@@ -110,7 +111,7 @@ class _Console:
         query = console_api.run_query(dict(request.query_params))
         now = CLOCK.now_ms()
         rows = await asyncio.to_thread(lambda: self.store().runs(query, now))
-        return JSONResponse({"runs": [console_api.run_json(r) for r in rows]})
+        return JSONResponse({"runs": [views.run_json(r) for r in rows]})
 
     async def act(self, request: Request) -> Response:
         action = request.url.path.rsplit("/", 1)[-1]
@@ -122,7 +123,7 @@ class _Console:
     async def task(self, request: Request) -> Response:
         task_id = console_api.task_id(str(request.path_params["id"]))
         info = await asyncio.to_thread(lambda: self.store().task_info(task_id))
-        return JSONResponse(console_api.task_json(info), headers={"Cache-Control": "no-store"})
+        return JSONResponse(views.task_json(info), headers={"Cache-Control": "no-store"})
 
     async def act_on_task(self, request: Request) -> Response:
         """``cancel`` or ``retry`` one task (``ports.TaskControl``), recorded as done by the
@@ -132,7 +133,7 @@ class _Console:
         console_api.check_task_body(action, await read_body(request))
         by = f"console {request.client.host if request.client else '?'}"
         info = await asyncio.to_thread(self._act_on_task, action, task_id, by)
-        return JSONResponse(console_api.task_json(info))
+        return JSONResponse(views.task_json(info))
 
     def _act_on_task(self, action: str, task_id: int, by: str) -> TaskInfo:
         store, now = self.store(), CLOCK.now_ms()

@@ -6,10 +6,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from cronlab.cli import task as task_cli
-from cronlab.cli.runs import as_dict
 from cronlab.exceptions import ConfigError
-from cronlab.ports import MAX_RUNS, MAX_TASK_ID, RunQuery, RunRecord, TaskInfo
+from cronlab.ports import MAX_RUNS, MAX_TASK_ID, RunQuery
+from cronlab.views import parse_task_id
 from cronlab.web.board import PAGE_SIZE, Page
 
 FIELDS = {"pause": {"note"}, "resume": set(), "trigger": set(), "backfill": {"from", "to"}}
@@ -72,9 +71,9 @@ def check_fields(action: str, body: Mapping[str, Any]) -> None:
 
 
 def task_id(text: str) -> int:
-    """A task id from the path (``cli.task.parse_id``); a bad one is a ``FieldError``."""
+    """A task id from the path (``views.parse_task_id``); a bad one is a ``FieldError``."""
     try:
-        return task_cli.parse_id(text)
+        return parse_task_id(text)
     except ConfigError as exc:
         raise FieldError("id", str(exc)) from None
 
@@ -83,11 +82,6 @@ def check_task_body(action: str, body: Mapping[str, Any]) -> None:
     """A task action takes no field (its body is ``{}``)."""
     for key in body:
         raise FieldError(key, f"unknown field {key[:40]!r} for {action}")
-
-
-def task_json(info: TaskInfo) -> dict[str, Any]:
-    """A task as ``cronlab task show --json`` prints it."""
-    return task_cli.task_json(info)
 
 
 def text(body: Mapping[str, Any], key: str) -> str | None:
@@ -143,11 +137,6 @@ def _int(params: Mapping[str, str], key: str, low: int, high: int) -> int | None
     if not low <= number <= high:
         raise FieldError(key, f"{key} must be {low:,}..{high:,}")
     return number
-
-
-def run_json(r: RunRecord) -> dict[str, Any]:
-    """A history row as ``cronlab runs --json`` prints it."""
-    return as_dict(r)
 
 
 def document() -> dict[str, Any]:

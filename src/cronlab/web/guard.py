@@ -22,8 +22,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from cronlab.exceptions import ConfigError, ConflictError, NotFoundError, ParamError
-from cronlab.web.rules import API_CSP, SECURITY_HEADERS, bearer, loopback_hosts, token_matches
-from cronlab.web.rules import is_loopback as is_loopback  # (the lab's and console's configs)
+from cronlab.http_rules import API_CSP, SECURITY_HEADERS, bearer, loopback_hosts, token_matches
+from cronlab.http_rules import is_loopback as is_loopback  # (the lab's and console's configs)
 
 MAX_BODY = 64 * 1024
 Handler = Callable[[Request], Awaitable[Response]]

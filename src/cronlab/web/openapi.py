@@ -212,7 +212,7 @@ COUNTS = {
 REALSIM = {
     "type": "object",
     "required": ["supported", "why"],
-    "description": "cronlab.sim.lab.run: with supported, also scale {tasks, of}, totals, "
+    "description": "cronlab.lab.simulated.run: with supported, also scale {tasks, of}, totals, "
     "verdict {ok, counts, samples}, model {totals at the same scale}, disagree [{metric, "
     "model, code}], seed, replay, elapsed_ms.",
     "properties": {

@@ -1,6 +1,8 @@
 """The SQL store, written once for SQLite and PostgreSQL.
 
-``store.SqlStore`` holds the logic; a ``dialect.Dialect`` (``stores/sqlite.py``,
+``store.SqlStore`` answers the engine's ports, one part per port (``tasks``, ``dispatch``,
+``queue``, ``lease``, ``schedules``, ``history``, ``processes``, ``alerting``,
+``operations``), each a small class over one ``dialect.Dialect``; the dialect (``stores/sqlite.py``,
 ``stores/postgres.py``) holds what differs: connecting, running one transaction (SQLite's
 writer lock, PostgreSQL's pool that retries a dropped connection), how id lists go over the
 wire, the bulk insert and the enqueue statement, and each named query's text

@@ -25,15 +25,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
-from cronlab import handlers
+from cronlab import deadlines
 from cronlab.core import occurrences
 from cronlab.ports import Batch, BatchTransaction, BatchTx, Ending, Message, NewTask
 from cronlab.stores.rows import StoredTask
 from cronlab.stores.sql import placeholders
-from cronlab.stores.sql.dialect import Conn, fetch
+from cronlab.stores.sql.dialect import Conn, Dialect, fetch
 
 if TYPE_CHECKING:
-    from cronlab.stores.sql.store import SqlStore
+    from cronlab.stores.sql.queue import SqlQueue
 
 
 class SqlTx:
@@ -44,20 +44,20 @@ class SqlTx:
     ``placeholders``); ``dialect`` says which store it is.
     """
 
-    def __init__(self, c: Conn, store: SqlStore) -> None:
-        self._c, self._queries, self._db = c, store.queries, store.db
-        self.dialect = store.db.name
+    def __init__(self, c: Conn, db: Dialect) -> None:
+        self._c, self._queries, self._db = c, db.queries, db
+        self.dialect = db.name
         self.run: Savepoint | None = None  # the savepoint of the run writing now
-        self._cancel = store.db.canceller(c)
+        self._cancel = db.canceller(c)
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
         self._first()
-        with handlers.statement(self._cancel):
+        with deadlines.statement(self._cancel):
             return int(self._c.execute(self._portable(sql, params), params).rowcount)
 
     def rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         self._first()
-        with handlers.statement(self._cancel):
+        with deadlines.statement(self._cancel):
             return fetch(self._c.execute(self._portable(sql, params), params))
 
     def _portable(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> str:
@@ -65,7 +65,7 @@ class SqlTx:
 
     def add_task(self, task: NewTask) -> int:
         self._first()
-        with handlers.statement(self._cancel):
+        with deadlines.statement(self._cancel):
             added = int(self._c.execute(self._queries["add_task"], task._asdict()).rowcount)
         if added:
             self._db.notify(self._c, "due")
@@ -73,7 +73,7 @@ class SqlTx:
 
     def holder(self, key: str) -> tuple[int, str, str, int] | None:
         self._first()
-        with handlers.statement(self._cancel):
+        with deadlines.statement(self._cancel):
             row = self._c.execute(self._queries["task_by_key"], {"key": key}).fetchone()
         if row is None:
             return None
@@ -111,15 +111,15 @@ def savepoint(c: Conn, tx: SqlTx) -> Iterator[None]:
         c.execute("RELEASE SAVEPOINT run")
 
 
-def transaction(store: SqlStore, work: Batch, in_store: bool) -> BatchTransaction:
+def transaction(queue: SqlQueue, work: Batch, in_store: bool) -> BatchTransaction:
     """``Store.batch_transaction``: a function's run in one of the store's transactions, as a
     ``SqlBatch``. Never replayed after a lost connection: the handlers would run again
     uncounted (a handler whose SQL ended its own session would run for ever). The messages
     come back through the queue instead, each lost run counted (``execution``, LostRun)."""
 
     def run(attempt: Callable[[BatchTx], dict[str, int]]) -> dict[str, int]:
-        return store.db.transaction(
-            lambda c: attempt(SqlBatch(store, c, work, in_store)), replay=False
+        return queue.db.transaction(
+            lambda c: attempt(SqlBatch(queue, c, work, in_store)), replay=False
         )
 
     return run
@@ -128,10 +128,10 @@ def transaction(store: SqlStore, work: Batch, in_store: bool) -> BatchTransactio
 class SqlBatch:
     """``ports.BatchTx`` on an open transaction of the SQL store."""
 
-    def __init__(self, store: SqlStore, c: Conn, work: Batch, in_store: bool):
-        self.store, self.c, self.queries, self.db = store, c, store.queries, store.db
-        self.dialect = store.db.name
-        self.tx = SqlTx(c, store)
+    def __init__(self, queue: SqlQueue, c: Conn, work: Batch, in_store: bool):
+        self.queue, self.c, self.queries, self.db = queue, c, queue.queries, queue.db
+        self.dialect = queue.db.name
+        self.tx = SqlTx(c, queue.db)
         self.worker, self.now, self.in_store = work.worker, work.now, in_store
 
     def savepoint(self) -> AbstractContextManager[None]:
@@ -203,10 +203,10 @@ class SqlBatch:
             self.c.execute(self.queries["task_done"], {"ids": self.db.ints(ending.done)})
         retries = [(m, at + shift) for m, at in ending.retries]
         if self.in_store:
-            self.store.settle(self.c, ending.acks, retries, self.now() + shift)
+            self.queue.settle(self.c, ending.acks, retries, self.now() + shift)
         else:  # settled on the queue elsewhere; a retry waits in the outbox for the relay
             for m, at in retries:
-                self.store.enqueue(self.c, [(m.task_id, m.attempt)], self.now() + shift, at)
+                self.queue.enqueue(self.c, [(m.task_id, m.attempt)], self.now() + shift, at)
 
     def _shift(self) -> int:
         """How far the store's clock is ahead of the worker's: a retry's due instant and a

@@ -1,5 +1,5 @@
 """The schedules' side of the SQL store (``ports.ScheduleStore``): put, sync, read, pause with
-a note, resume, remove, trigger and backfill, each ONE transaction; ``SqlStore`` inherits it.
+a note, resume, remove, trigger and backfill, each ONE transaction.
 
 A schedule's next occurrence is a PENDING task written in the same transaction as the
 schedule (``_rematerialise``); a dispatch plans it (``planning.plan``).
@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from cronlab.core import occurrences, policy, zones
 from cronlab.core.policy import Schedule
 from cronlab.exceptions import ConflictError, NotFoundError
-from cronlab.ports import Backfill, NewTask, ScheduleInfo, SyncReport
+from cronlab.ports import Backfill, ScheduleInfo, SyncReport
 from cronlab.stores import rows
 from cronlab.stores.sql import operations
 from cronlab.stores.sql.dialect import Conn, Dialect
+from cronlab.stores.sql.part import Part
+from cronlab.stores.sql.tasks import SqlTasks
 
 T = TypeVar("T")
 
@@ -29,11 +31,12 @@ MAX_PASSED_OVER = 1_000  # occurrences a redefinition passes over that exist alr
 OLD_DEFAULT_APP = "app"
 
 
-class ScheduleMethods:
-    """``ports.ScheduleStore`` on a dialect's connection and named queries."""
+class SqlSchedules(Part):
+    """``ports.ScheduleStore``; a schedule's occurrences are ``tasks`` rows."""
 
-    db: Dialect
-    queries: Mapping[str, str]
+    def __init__(self, db: Dialect, tasks: SqlTasks) -> None:
+        super().__init__(db)
+        self.tasks = tasks
 
     def changing(self, now_ms: int, fn: Callable[[Conn, int], T]) -> T:
         """``fn(c, now)`` in a transaction that changes schedules or their occurrences,
@@ -50,10 +53,6 @@ class ScheduleMethods:
             return fn(c, self.db.now(c, now_ms))
 
         return self.db.transaction(serialised)
-
-    def add(self, c: Conn, task: NewTask) -> int:
-        """Insert ``task`` in ``c``'s transaction; 0 when its key exists already."""
-        return int(c.execute(self.queries["add_task"], task._asdict()).rowcount)
 
     def put_schedule(self, schedule: Schedule, now_ms: int, *, replace: bool) -> bool:
         zones.check(schedule.tz)  # a new definition: in a zone every replica reads alike
@@ -193,7 +192,7 @@ class ScheduleMethods:
     def trigger_schedule(self, name: str, now_ms: int) -> str:
         def trigger(c: Conn, now: int) -> str:
             new = occurrences.triggered(self.must_exist(c, name).schedule, now)
-            self.add(c, new)
+            self.tasks.add(c, new)
             self.db.notify(c, "due")
             self._operated(c, "triggered", name, now, key=new.idempotency_key)
             return new.idempotency_key
@@ -224,7 +223,7 @@ class ScheduleMethods:
         after = now_ms if fired is None else max(now_ms, fired)
         next_ms = None if paused else policy.next_fire(s, after)
         for _ in range(MAX_PASSED_OVER):
-            if next_ms is None or self.add(c, occurrences.occurrence(s, next_ms)):
+            if next_ms is None or self.tasks.add(c, occurrences.occurrence(s, next_ms)):
                 break
             next_ms = policy.next_fire(s, next_ms)
         else:
