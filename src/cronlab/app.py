@@ -190,7 +190,7 @@ class App:
         self,
         name: str,
         expr: str,
-        handler: str,
+        task: str,
         tz: str,
         payload: Mapping[str, Any] | None,
         catchup: Catchup,
@@ -202,7 +202,7 @@ class App:
         schedule = Schedule(
             name=name,
             cron=expr,
-            handler=handler,
+            task=task,
             tz=tz,
             payload=dict(payload or {}),
             catchup=catchup,
@@ -211,10 +211,10 @@ class App:
             alert_after_ms=alerts[0],
             alert_on_failures=alerts[1],
         )
-        if schedule.handler not in self.registry.names():
+        if schedule.task not in self.registry.names():
             known = ", ".join(self.registry.names()) or "none"
             raise ConfigError(
-                f"schedule {schedule.name!r}: unknown task {schedule.handler!r} "
+                f"schedule {schedule.name!r}: unknown task {schedule.task!r} "
                 f"(registered: {known}); define it with @app.task first"
             )
         return schedule

@@ -248,7 +248,7 @@ class _Runs:
 
     def _failed(self, m: Message, exc: BaseException, began: int) -> None:
         error, now = f"{type(exc).__name__}: {exc}", self.now()
-        retry = self._retry(m.handler)
+        retry = self._retry(m.task)
         final = m.attempt >= retry.max_attempts
         outcome = "failed" if final else "error"
         self.counts[outcome] += 1

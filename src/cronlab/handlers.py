@@ -176,7 +176,7 @@ class Context:
                 )
             new = NewTask(
                 idempotency_key=key,
-                handler=task,
+                task=task,
                 trigger_ms=trigger,
                 payload=payloads.encode(task, arguments or {}),
             )
@@ -310,8 +310,8 @@ class Runner:
         its follow-ups from one each time, so their keys do not shift. An async handler's
         step is an ``AsyncStep``."""
         try:
-            fn = self._registry.get(m.handler)
-            options = self._registry.options(m.handler)
+            fn = self._registry.get(m.task)
+            options = self._registry.options(m.task)
             ctx, payload = self._item(m)
         except Exception as exc:
             return _raise(exc)
@@ -377,13 +377,13 @@ class Runner:
         in ``messages`` order; any error (in decoding too) raises when the step runs, and the
         store then runs each message in its single form. ``dialect``: the calling store's SQL
         flavour, for batch forms that prepare SQL."""
-        if any(self._registry.get_batch(m.handler) is None for m in messages):
+        if any(self._registry.get_batch(m.task) is None for m in messages):
             return None
         groups: dict[str, tuple[list[int], list[Item]]] = {}
         now = self._now()  # one instant for the batch: a clock read per message adds up
         try:
             for i, m in enumerate(messages):
-                indexes, items = groups.setdefault(m.handler, ([], []))
+                indexes, items = groups.setdefault(m.task, ([], []))
                 indexes.append(i)
                 items.append(self._item(m, now))
             steps = [

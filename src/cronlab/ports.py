@@ -38,19 +38,19 @@ class NewTask(NamedTuple):
     """
 
     idempotency_key: str
-    handler: str
+    task: str
     trigger_ms: int
     payload: str = "{}"
     schedule: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
-class Task:
+class StoredTask:
     """A stored task as a dispatcher sees it."""
 
     id: int
     idempotency_key: str
-    handler: str
+    task: str
     payload: str
     trigger_ms: int
     status: str = "PENDING"
@@ -71,7 +71,7 @@ class Message(NamedTuple):
     id: int
     task_id: int
     idempotency_key: str
-    handler: str
+    task: str
     payload: str
     trigger_ms: int
     receives: int = 1

@@ -159,7 +159,7 @@ class Task(Generic[P, R]):
         self.signature.check(arguments)
         return NewTask(
             idempotency_key=key if key is not None else f"{self.name}:{random_hex()}",
-            handler=self.name,
+            task=self.name,
             trigger_ms=trigger_ms,
             payload=encode(self.name, arguments),
         )
@@ -184,18 +184,18 @@ class Task(Generic[P, R]):
         if tx is not None:
             return _defer_in_run(tx, new, key is not None)
         added, stored = self.app.defer_store().add_task(new)
-        if not added and (stored.handler, json.loads(stored.payload)) != (
-            new.handler,
+        if not added and (stored.task, json.loads(stored.payload)) != (
+            new.task,
             json.loads(new.payload),
         ):
             raise ConflictError(
-                f"key {new.idempotency_key!r} is taken by a task for {stored.handler} with "
+                f"key {new.idempotency_key!r} is taken by a task for {stored.task} with "
                 "other arguments: nothing changed"
             )
         return TaskRef(
             id=stored.id,
             key=stored.idempotency_key,
-            task=stored.handler,
+            task=stored.task,
             due=from_ms(stored.trigger_ms),
             added=added,
         )
@@ -252,7 +252,7 @@ class Task(Generic[P, R]):
                 check_key(key)
             yield NewTask(
                 idempotency_key=key if key is not None else f"{prefix}{i}",
-                handler=name,
+                task=name,
                 trigger_ms=due,
                 payload=encode(name, arguments),
             )
@@ -266,7 +266,7 @@ def _defer_in_run(tx: Tx, new: NewTask, keyed: bool) -> TaskRef:
     added = tx.add_task(new) != 0
     if isinstance(tx, handlers.QueuedTx):
         due = from_ms(new.trigger_ms)
-        return TaskRef(id=-1, key=new.idempotency_key, task=new.handler, due=due, added=True)
+        return TaskRef(id=-1, key=new.idempotency_key, task=new.task, due=due, added=True)
     held = tx.holder(new.idempotency_key)
     for _ in range(KEY_TRIES):  # (the holder the insert ran into was deleted: the key is free)
         if held:
@@ -279,7 +279,7 @@ def _defer_in_run(tx: Tx, new: NewTask, keyed: bool) -> TaskRef:
     if (
         not added
         and keyed
-        and (handler, json.loads(payload)) != (new.handler, json.loads(new.payload))
+        and (handler, json.loads(payload)) != (new.task, json.loads(new.payload))
     ):
         raise ConflictError(
             f"key {new.idempotency_key!r} is taken by a task for {handler} with other "

@@ -79,7 +79,7 @@ CRONS = [
     "1-0 * * * *", "99999999999999999999 * * * *", "R R * * *",
 ]  # fmt: skip
 ZONES = ["UTC", "Europe/Paris", "Nope/Nope", "../../etc/passwd", "posix/UTC", "Etc/GMT+14"]
-HANDLERS = ["fail", "invoice", "noop", "nosuch", "jobs.ping"]  # jobs.ping: --app jobs:app
+TASKS = ["fail", "invoice", "noop", "nosuch", "jobs.ping"]  # jobs.ping: --app jobs:app
 WEBHOOKS = [
     "ftp://u:secret@example.invalid/x", "u:secret@example.invalid/x",
     "http://u:secret@127.0.0.1:9/x", "https://secret@127.0.0.1:9/x",
@@ -202,7 +202,7 @@ def values(name: str, param: click.Parameter, tmp: Path) -> st.SearchStrategy[st
         "after": st.sampled_from(DELAYS),
         "expr": st.sampled_from(CRONS) | text,
         "tz": st.sampled_from(ZONES) | text,
-        "handler": st.sampled_from(HANDLERS) | text,
+        "task": st.sampled_from(TASKS) | text,
         "host": st.sampled_from(["0.0.0.0", "example.invalid", "[::1]", "999.0.0.1", "", "é"]),
         "metrics_host": st.sampled_from(METRICS_HOSTS),
         "alert_webhook": st.sampled_from(WEBHOOKS),
@@ -238,7 +238,7 @@ def sane_values(tmp: Path) -> dict[str, list[str]]:
         "after": ["2030-01-01T00:00:00Z"],
         "expr": CRONS[:6],
         "tz": ZONES[:2],
-        "handler": HANDLERS[:3],
+        "task": TASKS[:3],
         "host": ["127.0.0.1", "127.0.0.2", "::1", "localhost"],
         "port": ["1", "8000", "65535"],
         "bucket": ["0=1000", "5=20"],

@@ -51,7 +51,7 @@ def test_at_an_instant_and_a_key_make_a_retry_add_nothing(tmp_path: Path) -> Non
     second = cronlab(*args)
     assert first == {
         "key": "k1",
-        "handler": "fail",
+        "task": "fail",
         "due": "2026-11-01T08:00:00+00:00",
         "due_ms": 1_793_520_000_000,
         "added": True,
@@ -84,7 +84,7 @@ def test_with_no_delay_or_a_zero_one_the_task_is_due_now(
         (("invoice", "--in", "3 days"), ("bad delay", "'3 days'")),
         (("invoice", "--at", "2026-11-01T09:00"), ("no UTC offset",)),
         (("invoice", "--in", "1h", "--payload", "{nope"), ("--payload", "not JSON")),
-        (("bill", "--in", "1h"), ("unknown handler 'bill'",)),
+        (("bill", "--in", "1h"), ("unknown task 'bill'",)),
     ],
 )
 def test_mistakes_are_one_line_and_write_nothing(

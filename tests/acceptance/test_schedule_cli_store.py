@@ -59,7 +59,7 @@ def test_add_then_list_shows_the_next_fire_in_the_schedules_zone(url: str) -> No
     [
         (("x", "0 9 * *", "--handler", "invoice"), ("bad cron expression", "'0 9 * *'")),
         (("x", "0 9 * * *", "--handler", "invoice", "--tz", "Mars/Base"), ("'Mars/Base'",)),
-        (("x", "0 9 * * *", "--handler", "bill"), ("unknown handler 'bill'",)),
+        (("x", "0 9 * * *", "--handler", "bill"), ("unknown task 'bill'",)),
         (("x", "0 9 * * *", "--handler", "invoice", "--payload", "[1]"), ("--payload",)),
         (("x y", "0 9 * * *", "--handler", "invoice"), ("bad schedule name", "'x y'")),
     ],
@@ -88,10 +88,10 @@ def test_add_accepts_the_handlers_of_an_app(tmp_path: Path, url: str) -> None:
         "    pass\n"
     )
     args = ("schedule", "add", "monthly", "0 0 1 * *", "--handler", "bill", "--store", url)
-    one_line_error(cronlab(*args, cwd=tmp_path), "unknown handler 'bill'", "--app")
+    one_line_error(cronlab(*args, cwd=tmp_path), "unknown task 'bill'", "--app")
     ok(*args, "--app", "jobs:app", "--tz", "Europe/Berlin", cwd=tmp_path)
     (s,) = listing(url)
-    assert s["handler"] == "bill" and s["next_fire"].endswith("T00:00:00+01:00")
+    assert s["task"] == "bill" and s["next_fire"].endswith("T00:00:00+01:00")
     one_line_error(cronlab(*args, "--app", "nosuch:app", cwd=tmp_path), "'nosuch'")
 
 

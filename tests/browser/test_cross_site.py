@@ -140,7 +140,7 @@ def test_a_page_on_another_origin_cannot_pause_trigger_or_backfill_in_the_consol
     store = SqliteStore(db)
     now = SystemClock().now_ms()
     for name in ("nightly", "hourly"):
-        store.put_schedule(Schedule(name=name, cron="0 * * * *", handler="h"), now, replace=False)
+        store.put_schedule(Schedule(name=name, cron="0 * * * *", task="h"), now, replace=False)
     store.close()
     before = store_state(db)
     with serve_console(db) as console:
@@ -161,7 +161,7 @@ def test_a_page_on_another_origin_cannot_cancel_a_task_in_the_console(
     store = SqliteStore(db)
     now = SystemClock().now_ms()
     for name in ("nightly", "hourly"):  # their next occurrences: PENDING tasks 1 and 2
-        store.put_schedule(Schedule(name=name, cron="0 * * * *", handler="h"), now, replace=False)
+        store.put_schedule(Schedule(name=name, cron="0 * * * *", task="h"), now, replace=False)
     store.close()
     before = store_state(db)
     with serve_console(db) as console:

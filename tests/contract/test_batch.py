@@ -38,7 +38,7 @@ def seed(b: Backend, customers: list[str], handler: str = "invoice") -> None:
     b.store.add_tasks(
         NewTask(
             idempotency_key=f"{handler}/{i}/{c}",
-            handler=handler,
+            task=handler,
             trigger_ms=now,
             payload=json.dumps({"customer": c, "period": "2026-11"}),
         )
@@ -104,7 +104,7 @@ def test_a_failing_run_in_a_batch_falls_back_per_message(sql: Backend) -> None:
 
 def test_a_bad_payload_fails_only_its_own_message(sql: Backend) -> None:
     now = sql.clock.now_ms()
-    bad = NewTask(idempotency_key="bad", handler="invoice", trigger_ms=now, payload="{}")
+    bad = NewTask(idempotency_key="bad", task="invoice", trigger_ms=now, payload="{}")
     sql.store.add_tasks([bad])
     seed(sql, ["c0", "c1"])
     assert run(sql) == {"ok": 2, "noop": 0, "error": 1, "failed": 0, "stale": 0}

@@ -22,7 +22,7 @@ JSON = {"content-type": "application/json"}
 
 def client(backend: Backend) -> TestClient:
     backend.store.put_schedule(
-        Schedule(name="nightly", cron="0 0 * * *", handler="h"),
+        Schedule(name="nightly", cron="0 0 * * *", task="h"),
         backend.clock.now_ms(),
         replace=False,
     )

@@ -70,7 +70,7 @@ def app(calls: list[str]) -> Registry:
 def due(b: Backend, *handlers: str) -> None:
     now = b.clock.now_ms()
     b.store.add_tasks(
-        NewTask(idempotency_key=f"t{i}", handler=h, trigger_ms=now, payload=json.dumps({}))
+        NewTask(idempotency_key=f"t{i}", task=h, trigger_ms=now, payload=json.dumps({}))
         for i, h in enumerate(handlers)
     )
     b.store.dispatch_due(now, 100, lead(b))

@@ -115,7 +115,7 @@ def test_an_unrenewed_lease_expires_and_goes_to_another_with_a_higher_epoch(
 def test_the_store_fences_a_superseded_epoch(electors: Factory, tmp_path: Path) -> None:
     """A dispatch with the old leader's epoch is refused once a newer epoch has dispatched."""
     store = SqliteStore(tmp_path / "fenced.db", fencing="epoch")
-    store.add_tasks([NewTask(idempotency_key=f"k{i}", handler="h", trigger_ms=0) for i in range(4)])
+    store.add_tasks([NewTask(idempotency_key=f"k{i}", task="h", trigger_ms=0) for i in range(4)])
     a, b = electors(), electors()
     old = a.acquire_or_renew("a", TTL_MS)
     assert old is not None and store.dispatch_due(CLOCK.now_ms(), 1, old.epoch) == 1

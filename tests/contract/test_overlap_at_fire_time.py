@@ -29,7 +29,7 @@ def test_an_occurrence_due_while_the_previous_run_ran_is_skipped_though_its_disp
 ) -> None:
     path, clock = tmp_path / "cron.db", FakeClock(T0 - 1_000)
     leader_store = SqliteStore(path)
-    every5 = Schedule(name="every5", cron="* * * * * */5", handler="slow", overlap="skip")
+    every5 = Schedule(name="every5", cron="* * * * * */5", task="slow", overlap="skip")
     leader_store.put_schedule(every5, clock.now_ms(), replace=True)
     clock.advance(1_000)
     owner = "leader"

@@ -67,7 +67,7 @@ def play(store: SqlStore, schedules: list[Spec], outage_min: int, limit: int) ->
         rule = Schedule(
             name=f"s{i}",
             cron=s.cron,
-            handler="h",
+            task="h",
             catchup=s.catchup,  # type: ignore[arg-type]
             overlap=s.overlap,  # type: ignore[arg-type]
             catchup_window_ms=s.window_min * MIN,

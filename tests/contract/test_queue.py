@@ -11,9 +11,7 @@ from .conftest import Backend
 
 def fill(b: Backend, n: int) -> StoreQueue:
     now = b.clock.now_ms()
-    b.store.add_tasks(
-        NewTask(idempotency_key=f"k{i}", handler="ok", trigger_ms=now) for i in range(n)
-    )
+    b.store.add_tasks(NewTask(idempotency_key=f"k{i}", task="ok", trigger_ms=now) for i in range(n))
     lease = StoreElector(b.store, b.clock).acquire_or_renew("a", 10_000)
     assert lease is not None
     b.store.dispatch_due(now, n, lease.epoch)

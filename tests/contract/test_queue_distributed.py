@@ -68,7 +68,7 @@ def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
 def fill(s: Setup, n: int, handler: str = "ok") -> int:
     now = CLOCK.now_ms()
     s.store.add_tasks(
-        NewTask(idempotency_key=f"k{i}", handler=handler, trigger_ms=now, payload=json.dumps({}))
+        NewTask(idempotency_key=f"k{i}", task=handler, trigger_ms=now, payload=json.dumps({}))
         for i in range(n)
     )
     lease = StoreElector(s.store, CLOCK).acquire_or_renew("leader", 60_000)
@@ -195,9 +195,7 @@ def test_a_dispatch_that_never_reached_the_stream_is_published_by_the_next_leade
 ) -> None:
     store, queue = redis_setup
     now = CLOCK.now_ms()
-    store.add_tasks(
-        NewTask(idempotency_key=f"k{i}", handler="ok", trigger_ms=now) for i in range(5)
-    )
+    store.add_tasks(NewTask(idempotency_key=f"k{i}", task="ok", trigger_ms=now) for i in range(5))
     lease = StoreElector(store, CLOCK).acquire_or_renew("old", 60_000)
     assert lease is not None
     store.dispatch_due(now, 5, lease.epoch)  # committed, then the leader "dies": no relay
@@ -218,10 +216,8 @@ def test_worker_batches_are_acked_on_the_stream_after_the_store_commits(
 ) -> None:
     store, queue = redis_setup
     now = CLOCK.now_ms()
-    store.add_tasks(
-        [NewTask(idempotency_key=f"k{i}", handler="ok", trigger_ms=now) for i in range(3)]
-    )
-    store.add_tasks([NewTask(idempotency_key="b", handler="boom", trigger_ms=now)])
+    store.add_tasks([NewTask(idempotency_key=f"k{i}", task="ok", trigger_ms=now) for i in range(3)])
+    store.add_tasks([NewTask(idempotency_key="b", task="boom", trigger_ms=now)])
     lease = StoreElector(store, CLOCK).acquire_or_renew("l", 60_000)
     assert lease is not None
     q = queue()
@@ -253,9 +249,7 @@ def test_a_task_whose_stream_entry_was_lost_is_enqueued_again_once(
     waits or is in flight is left alone."""
     store, queue = redis_setup
     now = CLOCK.now_ms()
-    store.add_tasks(
-        NewTask(idempotency_key=f"k{i}", handler="ok", trigger_ms=now) for i in range(4)
-    )
+    store.add_tasks(NewTask(idempotency_key=f"k{i}", task="ok", trigger_ms=now) for i in range(4))
     lease = StoreElector(store, CLOCK).acquire_or_renew("l", 60_000)
     assert lease is not None
     q = queue()
@@ -295,7 +289,7 @@ def test_a_held_delivery_is_not_received_again_however_long_its_batch_runs(
     time); once it stops, an unacked delivery comes back after the timeout."""
     store, queue = redis_setup
     vis = 1_000
-    store.add_tasks([NewTask(idempotency_key="k", handler="ok", trigger_ms=CLOCK.now_ms())])
+    store.add_tasks([NewTask(idempotency_key="k", task="ok", trigger_ms=CLOCK.now_ms())])
     lease = StoreElector(store, CLOCK).acquire_or_renew("l", 60_000)
     assert lease is not None
     a, b = queue(), queue()
@@ -314,7 +308,7 @@ def test_a_relay_publishing_holds_no_write_lock(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "outbox.db")
     other = SqliteStore(tmp_path / "outbox.db", lock_wait_s=0.2)
     now = CLOCK.now_ms()
-    store.add_tasks([NewTask(idempotency_key="k", handler="ok", trigger_ms=now)])
+    store.add_tasks([NewTask(idempotency_key="k", task="ok", trigger_ms=now)])
     lease = StoreElector(store, CLOCK).acquire_or_renew("l", 60_000)
     assert lease is not None
     store.dispatch_due(now, 10, lease.epoch)

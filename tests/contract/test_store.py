@@ -25,7 +25,7 @@ def tasks(n: int, at: int, handler: str = "ok", prefix: str = "k") -> list[NewTa
     return [
         NewTask(
             idempotency_key=f"{prefix}{i}",
-            handler=handler,
+            task=handler,
             trigger_ms=at + i,
             payload=json.dumps({"i": i}),
         )
@@ -128,7 +128,7 @@ def test_read_due_includes_what_fell_due_since_the_given_scan_and_others_copied(
     assert sorted(t.idempotency_key for t in again) == ["k0", "k1", "k2"]
     last = max(t.trigger_ms for t in again)
     assert lab.read_due(now + 5_000, 100, copied_since_ms=last) == []  # due before
-    backend.store.add_tasks([NewTask(idempotency_key="led", handler="ok", trigger_ms=last + 1)])
+    backend.store.add_tasks([NewTask(idempotency_key="led", task="ok", trigger_ms=last + 1)])
     backend.store.dispatch_due(now + 20, 100, lead(backend))  # fenced dispatches never count
     assert lab.read_due(now + 5_000, 100, copied_since_ms=last) == []
 
@@ -227,7 +227,7 @@ def test_follow_up_task_is_added_in_the_same_run_once(backend: Backend) -> None:
     assert backend.store.counts()["PENDING"] == 1
     assert (
         backend.store.add_tasks(
-            [NewTask(idempotency_key="k0/then/ok/1", handler="ok", trigger_ms=now)]
+            [NewTask(idempotency_key="k0/then/ok/1", task="ok", trigger_ms=now)]
         )
         == 0
     )

@@ -47,7 +47,7 @@ def invoices(n: int, at: int, prefix: str = "c") -> list[NewTask]:
     return [
         NewTask(
             idempotency_key=f"{prefix}{i}",
-            handler="invoice",
+            task="invoice",
             trigger_ms=at,
             payload=f'{{"customer": "{prefix}{i}", "period": "p"}}',
         )
@@ -285,7 +285,7 @@ def test_a_handler_statement_error_is_its_failure_not_a_lost_connection(url: str
         ctx.tx.execute("SET LOCAL lock_timeout = '50ms'")
         ctx.tx.execute("SELECT id FROM hot WHERE id = 1 FOR UPDATE")
 
-    store.add_tasks([NewTask(idempotency_key="k", handler="locker", trigger_ms=clock.now_ms())])
+    store.add_tasks([NewTask(idempotency_key="k", task="locker", trigger_ms=clock.now_ms())])
     lease = StoreElector(store, clock).acquire_or_renew("a", 10_000)
     assert lease is not None
     store.dispatch_due(clock.now_ms(), 10, lease.epoch)
@@ -324,7 +324,7 @@ def test_a_batch_keeps_its_messages_however_long_its_handler_runs(url: str) -> N
         clock.advance(10_000)  # ten visibility timeouts
         seen.append([m.idempotency_key for m in StoreQueue(other, clock).claim("b", 10, 1_000)])
 
-    store.add_tasks([NewTask(idempotency_key="k", handler="slow", trigger_ms=clock.now_ms())])
+    store.add_tasks([NewTask(idempotency_key="k", task="slow", trigger_ms=clock.now_ms())])
     lease = StoreElector(store, clock).acquire_or_renew("a", 10_000)
     assert lease is not None
     store.dispatch_due(clock.now_ms(), 10, lease.epoch)

@@ -45,7 +45,7 @@ class Jobs:
 
 def add(b: Backend, key: str = "job-1", delay_ms: int = 0) -> int:
     now = b.clock.now_ms()
-    task = NewTask(idempotency_key=key, handler="job", trigger_ms=now + delay_ms, payload="{}")
+    task = NewTask(idempotency_key=key, task="job", trigger_ms=now + delay_ms, payload="{}")
     assert b.store.add_tasks([task]) == 1
     return b.store.task_by_key(key).id
 
@@ -306,7 +306,7 @@ def test_a_cancel_while_the_task_runs_waits_for_the_run_and_is_refused(
     jobs, running = Jobs(), threading.Event()
     jobs.registry.handler("slow")(lambda ctx, payload: (running.set(), time.sleep(0.5)))
     now = backend.clock.now_ms()
-    backend.store.add_tasks([NewTask(idempotency_key="slow-1", handler="slow", trigger_ms=now)])
+    backend.store.add_tasks([NewTask(idempotency_key="slow-1", task="slow", trigger_ms=now)])
     task_id = backend.store.task_by_key("slow-1").id
     dispatch(backend)
     refused: list[BaseException] = []

@@ -210,9 +210,7 @@ def console_store() -> stores.SqlStore:
     if made:
         now = SystemClock().now_ms()
         for name in ("nightly", "hourly"):
-            store.put_schedule(
-                Schedule(name=name, cron="0 * * * *", handler="h"), now, replace=False
-            )
+            store.put_schedule(Schedule(name=name, cron="0 * * * *", task="h"), now, replace=False)
         store.pause_schedule("hourly", now, note="maintenance")
     return store
 

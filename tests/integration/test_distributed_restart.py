@@ -159,9 +159,7 @@ def test_a_redis_restart_mid_claim_is_retried_and_loses_nothing(
     server = own_redis()
     store = SqliteStore(tmp_path / "outbox.db")
     now = SystemClock().now_ms()
-    store.add_tasks(
-        NewTask(idempotency_key=f"k{i}", handler="ok", trigger_ms=now) for i in range(20)
-    )
+    store.add_tasks(NewTask(idempotency_key=f"k{i}", task="ok", trigger_ms=now) for i in range(20))
     lease = StoreElector(store, SystemClock()).acquire_or_renew("l", 60_000)
     assert lease is not None
     url = parse_redis(f"redis://127.0.0.1:{own_redis.port}?prefix=restart")  # type: ignore[attr-defined]

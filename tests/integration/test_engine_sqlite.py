@@ -241,7 +241,7 @@ def test_a_leader_paused_past_its_ttl_has_its_write_refused(tmp_path: Path) -> N
     path = str(tmp_path / "fence.db")
     store, clock = SqliteStore(path), SystemClock()
     store.add_tasks(
-        [NewTask(idempotency_key=f"k{i}", handler="invoice", trigger_ms=0) for i in range(10)]
+        [NewTask(idempotency_key=f"k{i}", task="invoice", trigger_ms=0) for i in range(10)]
     )
     probe = subprocess.Popen([sys.executable, "-c", PROBE, path], stdout=subprocess.PIPE, text=True)
     assert probe.stdout is not None

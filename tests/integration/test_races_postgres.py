@@ -78,8 +78,8 @@ def test_a_redeploy_committing_during_a_dispatch_leaves_no_occurrence_of_the_old
     meanwhile; the dispatch then planned the next occurrence of the old definition (2 s, task
     ``a``), which ran the old task, and wrote the schedule's next fire over the deploy's."""
     leader, deployer = stores
-    every2 = Schedule(name="tick", cron="* * * * * */2", handler="a", overlap="allow")
-    every3 = Schedule(name="tick", cron="* * * * * */3", handler="b", overlap="allow")
+    every2 = Schedule(name="tick", cron="* * * * * */2", task="a", overlap="allow")
+    every3 = Schedule(name="tick", cron="* * * * * */3", task="b", overlap="allow")
     leader.put_schedule(every2, T0 - 1_000, replace=True)
     epoch = leader.lease_cas("leader", T0, 60_000)
     assert epoch is not None
@@ -97,7 +97,7 @@ def test_a_redeploy_committing_during_a_dispatch_leaves_no_occurrence_of_the_old
     )
     assert pending == [(f"schedule:tick:{T0 + 3_000}", "b")]
     (info,) = leader.list_schedules()
-    assert (info.schedule.handler, info.next_fire_ms) == ("b", T0 + 3_000)
+    assert (info.schedule.task, info.next_fire_ms) == ("b", T0 + 3_000)
 
 
 def test_a_backfill_racing_the_retention_never_runs_an_occurrence_twice(
@@ -107,7 +107,7 @@ def test_a_backfill_racing_the_retention_never_runs_an_occurrence_twice(
     occurrence up in later statements; the retention deleted them meanwhile, so the backfill
     took occurrences that had run for ones that never did, and ran them again."""
     leader, operator = stores
-    hourly = Schedule(name="hourly", cron="0 * * * *", handler="h", overlap="allow")
+    hourly = Schedule(name="hourly", cron="0 * * * *", task="h", overlap="allow")
     leader.put_schedule(hourly, T0 - 1, replace=True)
     epoch = leader.lease_cas("leader", T0, 3_600_000 * 10)
     assert epoch is not None
@@ -140,8 +140,8 @@ def test_two_schedule_adds_of_one_name_at_once_end_in_a_conflict_not_an_overwrit
     """Issue 27 ("also seen"): two ``schedule add`` of one name at once on PostgreSQL: neither
     saw the other's row (it did not exist yet to lock), so the second overwrote the first."""
     first, second = stores
-    a = Schedule(name="report", cron="0 6 * * *", handler="a")
-    b = Schedule(name="report", cron="0 7 * * *", handler="b")
+    a = Schedule(name="report", cron="0 6 * * *", task="a")
+    b = Schedule(name="report", cron="0 7 * * *", task="b")
     refused: list[Exception] = []
 
     def add_b() -> None:
@@ -153,7 +153,7 @@ def test_two_schedule_adds_of_one_name_at_once_end_in_a_conflict_not_an_overwrit
     with meanwhile(first, "schedule_get_locked", add_b):
         first.put_schedule(a, T0, replace=False)
     (info,) = first.list_schedules()
-    assert info.schedule.handler == "a" and len(refused) == 1
+    assert info.schedule.task == "a" and len(refused) == 1
 
 
 def test_a_redeploy_that_waited_for_a_dispatch_keeps_the_occurrence_due_meanwhile() -> None:
@@ -161,8 +161,8 @@ def test_a_redeploy_that_waited_for_a_dispatch_keeps_the_occurrence_due_meanwhil
     a dispatch; an occurrence of the old definition fell due while it waited. The redeploy
     judged due-ness by A, took that occurrence for one still to come and dropped it: it never
     ran. Now a change is judged by the store's clock once it holds the locks."""
-    every_second = Schedule(name="tick", cron="* * * * * *", handler="a", overlap="allow")
-    yearly = Schedule(name="tick", cron="0 0 1 1 *", handler="b", overlap="allow")
+    every_second = Schedule(name="tick", cron="* * * * * *", task="a", overlap="allow")
+    yearly = Schedule(name="tick", cron="0 0 1 1 *", task="b", overlap="allow")
     with pg_database() as url:
         leader, deployer = PostgresStore(url), PostgresStore(url)  # the server's clock
         try:

@@ -36,7 +36,7 @@ def store() -> Iterator[PostgresStore]:
 
 
 def tick(**kw: object) -> Schedule:
-    return Schedule(name="tick", cron="* * * * *", handler="invoice", **kw)  # type: ignore[arg-type]
+    return Schedule(name="tick", cron="* * * * *", task="invoice", **kw)  # type: ignore[arg-type]
 
 
 def statuses(store: PostgresStore) -> dict[int, str]:

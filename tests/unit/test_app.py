@@ -77,7 +77,7 @@ def test_sync_changes_and_removes_only_its_own_schedules(tmp_path: Path) -> None
     app.cron("0 7 * * *", name="later")(bill)
     app.sync()
     store = SqliteStore(tmp_path / "cron.db", create=False)
-    by_hand = Schedule(name="by-hand", cron="0 8 * * *", handler="bill")
+    by_hand = Schedule(name="by-hand", cron="0 8 * * *", task="bill")
     store.put_schedule(by_hand, T0, replace=False)
     other = cronlab.App(store=store, clock=FakeClock(T0), name="billing")
     other.task(name="bill")(lambda ctx: None)
@@ -207,7 +207,7 @@ def test_schedules_synced_under_the_old_default_name_are_adopted_and_never_remov
     shared): the app that declares one adopts it; one no app declares stays (whose was it?)."""
     app, bill = app_on(tmp_path / "cron.db")
     store = app.store()
-    old = [Schedule(name=n, cron="0 6 * * *", handler="bill") for n in ("mine", "theirs")]
+    old = [Schedule(name=n, cron="0 6 * * *", task="bill") for n in ("mine", "theirs")]
     store.sync_schedules("app", old, T0)
     app.cron("0 6 * * *", name="mine")(bill)
     assert app.sync() == SyncReport()
@@ -225,7 +225,7 @@ def test_a_zone_that_depends_on_the_host_is_refused_in_code_and_by_the_store(tz:
     bill = app.task(name="bill")(lambda ctx: None)
     with pytest.raises(ConfigError, match=f"time zone '{tz}'"):
         app.cron("0 9 * * *", name="daily", tz=tz)(bill)
-    schedule = Schedule(name="daily", cron="0 9 * * *", handler="bill", tz=tz)
+    schedule = Schedule(name="daily", cron="0 9 * * *", task="bill", tz=tz)
     with pytest.raises(ConfigError, match=f"time zone '{tz}'"):
         app.store().put_schedule(schedule, T0, replace=False)
     with pytest.raises(ConfigError, match=f"time zone '{tz}'"):
@@ -237,7 +237,7 @@ def test_a_stored_schedule_in_such_a_zone_still_reads_and_fires() -> None:
     """One an older cronlab stored is left to its owner to fix (the next deploy refuses it):
     the leader does not stop on it."""
     store = MemoryStore()
-    store.put_schedule(Schedule(name="daily", cron="0 9 * * *", handler="bill"), T0, replace=False)
+    store.put_schedule(Schedule(name="daily", cron="0 9 * * *", task="bill"), T0, replace=False)
     store.write(lambda tx: tx.execute(store.own("UPDATE schedules SET tz = 'localtime'")))
     (info,) = store.list_schedules()
     assert info.schedule.tz == "localtime"

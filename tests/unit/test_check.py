@@ -39,7 +39,7 @@ def run_all(store: MemoryStore, clock: FakeClock, checked: bool = True) -> list[
 
 def setup(n: int) -> tuple[MemoryStore, FakeClock, int]:
     clock, store = FakeClock(T0), MemoryStore()
-    store.add_tasks(NewTask(idempotency_key=f"k{i}", handler="ok", trigger_ms=T0) for i in range(n))
+    store.add_tasks(NewTask(idempotency_key=f"k{i}", task="ok", trigger_ms=T0) for i in range(n))
     lease = StoreElector(store, clock).acquire_or_renew("s", 10_000)
     assert lease is not None
     return store, clock, lease.epoch

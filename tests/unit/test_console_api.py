@@ -27,7 +27,7 @@ def store() -> MemoryStore:
     s = MemoryStore()
     now = SystemClock().now_ms()
     for name in ("alpha", "beta", "gamma"):
-        s.put_schedule(Schedule(name=name, cron="*/5 * * * *", handler="job"), now, replace=False)
+        s.put_schedule(Schedule(name=name, cron="*/5 * * * *", task="job"), now, replace=False)
     return s
 
 
@@ -70,7 +70,7 @@ def test_actions_change_the_store_through_its_operator_methods(store: MemoryStor
     assert store.get_schedule("alpha").paused_note == "maintenance"
     assert c.post("/api/schedules/alpha/resume", json={}).json()["changed"] is True
     key = c.post("/api/schedules/beta/trigger", json={}).json()["key"]
-    assert store.task_by_key(key).handler == "job"
+    assert store.task_by_key(key).task == "job"
     res = c.post(
         "/api/schedules/gamma/backfill",
         json={"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T01:00:00Z"},
@@ -169,7 +169,7 @@ def failed_task(store: MemoryStore) -> int:
     """A task that failed its only attempt (dispatched, claimed and run by hand)."""
     clock = SystemClock()
     now = clock.now_ms()
-    store.add_tasks([NewTask(idempotency_key="charge-1", handler="charge", trigger_ms=now)])
+    store.add_tasks([NewTask(idempotency_key="charge-1", task="charge", trigger_ms=now)])
     lease = store.lease_cas("leader", now, 10_000)
     assert lease is not None
     store.dispatch_due(now, 10, lease.epoch)

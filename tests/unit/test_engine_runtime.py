@@ -25,7 +25,7 @@ T0 = 1_700_000_000_000
 
 
 def seed(store: MemoryStore, n: int, at: int) -> None:
-    store.add_tasks(NewTask(idempotency_key=f"k{i}", handler="ok", trigger_ms=at) for i in range(n))
+    store.add_tasks(NewTask(idempotency_key=f"k{i}", task="ok", trigger_ms=at) for i in range(n))
 
 
 def replica(store: MemoryStore, clock: FakeClock, i: int, **kw: Any) -> Scheduler:
@@ -439,7 +439,7 @@ def test_a_writer_paused_inside_its_transaction_makes_others_wait_a_bounded_time
 
     def write() -> None:
         try:
-            store.add_tasks([NewTask(idempotency_key="k", handler="ok", trigger_ms=T0)])
+            store.add_tasks([NewTask(idempotency_key="k", task="ok", trigger_ms=T0)])
             outcome.append(None)
         except BaseException as exc:
             outcome.append(exc)
@@ -453,6 +453,6 @@ def test_a_writer_paused_inside_its_transaction_makes_others_wait_a_bounded_time
     assert len(outcome) == 2 and all(isinstance(o, BackendUnavailable) for o in outcome)
     assert all("write lock was not free within 0.2 s" in str(o) for o in outcome)
     assert store.counts()["PENDING"] == 0
-    store.add_tasks([NewTask(idempotency_key="k", handler="ok", trigger_ms=T0)])
+    store.add_tasks([NewTask(idempotency_key="k", task="ok", trigger_ms=T0)])
     assert store.counts()["PENDING"] == 1
     store.close()

@@ -55,7 +55,7 @@ def test_a_process_records_dispatches_runs_lateness_durations_and_leadership() -
 
 def test_the_store_collector_reads_depth_due_and_missed_counts_when_scraped() -> None:
     store = MemoryStore()
-    store.put_schedule(Schedule(name="nightly", cron="0 3 * * *", handler="bill"), 0, replace=False)
+    store.put_schedule(Schedule(name="nightly", cron="0 3 * * *", task="bill"), 0, replace=False)
     store.add_tasks([NewTask("a", "bill", 10), NewTask("b", "bill", 10**12)])
     registry = CollectorRegistry()
     registry.register(StoreCollector(lambda: store, lambda: 1_000, close=False))

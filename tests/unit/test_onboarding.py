@@ -101,7 +101,7 @@ def test_a_redelivered_welcome_sends_nothing_twice(ex: ModuleType) -> None:
         id=999,
         task_id=welcome.id,
         idempotency_key=welcome.idempotency_key,
-        handler=welcome.handler,
+        task=welcome.task,
         payload=welcome.payload,
         trigger_ms=welcome.trigger_ms,
         attempt=2,

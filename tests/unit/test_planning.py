@@ -20,7 +20,7 @@ def stored(name: str, **changes: Any) -> Stored:
         "name": name,
         "cron": "* * * * *",
         "tz": "UTC",
-        "handler": "h",
+        "task": "h",
         "payload": "{}",
         "catchup": "latest",
         "catchup_window_ms": 3_600_000,

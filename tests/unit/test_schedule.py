@@ -19,7 +19,7 @@ def ms(text: str) -> int:
 
 
 def hourly(**changes: Any) -> Schedule:
-    fields: dict[str, Any] = {"name": "report", "cron": "0 * * * *", "handler": "bill"}
+    fields: dict[str, Any] = {"name": "report", "cron": "0 * * * *", "task": "bill"}
     return Schedule(**(fields | changes))
 
 
@@ -52,7 +52,7 @@ def test_schedule_defaults() -> None:
         ({"name": ""}, "schedule name ''"),
         ({"name": "a:b"}, "'a:b'"),
         ({"name": "x" * 101}, "schedule name"),
-        ({"handler": "no spaces"}, "'no spaces'"),
+        ({"task": "no spaces"}, "'no spaces'"),
         ({"payload": {"when": datetime(2026, 1, 1, tzinfo=UTC)}}, "not plain JSON"),
         ({"payload": {"x": float("nan")}}, "not plain JSON"),
         ({"payload": [1, 2]}, "[1, 2]"),

@@ -100,7 +100,7 @@ def run(h: History, catchup: str) -> Outcome:
         name="job",
         cron=h.cron,
         tz=h.zone,
-        handler="h",
+        task="h",
         catchup=catchup,  # type: ignore[arg-type]
         catchup_window_ms=h.window_s * SEC,
     )
@@ -154,7 +154,7 @@ def run_materialised(h: History, catchup: str) -> tuple[Store, Schedule, list[in
         name="job",
         cron=h.cron,
         tz=h.zone,
-        handler="h",
+        task="h",
         catchup=catchup,  # type: ignore[arg-type]
         catchup_window_ms=h.window_s * SEC,
     )

@@ -1,4 +1,4 @@
-"""``cronlab enqueue HANDLER --in 3d|--at ISO8601``: a durable one-off timer.
+"""``cronlab enqueue TASK --in 3d|--at ISO8601``: a durable one-off timer.
 
 The timer is a PENDING task row: it outlives every process, and whichever scheduler leads when
 it falls due dispatches it. ``--key`` makes a retried ``enqueue`` add nothing twice.
@@ -42,8 +42,10 @@ SPOOL_MEMORY = 16 * 1024 * 1024  # bytes of checked lines kept in memory, then a
 
 
 @click.command("enqueue")
-@click.argument("handler")
-@click.option("--payload", default="{}", metavar="JSON", help="A JSON object for the handler.")
+@click.argument("task", metavar="TASK")
+@click.option(
+    "--payload", default="{}", metavar="JSON", help="The task's arguments: a JSON object."
+)
 @click.option(
     "--in", "delay", metavar="DELAY", help="Due after this delay: 3d, 2h, 15m, 90s (default: now)."
 )
@@ -52,7 +54,7 @@ SPOOL_MEMORY = 16 * 1024 * 1024  # bytes of checked lines kept in memory, then a
     "--key", default=None, help="Idempotency key, 1-500 characters (default: a fresh one)."
 )
 @APP_STORE
-@click.option("--app", "app_spec", default=None, metavar="MODULE:APP", help="Its handlers too.")
+@click.option("--app", "app_spec", default=None, metavar="MODULE:APP", help="Its tasks too.")
 @click.option(
     "--many",
     type=click.Path(dir_okay=False, allow_dash=True),
@@ -65,7 +67,7 @@ SPOOL_MEMORY = 16 * 1024 * 1024  # bytes of checked lines kept in memory, then a
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def enqueue_cmd(
-    handler: str,
+    task: str,
     payload: str,
     delay: str | None,
     at: str | None,
@@ -75,40 +77,40 @@ def enqueue_cmd(
     many: str | None,
     as_json: bool,
 ) -> None:
-    """Add a one-off task for HANDLER, due now, --in DELAY or --at TIME (a past time: at
+    """Add a one-off run of TASK (a task name), due now, --in DELAY or --at TIME (a past time: at
     once); with --many, a run per line of a file."""
     if many is not None:
-        _enqueue_many(handler, many, delay, at, store_url, app_spec, as_json, key)
+        _enqueue_many(task, many, delay, at, store_url, app_spec, as_json, key)
         return
     if key is not None:
         check_key(key)  # (an empty one is refused: a fresh key would make a retry a duplicate)
     due = delays.due_ms(now_ms=CLOCK.now_ms(), delay=delay, at=at)
     arguments = schedule_cli.parse_payload(payload)
-    task = NewTask(
+    new = NewTask(
         idempotency_key=f"timer:{uuid.uuid4()}" if key is None else key,
-        handler=handler,
+        task=task,
         trigger_ms=due,
         payload=json.dumps(arguments),
     )
-    schedule_cli.check_handler(handler, app_spec)
+    schedule_cli.check_task(task, app_spec)
     app = apps.load(app_spec) if app_spec else None
-    if app is not None and handler in app.tasks:  # its arguments now, not at every attempt
-        app.tasks[handler].signature.check(arguments)
+    if app is not None and task in app.tasks:  # its arguments now, not at every attempt
+        app.tasks[task].signature.check(arguments)
     store = distributed.store_for(store_url_for(store_url, app), create=True)
-    added, stored = store.add_task(task)
+    added, stored = store.add_task(new)
     if not added:  # a retried enqueue: what is stored stands, and is what we show
-        if (stored.handler, json.loads(stored.payload)) != (handler, json.loads(task.payload)):
+        if (stored.task, json.loads(stored.payload)) != (task, json.loads(new.payload)):
             raise ConfigError(
-                f"key {task.idempotency_key!r} is taken by a task for {stored.handler} with "
+                f"key {new.idempotency_key!r} is taken by a task for {stored.task} with "
                 f"another payload (due {from_ms(stored.trigger_ms).isoformat()}): nothing changed"
             )
         due = stored.trigger_ms
-    data = {"key": task.idempotency_key, "handler": handler, "due": from_ms(due).isoformat()}
+    data = {"key": new.idempotency_key, "task": task, "due": from_ms(due).isoformat()}
     if as_json:
         click.echo(json.dumps({**data, "due_ms": due, "added": added}))
     else:
         verb = "enqueued" if added else "already there:"
-        click.echo(f"{verb} {data['key']} → {handler} due {data['due']}")
+        click.echo(f"{verb} {data['key']} → {task} due {data['due']}")
 
 
 def _enqueue_many(

@@ -2,7 +2,7 @@
 
 ``add|list|show|pause|resume|remove|trigger|backfill NAME --store URL``, and ``sync --app``
 for the schedules an app's code declares. Every mistake (bad cron, a backwards backfill,
-unknown zone, unknown handler, duplicate or unknown name) is one line and exit 2, with nothing
+unknown zone, unknown task, duplicate or unknown name) is one line and exit 2, with nothing
 written: the schedule is validated in full before the store is touched.
 """
 
@@ -108,8 +108,8 @@ def open_schedules(url: str, *, create: bool, read_only: bool = False) -> Schedu
     return apps.schedule_store(store)
 
 
-def known_handlers(app_spec: str | None) -> list[str]:
-    """The handlers of ``--app`` (default: the lab's invoice workload, as ``cluster`` runs)."""
+def known_tasks(app_spec: str | None) -> list[str]:
+    """The task names of ``--app`` (default: the lab's invoice workload, as ``cluster`` runs)."""
     from cronlab.lab import invoices
 
     return apps.load(app_spec or invoices.SPEC).registry.names()
@@ -118,9 +118,17 @@ def known_handlers(app_spec: str | None) -> list[str]:
 @schedule_group.command("add")
 @NAME
 @click.argument("cron", metavar="CRON")
-@click.option("--handler", required=True, help="Registered handler name.")
+@click.option(
+    "--task",
+    "--handler",
+    "task",
+    required=True,
+    help="The task's name (--handler: its old name).",
+)
 @tz_option("IANA time zone (not one whose meaning is the host's: localtime, posixrules).")
-@click.option("--payload", default="{}", metavar="JSON", help="A JSON object for the handler.")
+@click.option(
+    "--payload", default="{}", metavar="JSON", help="The task's arguments: a JSON object."
+)
 @click.option("--catchup", type=click.Choice(["all", "latest", "none"]), default="latest")
 @click.option("--catchup-window", default="1h", show_default=True, metavar="DELAY")
 @click.option("--overlap", type=click.Choice(["allow", "skip"]), default="skip")
@@ -153,18 +161,18 @@ def add_cmd(
         alert_after_ms=None if alert_after is None else delays.parse_delay(alert_after),
         **fields,
     )
-    check_handler(schedule.handler, app_spec)
+    check_task(schedule.task, app_spec)
     store = open_schedules(store_url, create=True)
     store.put_schedule(schedule, CLOCK.now_ms(), replace=False)
     click.echo(_line_of(store.get_schedule(schedule.name)))
 
 
-def check_handler(handler: str, app_spec: str | None) -> None:
-    """ConfigError naming ``handler`` when neither the built-ins nor ``--app`` define it."""
-    known = known_handlers(app_spec)
-    if handler not in known:
-        hint = "" if app_spec else "; give --app MODULE:APP for your own handlers"
-        raise ConfigError(f"unknown handler {handler!r} (known: {', '.join(known)}){hint}")
+def check_task(name: str, app_spec: str | None) -> None:
+    """ConfigError naming task ``name`` when neither the built-ins nor ``--app`` define it."""
+    known = known_tasks(app_spec)
+    if name not in known:
+        hint = "" if app_spec else "; give --app MODULE:APP for your own tasks"
+        raise ConfigError(f"unknown task {name!r} (known: {', '.join(known)}){hint}")
 
 
 MAX_PAYLOAD = 64 * 1024
@@ -276,7 +284,7 @@ def info_json(info: ScheduleInfo) -> dict[str, Any]:
         "name": s.name,
         "cron": s.cron,
         "tz": s.tz,
-        "handler": s.handler,
+        "task": s.task,
         "payload": dict(s.payload),
         "catchup": s.catchup,
         "catchup_window_ms": s.catchup_window_ms,
@@ -304,7 +312,7 @@ def _line_of(info: ScheduleInfo) -> str:
     d = info_json(info)
     state = "paused" if d["paused"] else f"next {d['next_fire']}"
     last = d["last_outcome"] or "never run"
-    return f"{d['name']}  {d['cron']!r} {d['tz']} → {d['handler']}  {state}  last: {last}"
+    return f"{d['name']}  {d['cron']!r} {d['tz']} → {d['task']}  {state}  last: {last}"
 
 
 @schedule_group.command("sync")

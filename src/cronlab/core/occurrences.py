@@ -49,7 +49,7 @@ def backfilled(schedule: Schedule, fire_ms: int) -> NewTask:
 def _task(schedule: Schedule, key: str, due_ms: int) -> NewTask:
     return NewTask(
         idempotency_key=key,
-        handler=schedule.handler,
+        task=schedule.task,
         trigger_ms=due_ms,
         payload=json.dumps(schedule.payload, sort_keys=True),
         schedule=schedule.name,

@@ -20,7 +20,7 @@ from cronlab.core import occurrences, policy
 
 OVERLAP_MAX_AGE_MS = 3_600_000  # a run DISPATCHED longer than this no longer blocks the next
 PlanKey = tuple[Any, ...]
-TaskRow = tuple[str, str, str, int, "str | None"]  # (key, handler, payload, trigger ms, schedule)
+TaskRow = tuple[str, str, str, int, "str | None"]  # (key, task, payload, trigger ms, schedule)
 
 
 class Stored(NamedTuple):
@@ -29,7 +29,7 @@ class Stored(NamedTuple):
     name: str
     cron: str
     tz: str
-    handler: str
+    task: str
     payload: str  # JSON text as stored (written sorted: an occurrence carries it as it is)
     catchup: str
     catchup_window_ms: int
@@ -155,7 +155,7 @@ def _planned(batch: Planning, s: Stored, fire_ms: int) -> tuple[policy.DispatchP
             batch.rules[rule] = policy.Schedule(
                 name="plan",
                 cron=s.cron,
-                handler="plan",
+                task="plan",
                 tz=s.tz,
                 catchup=cast(policy.Catchup, s.catchup),
                 catchup_window_ms=int(s.catchup_window_ms),
@@ -168,7 +168,7 @@ def _planned(batch: Planning, s: Stored, fire_ms: int) -> tuple[policy.DispatchP
 
 def _row(s: Stored, fire_ms: int) -> TaskRow:
     """The PENDING task of ``s``'s occurrence at ``fire_ms`` (``occurrences.occurrence``)."""
-    return (policy.occurrence_key(s.name, fire_ms), s.handler, s.payload, fire_ms, s.name)
+    return (policy.occurrence_key(s.name, fire_ms), s.task, s.payload, fire_ms, s.name)
 
 
 def _fired(

@@ -52,7 +52,7 @@ class Schedule:
 
     name: str
     cron: str
-    handler: str
+    task: str
     tz: str = "UTC"
     payload: Mapping[str, Any] = field(default_factory=dict, hash=False)
     catchup: Catchup = "latest"
@@ -64,7 +64,7 @@ class Schedule:
 
     def __post_init__(self) -> None:
         _check_name("schedule name", self.name)
-        _check_name("handler name", self.handler)
+        _check_name("task name", self.task)
         cron.parse(self.cron, self.tz)
         _check_choice("catchup", self.catchup, get_args(Catchup))
         _check_choice("overlap", self.overlap, get_args(Overlap))

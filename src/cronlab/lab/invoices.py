@@ -92,7 +92,7 @@ def tasks(count: int, trigger_ms: int, work_ms: int = 0) -> Iterator[NewTask]:
         customer = f"cust-{i:07d}"
         yield NewTask(
             idempotency_key=f"invoice/{period}/{customer}",
-            handler="invoice",
+            task="invoice",
             trigger_ms=trigger_ms,
             payload=f'{{"customer": "{customer}", "period": "{period}"{work}}}',
         )

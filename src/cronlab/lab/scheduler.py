@@ -26,7 +26,7 @@ from typing import Any, Literal, Protocol, cast
 
 from cronlab.exceptions import FencedError
 from cronlab.lab.store import LabSqlStore
-from cronlab.ports import Lease, Task
+from cronlab.ports import Lease, StoredTask
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig
 from cronlab.stores.sql import SqlStore
 
@@ -52,7 +52,9 @@ class Modes:
 class LabStore(Protocol):
     """What the anti-patterns read and write, beyond the engine's ``ports.Store``."""
 
-    def dispatch_held(self, held: Sequence[Task], now_ms: int, epoch: int, *, fenced: bool) -> int:
+    def dispatch_held(
+        self, held: Sequence[StoredTask], now_ms: int, epoch: int, *, fenced: bool
+    ) -> int:
         """Write a batch read earlier with ``read_due`` (the two-phase dispatch): ``fenced``,
         refused (``FencedError``) unless ``epoch`` holds the lease and only the rows still
         PENDING; unfenced (the ``--fencing off`` anti-pattern), every row. Returns how many."""
@@ -65,7 +67,7 @@ class LabStore(Protocol):
 
     def read_due(
         self, now_ms: int, limit: int, copied_since_ms: int | None = None
-    ) -> Sequence[Task]:
+    ) -> Sequence[StoredTask]:
         """Due PENDING tasks, without claiming them (``--election off``).
 
         With ``copied_since_ms`` (the caller's previous scan), also the tasks that fell due
@@ -74,7 +76,7 @@ class LabStore(Protocol):
         """
         ...
 
-    def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
+    def enqueue_copies(self, tasks: Sequence[StoredTask], now_ms: int) -> int:
         """Enqueue a message per task and mark them DISPATCHED, unfenced (``--election off``)."""
         ...
 

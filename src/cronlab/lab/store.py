@@ -18,7 +18,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from cronlab.ports import Task
+from cronlab.ports import StoredTask
 from cronlab.stores.rows import claimed_in_order, task
 from cronlab.stores.sql import SqlStore
 from cronlab.stores.sql.dialect import Conn
@@ -30,7 +30,9 @@ class LabSqlStore:
     def __init__(self, store: SqlStore) -> None:
         self.store, self.db, self.queries = store, store.db, store.queries
 
-    def dispatch_held(self, held: Sequence[Task], now_ms: int, epoch: int, *, fenced: bool) -> int:
+    def dispatch_held(
+        self, held: Sequence[StoredTask], now_ms: int, epoch: int, *, fenced: bool
+    ) -> int:
         """Write a batch read earlier (``read_due``): the two-phase dispatch. ``fenced``: in
         one transaction checked against the lease (``FencedError``, nothing written) and only
         the rows still PENDING; without (the ``--fencing off`` anti-pattern) every row,
@@ -60,7 +62,7 @@ class LabSqlStore:
 
     def read_due(
         self, now_ms: int, limit: int, copied_since_ms: int | None = None
-    ) -> Sequence[Task]:
+    ) -> Sequence[StoredTask]:
         """Due PENDING tasks, unclaimed; with ``copied_since_ms``, also those another replica
         copied since (each task once)."""
 
@@ -74,7 +76,7 @@ class LabSqlStore:
         rows = {r[0]: r for r in self.db.read(read)}  # (copied between the two reads: once)
         return [task(r, "PENDING", None) for r in rows.values()]
 
-    def enqueue_copies(self, tasks: Sequence[Task], now_ms: int) -> int:
+    def enqueue_copies(self, tasks: Sequence[StoredTask], now_ms: int) -> int:
         """A message per task, the tasks marked DISPATCHED and copied: unfenced."""
 
         def copy(c: Conn) -> None:

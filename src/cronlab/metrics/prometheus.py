@@ -85,7 +85,7 @@ class PrometheusMetrics:
 
     def ended(self, runs: Sequence[Ended]) -> None:
         for m, start, end, *_ in runs:
-            self._duration.labels(m.handler).observe((end - start) / 1000)
+            self._duration.labels(m.task).observe((end - start) / 1000)
             if m.attempt == 1 and not m.idempotency_key.startswith(BACKFILL_PREFIX):
                 self._lateness.observe((start - m.trigger_ms) / 1000)
 

@@ -69,7 +69,7 @@ def failure_line(worker: str, run: Ended) -> str:
         error = error[: ERROR_CHARS - 1] + "…"
     then = "retried" if run.outcome == "error" else "no attempts left: FAILED"
     return (
-        f"{worker}: task {m.handler} (id {m.task_id}, key {m.idempotency_key}) attempt "
+        f"{worker}: task {m.task} (id {m.task_id}, key {m.idempotency_key}) attempt "
         f"{m.attempt} failed: {error}; {then}"
     )
 

@@ -167,8 +167,8 @@ def _wrong_task(o: Outcome) -> list[Violation]:
         if _occurrence(key) is None:
             continue
         found = _definition(o, key, o.dispatched.get(key))
-        if found is not None and found.handler != task:
-            detail = f"ran task {task}; the definition in force runs {found.handler}"
+        if found is not None and found.task != task:
+            detail = f"ran task {task}; the definition in force runs {found.task}"
             out.append(Violation(kind="unexpected", key=key, detail=detail))
     return out
 

@@ -324,7 +324,7 @@ class _Run:
             name=rule.name,
             cron=f"* {self.s.hours} * * * */{every_s}",  # seconds last (hours: ``dst``)
             tz=self.s.tz,
-            handler="effect",
+            task="effect",
             catchup=rule.catchup,  # type: ignore[arg-type]
             overlap=rule.overlap,  # type: ignore[arg-type]
             **extra,

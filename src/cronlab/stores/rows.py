@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from cronlab.core.policy import Schedule
-from cronlab.ports import Message, ScheduleInfo, Task
+from cronlab.ports import Message, ScheduleInfo, StoredTask
 
-TaskColumns = Sequence[Any]  # (id, idempotency_key, handler, payload, trigger_ms, attempts, …)
-SCHEDULE = ("name", "cron", "tz", "handler", "payload", "catchup", "catchup_window_ms",
+TaskColumns = Sequence[Any]  # (id, idempotency_key, task, payload, trigger_ms, attempts, …)
+SCHEDULE = ("name", "cron", "tz", "task", "payload", "catchup", "catchup_window_ms",
             "overlap", "paused", "alert_after_ms", "alert_on_failures")  # fmt: skip
 # schedule_get's columns after SCHEDULE's: where the schedule stands
 STANDING = ("next_fire_ms", "last_fire_ms", "last_reason", "app", "paused_note", "missed",
@@ -21,12 +21,12 @@ STANDING = ("next_fire_ms", "last_fire_ms", "last_reason", "app", "paused_note",
 LISTED = (*SCHEDULE, *STANDING, "expected_from_ms")
 
 
-class StoredTask(NamedTuple):
+class TaskRead(NamedTuple):
     """A ``task_get`` / ``task_by_key`` row."""
 
     id: int
     idempotency_key: str
-    handler: str
+    task: str
     payload: str
     trigger_ms: int
     attempts: int
@@ -34,8 +34,8 @@ class StoredTask(NamedTuple):
     epoch: int | None
     last_error: str | None
 
-    def value(self) -> Task:
-        """The row as the port's ``Task``."""
+    def value(self) -> StoredTask:
+        """The row as the port's ``StoredTask``."""
         return task(self, self.status, self.epoch)
 
 
@@ -59,12 +59,12 @@ def by_column(columns: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
     return dict(zip(columns, row, strict=True))
 
 
-def task(r: TaskColumns, status: str, epoch: int | None) -> Task:
-    """One ``(id, key, handler, payload, trigger_ms, attempts)`` row as a ``Task``."""
-    return Task(
+def task(r: TaskColumns, status: str, epoch: int | None) -> StoredTask:
+    """One ``(id, key, task, payload, trigger_ms, attempts)`` row as a ``StoredTask``."""
+    return StoredTask(
         id=r[0],
         idempotency_key=r[1],
-        handler=r[2],
+        task=r[2],
         payload=r[3],
         trigger_ms=r[4],
         attempts=r[5],
@@ -119,7 +119,7 @@ class MessageTask(NamedTuple):
 
     id: int
     idempotency_key: str
-    handler: str
+    task: str
     payload: str
     trigger_ms: int
 
@@ -129,7 +129,7 @@ class MessageTask(NamedTuple):
             envelope.id,
             self.id,
             self.idempotency_key,
-            self.handler,
+            self.task,
             self.payload,
             self.trigger_ms,
             envelope.receives,

@@ -208,7 +208,7 @@ def _schedule(
         "name": s.name,
         "cron": s.cron,
         "tz": s.tz,
-        "task": s.handler,
+        "task": s.task,
         "catchup": s.catchup,
         "overlap": s.overlap,
         "paused": s.paused,

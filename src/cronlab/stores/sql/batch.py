@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from cronlab import deadlines
 from cronlab.core import occurrences
 from cronlab.ports import Batch, BatchTransaction, BatchTx, Ending, Message, NewTask
-from cronlab.stores.rows import StoredTask
+from cronlab.stores.rows import TaskRead
 from cronlab.stores.sql import placeholders
 from cronlab.stores.sql.dialect import Conn, Dialect, fetch
 
@@ -77,8 +77,8 @@ class SqlTx:
             row = self._c.execute(self._queries["task_by_key"], {"key": key}).fetchone()
         if row is None:
             return None
-        held = StoredTask._make(row)
-        return int(held.id), held.handler, held.payload, int(held.trigger_ms)
+        held = TaskRead._make(row)
+        return int(held.id), held.task, held.payload, int(held.trigger_ms)
 
     def _first(self) -> None:
         if self.run is not None and not self.run.taken:

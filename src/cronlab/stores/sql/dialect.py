@@ -163,7 +163,7 @@ def parse_queries(text: str) -> dict[str, str]:
 
 def task_row(t: NewTask) -> TaskRow:
     """A task as a positional row (the bulk inserts)."""
-    return (t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.schedule)
+    return (t.idempotency_key, t.task, t.payload, t.trigger_ms, t.schedule)
 
 
 def fetch(cursor: Any) -> list[Any]:

@@ -51,7 +51,7 @@ def backfill(
     for fire in fires:
         key = policy.occurrence_key(name, fire)
         row = c.execute(store.queries["task_by_key"], {"key": key}).fetchone()
-        if (row is not None and rows.StoredTask._make(row).status not in NOT_RUN) or (
+        if (row is not None and rows.TaskRead._make(row).status not in NOT_RUN) or (
             planned_from is not None and fire >= planned_from
         ):
             existing += 1

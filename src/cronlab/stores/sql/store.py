@@ -39,8 +39,8 @@ from cronlab.ports import (
     RunQuery,
     RunRecord,
     ScheduleInfo,
+    StoredTask,
     SyncReport,
-    Task,
     TaskInfo,
     Waiter,
 )
@@ -140,10 +140,10 @@ class SqlStore:
 
     # -- tasks (SqlTasks) and the leader's dispatch (SqlDispatch) ---------------------------
 
-    def task(self, task_id: int) -> Task:
+    def task(self, task_id: int) -> StoredTask:
         return self.tasks.get(task_id)
 
-    def task_by_key(self, key: str) -> Task:
+    def task_by_key(self, key: str) -> StoredTask:
         return self.tasks.by_key(key)
 
     def last_error(self, task_id: int) -> str | None:
@@ -153,7 +153,7 @@ class SqlStore:
         """``SqlTasks.add_many`` (which also reports progress, chunk by chunk)."""
         return self.tasks.add_many(tasks, conflicts=conflicts)
 
-    def add_task(self, new: NewTask) -> tuple[bool, Task]:
+    def add_task(self, new: NewTask) -> tuple[bool, StoredTask]:
         return self.tasks.add_one(new)
 
     def next_due_ms(self, after_ms: int) -> int | None:

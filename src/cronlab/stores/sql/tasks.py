@@ -8,8 +8,8 @@ from typing import Any
 
 from cronlab.core.chunks import chunks
 from cronlab.exceptions import ConflictError, NotFoundError
-from cronlab.ports import KEY_TRIES, STATUSES, NewTask, Task
-from cronlab.stores.rows import StoredTask
+from cronlab.ports import KEY_TRIES, STATUSES, NewTask, StoredTask
+from cronlab.stores.rows import TaskRead
 from cronlab.stores.sql.dialect import Conn, TaskRow, task_row
 from cronlab.stores.sql.part import Part
 
@@ -20,24 +20,24 @@ class SqlTasks(Part):
     """The ``tasks`` table: a task is PENDING until dispatched, then DISPATCHED until it is
     DONE, FAILED or SKIPPED; its idempotency key is unique."""
 
-    def get(self, task_id: int) -> Task:
+    def get(self, task_id: int) -> StoredTask:
         """One task by id; ``NotFoundError`` when there is none."""
         return self._one("task_get", {"id": task_id}, f"id {task_id}")
 
-    def by_key(self, key: str) -> Task:
+    def by_key(self, key: str) -> StoredTask:
         """One task by idempotency key; ``NotFoundError`` when there is none."""
         return self._one("task_by_key", {"key": key}, f"key {key!r}")
 
-    def _one(self, query: str, args: Mapping[str, Any], named: str) -> Task:
+    def _one(self, query: str, args: Mapping[str, Any], named: str) -> StoredTask:
         rows = self.named(query, args)
         if not rows:
             raise NotFoundError(f"no task with {named}")
-        return StoredTask._make(rows[0]).value()
+        return TaskRead._make(rows[0]).value()
 
     def last_error(self, task_id: int) -> str | None:
         """The error a task's newest failed run left (or a skip's reason)."""
         rows = self.named("task_get", {"id": task_id})
-        return StoredTask._make(rows[0]).last_error if rows else None
+        return TaskRead._make(rows[0]).last_error if rows else None
 
     def add(self, c: Conn, task: NewTask) -> int:
         """Insert ``task`` in ``c``'s transaction; 0 when its key exists already."""
@@ -70,14 +70,14 @@ class SqlTasks(Part):
 
         return self.db.transaction(add)
 
-    def add_one(self, new: NewTask) -> tuple[bool, Task]:
+    def add_one(self, new: NewTask) -> tuple[bool, StoredTask]:
         """Insert one PENDING task unless its key is taken: (whether it went in, the task that
         holds the key now), read in the same transaction. On PostgreSQL the holder the insert
         ran into may be deleted (the retention) before the read: the key is free then, and the
         insert is tried again (``KEY_TRIES`` times; then ``ConflictError``, nothing written)."""
         row = task_row(new)
 
-        def add(c: Conn) -> tuple[bool, Task]:
+        def add(c: Conn) -> tuple[bool, StoredTask]:
             for _ in range(KEY_TRIES):
                 added = self.db.insert_tasks(c, [row]) > 0
                 found = c.execute(self.queries["task_by_key"], {"key": new.idempotency_key})
@@ -85,7 +85,7 @@ class SqlTasks(Part):
                 if held is not None:
                     if added:
                         self.db.notify(c, "due")
-                    return added, StoredTask._make(held).value()
+                    return added, TaskRead._make(held).value()
             raise ConflictError(
                 f"key {new.idempotency_key!r}: its task was deleted {KEY_TRIES} times while "
                 "this insert ran; nothing changed"

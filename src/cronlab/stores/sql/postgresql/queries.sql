@@ -37,7 +37,7 @@ TRUNCATE add_tasks_tmp;
 
 -- name: add_task
 INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
-VALUES (%(idempotency_key)s, %(handler)s, %(payload)s, %(trigger_ms)s, %(schedule)s)
+VALUES (%(idempotency_key)s, %(task)s, %(payload)s, %(trigger_ms)s, %(schedule)s)
 ON CONFLICT (idempotency_key) DO NOTHING;
 
 -- name: lease_read_locked
@@ -272,7 +272,7 @@ FROM schedules WHERE name = %(name)s FOR UPDATE;
 -- name: schedule_upsert
 INSERT INTO schedules (name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap,
   paused, app, alert_after_ms, alert_on_failures)
-VALUES (%(name)s, %(cron)s, %(tz)s, %(handler)s, %(payload)s, %(catchup)s,
+VALUES (%(name)s, %(cron)s, %(tz)s, %(task)s, %(payload)s, %(catchup)s,
   %(catchup_window_ms)s, %(overlap)s, %(paused)s, %(app)s, %(alert_after_ms)s,
   %(alert_on_failures)s)
 ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, tz = excluded.tz,

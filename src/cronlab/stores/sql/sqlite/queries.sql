@@ -16,7 +16,7 @@ SELECT 1;
 -- name: add_task
 -- The parameters are a NewTask's fields (its _asdict()).
 INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
-VALUES (:idempotency_key, :handler, :payload, :trigger_ms, :schedule)
+VALUES (:idempotency_key, :task, :payload, :trigger_ms, :schedule)
 ON CONFLICT (idempotency_key) DO NOTHING;
 
 -- name: add_tasks_many
@@ -255,7 +255,7 @@ FROM schedules WHERE name = :name;
 -- (paused is the operator's: redeploying an app does not resume a paused schedule)
 INSERT INTO schedules (name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap,
   paused, app, alert_after_ms, alert_on_failures)
-VALUES (:name, :cron, :tz, :handler, :payload, :catchup, :catchup_window_ms, :overlap, :paused, :app,
+VALUES (:name, :cron, :tz, :task, :payload, :catchup, :catchup_window_ms, :overlap, :paused, :app,
   :alert_after_ms, :alert_on_failures)
 ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, tz = excluded.tz,
   handler = excluded.handler, payload = excluded.payload, catchup = excluded.catchup,
