@@ -127,7 +127,7 @@ def test_each_postgresql_seed_that_failed_passes_now(seed: int) -> None:
 def test_five_hundred_postgresql_seeds_of_every_fault_kind_find_no_violation() -> None:
     """The simulator on a real PostgreSQL server (a scratch database per process, made and
     dropped): every process a session of its own, statements interleaved by the seed.
-    ``cronlab verify --seeds 500 --jobs 3 --json --store PG``, run beside the suite."""
+    ``cronlab verify --seeds 500 --jobs 2 --json --store PG``, run beside the suite."""
     need_pg()
     done = beside.result("verify-postgresql-500")
     out = json.loads(done.stdout)
