@@ -1,4 +1,4 @@
-"""A dispatch plans its claimed occurrences in bulk (``stores/sql/planning.py``) and must decide
+"""A dispatch plans its claimed occurrences in bulk (``stores/sql/plan_batch.py``) and must decide
 exactly as planning them one at a time does: a dispatch limited to one task claims and plans one
 occurrence, so the same scenario run with a limit of 1 and with a large limit must leave the
 same tasks, skips and schedule state behind — catch-up, overlap, pause, removal and backfill

@@ -1,4 +1,4 @@
-"""``cronlab check``'s verdict (lab/check.py) on stores whose ledger shows each kind."""
+"""``cronlab check``'s verdict (lab/verdict.py) on stores whose ledger shows each kind."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from cronlab import execution
 from cronlab.clock import FakeClock
 from cronlab.election.store import StoreElector
 from cronlab.handlers import Context, Registry
-from cronlab.lab.check import check
+from cronlab.lab.verdict import check
 from cronlab.ports import Batch, NewTask, Retry
 from cronlab.queues.store import StoreQueue
 from cronlab.stores.memory import MemoryStore

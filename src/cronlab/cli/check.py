@@ -8,7 +8,7 @@ import click
 
 from cronlab.cli.knobs import Finite
 from cronlab.cli.options import CLOCK, JSON, STORE, read_store
-from cronlab.lab.check import KINDS, check
+from cronlab.lab.verdict import KINDS, check
 
 
 @click.command("check")

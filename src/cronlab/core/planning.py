@@ -1,4 +1,4 @@
-"""Judging a claimed batch of schedule occurrences (pure: ``stores/sql/planning.py`` reads
+"""Judging a claimed batch of schedule occurrences (pure: ``stores/sql/plan_batch.py`` reads
 what this needs and writes what it decides, in the dispatch's fenced transaction).
 
 A claimed batch may hold thousands of occurrences (10,000 schedules of ``* * * * *`` fall

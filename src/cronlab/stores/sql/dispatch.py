@@ -8,7 +8,7 @@ from typing import Any
 
 from cronlab.core import occurrences
 from cronlab.stores.rows import Claimed, claimed_in_order
-from cronlab.stores.sql import planning
+from cronlab.stores.sql import plan_batch
 from cronlab.stores.sql.dialect import Conn, Dialect
 from cronlab.stores.sql.lease import SqlLease
 from cronlab.stores.sql.part import Part
@@ -64,7 +64,7 @@ class SqlDispatch(Part):
         return claimed_in_order(c.execute(self.queries["claim_due"], full).fetchall())
 
     def plan_claimed(self, c: Conn, rows: list[Claimed], args: dict[str, int]) -> list[Claimed]:
-        """Plan the claimed schedule occurrences in this transaction (``planning.plan``); the
+        """Plan the claimed schedule occurrences in this transaction (``plan_batch.plan``); the
         rows that run.
 
         Caught-up occurrences the plan inserts are already due: they are claimed (and planned)
@@ -75,7 +75,7 @@ class SqlDispatch(Part):
         runs: list[Any] = []
         claimed = 0
         while rows:
-            ran, caught_up = planning.plan(self, c, rows, args["now"])
+            ran, caught_up = plan_batch.plan(self, c, rows, args["now"])
             runs += ran
             claimed += len(rows)
             room = args["limit"] - claimed

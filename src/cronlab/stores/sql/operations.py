@@ -34,7 +34,7 @@ def backfill(
     never will: before the schedule's pending occurrence (from that one on, its catch-up
     policy plans them), with no occurrence in the store (never written) or one
     that was skipped or missed, and no backfill of it. Each is planned as it is dispatched
-    by the schedule's overlap policy alone (``planning.plan``). A range that reaches what
+    by the schedule's overlap policy alone (``plan_batch.plan``). A range that reaches what
     the retention deleted of the schedule's history is a ConfigError: an occurrence whose
     row is gone may have run."""
     info = store.must_exist(c, name)

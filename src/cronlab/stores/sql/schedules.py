@@ -2,7 +2,7 @@
 a note, resume, remove, trigger and backfill, each ONE transaction.
 
 A schedule's next occurrence is a PENDING task written in the same transaction as the
-schedule (``_rematerialise``); a dispatch plans it (``planning.plan``).
+schedule (``_rematerialise``); a dispatch plans it (``plan_batch.plan``).
 """
 
 from __future__ import annotations

@@ -359,7 +359,7 @@ ORDER BY at_ms DESC LIMIT 1;
 SELECT count(*) FROM tasks WHERE status = 'DISPATCHED'
   AND id NOT IN (SELECT unnest(task_ids) FROM queue);
 
--- The checker (`cronlab check`, lab/check.py): each row a task key and how many it counts.
+-- The checker (`cronlab check`, lab/verdict.py): each row a task key and how many it counts.
 -- name: check_lost
 SELECT idempotency_key, 1 FROM tasks
 WHERE trigger_ms <= %(now)s AND status IN ('MISSED', 'FAILED') ORDER BY trigger_ms, id;

@@ -327,7 +327,7 @@ ORDER BY at_ms DESC LIMIT 1;
 SELECT count(*) FROM tasks WHERE status = 'DISPATCHED'
   AND id NOT IN (SELECT j.value FROM queue, json_each(queue.task_ids) j);
 
--- The checker (`cronlab check`, lab/check.py): each row a task key and how many it counts.
+-- The checker (`cronlab check`, lab/verdict.py): each row a task key and how many it counts.
 -- name: check_lost
 SELECT idempotency_key, 1 FROM tasks
 WHERE trigger_ms <= :now AND status IN ('MISSED', 'FAILED') ORDER BY trigger_ms, id;
