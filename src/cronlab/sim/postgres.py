@@ -379,8 +379,9 @@ class PgSim:
 
     def terminate(self, link: Link) -> None:
         """End ``link``'s session on the server, as a dead client's is ended (its transaction
-        rolled back, its locks released), and wait until it is gone."""
-        if link.conn.closed:
+        rolled back, its locks released), and wait until it is gone. A session the server
+        already ended (a process killed in a lock wait after ``terminate_all``) is left."""
+        if link.conn.closed or link not in self.links:
             return
         link.proc.faulted = True  # what its transaction loses is the fault's doing
         self.admin.execute("SELECT pg_terminate_backend(%s)", (link.pid,))
