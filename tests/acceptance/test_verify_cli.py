@@ -99,6 +99,21 @@ def test_each_seed_that_failed_once_rekey_was_in_passes_now(seed: int) -> None:
     assert "no violation" in done.stdout
 
 
+@pytest.mark.parametrize("seed", [5126, 10987])
+def test_each_seed_the_search_at_0f99ee6_found_passes_now(seed: int) -> None:
+    """The checker's own mistakes, found by the SQLite search at 0f99ee6 (docs/history/
+    verify-0f99ee6/): 5126, an API key deferred three times, its task deleted by the retention
+    between, SQLite giving the same id to all three and the machine's clock set back giving
+    two of them the same due time — the checker, telling tasks apart by id and due time, saw
+    one task run twice (now the simulator numbers each insert of a task row); 10987, a
+    redeploy that waited for the write lock found the definition already deployed and changed
+    nothing, yet the ledger noted a change as of when it asked, so the occurrence the
+    definition before it made due was judged never due (now only a change is noted)."""
+    done = cronlab("verify", "--seed", str(seed), timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "no violation" in done.stdout
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize("seed", [510, 654, 1017, 1507, 1529, 2601, 2974, 11587, 12941])
 def test_each_postgresql_seed_that_failed_passes_now(seed: int) -> None:

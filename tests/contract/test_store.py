@@ -46,6 +46,31 @@ def test_duplicate_keys_are_ignored_and_counted(backend: Backend) -> None:
     assert backend.store.counts()["PENDING"] == 7
 
 
+AUDIT = {  # a trigger of the application's own on cronlab's tasks table, in each dialect
+    "prefix": """
+CREATE TABLE app_audit (task_id INTEGER);
+CREATE TRIGGER app_audit AFTER INSERT ON tasks BEGIN INSERT INTO app_audit VALUES (new.id); END;
+""",
+    "schema": """
+CREATE TABLE app_audit (task_id BIGINT);
+CREATE FUNCTION app_audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+  INSERT INTO app_audit VALUES (NEW.id); RETURN NEW; END $$;
+CREATE TRIGGER app_audit AFTER INSERT ON tasks FOR EACH ROW EXECUTE FUNCTION app_audit();
+""",
+}
+
+
+def test_a_trigger_on_the_tasks_table_leaves_the_count_of_added_tasks(backend: Backend) -> None:
+    """What a trigger writes is not a task added (found by the simulator's own trigger: SQLite
+    counted every change in the transaction, so ``defer_many`` said "added 4, existing -2")."""
+    db = backend.store.db
+    db.transaction(lambda c: db.run_script(c, db.space.sql(AUDIT[db.space.kind])))
+    now = backend.clock.now_ms()
+    assert backend.store.add_tasks(tasks(5, now)) == 5
+    assert backend.store.add_tasks(tasks(7, now)) == 2
+    assert backend.store.counts()["PENDING"] == 7
+
+
 def test_dispatch_claims_due_rows_oldest_first_and_enqueues_them(backend: Backend) -> None:
     now = backend.clock.now_ms()
     backend.store.add_tasks(tasks(10, now))

@@ -80,9 +80,9 @@ def _tasks(o: Outcome) -> list[Violation]:
             continue
         n = effects[row] if key.startswith(API_KEYS) else by_key[key]
         # An API key's rows are its tasks: one deferred again after the retention deleted the
-        # last may share its due time (a clock set back; SQLite seed 963 with rekey), or its id
-        # (SQLite gives a deleted row's id to the next insert; seed 517): a task is its id and
-        # its due time.
+        # last may share its due time (a clock set back; SQLite seed 963 with rekey), its id
+        # (SQLite gives a deleted row's id to the next insert; seed 517), or both (seed 5126):
+        # a task is its row, as the simulator numbered its insert (``Outcome.effects``).
         api = key.startswith(API_KEYS) and n
         once = max(by_task[key, t, trigger_ms] for t in tasks_of[row]) if api else n
         if once > 1:
@@ -233,13 +233,13 @@ def _dropped(o: Outcome) -> list[Violation]:
 def _keys_held_twice(o: Outcome) -> list[Violation]:
     """An API key that had tasks of its own twice: each but the newest must have been deleted
     by the retention (only then is the key free again; docs/api.md)."""
-    first: dict[str, dict[tuple[int, int], int]] = {}  # key → (task id, due) → first effect
+    first: dict[str, dict[tuple[int, int], int]] = {}  # key → (row, due) → first effect
     for e in sorted(o.effects, key=lambda e: e[3]):
         if e[0].startswith(API_KEYS):
             first.setdefault(e[0], {}).setdefault((e[5], e[6]), e[3])
     pruned = {(p[0], p[4], p[2]) for p in o.pruned}
     return [
-        Violation(kind="duplicated", key=key, detail=f"task {t} ran while its key's task was kept")
+        Violation(kind="duplicated", key=key, detail=f"row {t} ran while its key's task was kept")
         for key, tasks in first.items()
         for t, due in sorted(tasks, key=tasks.__getitem__)[:-1]
         if (key, t, due) not in pruned

@@ -521,8 +521,16 @@ def _text(query: Any) -> str:
 SETUP_SQL = OWN.sql("""
 CREATE TABLE sim_effects (
   key TEXT, task_id BIGINT, attempt INTEGER, inv INTEGER, at_ms BIGINT, true_ms BIGINT, task TEXT,
-  due_ms BIGINT
+  due_ms BIGINT, row_no BIGINT
 );
+CREATE TABLE sim_rows (row_no BIGSERIAL PRIMARY KEY, task_id BIGINT);
+CREATE FUNCTION sim_row() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+  INSERT INTO sim_rows (task_id) VALUES (NEW.id); RETURN NEW; END $$;
+CREATE TRIGGER sim_row AFTER INSERT ON tasks FOR EACH ROW EXECUTE FUNCTION sim_row();
+CREATE FUNCTION sim_effect_row() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+  NEW.row_no := (SELECT max(row_no) FROM sim_rows WHERE task_id = NEW.task_id); RETURN NEW; END $$;
+CREATE TRIGGER sim_effect_row BEFORE INSERT ON sim_effects FOR EACH ROW
+  EXECUTE FUNCTION sim_effect_row();
 CREATE TABLE sim_failures (key TEXT, task_id BIGINT, outcome TEXT, error TEXT);
 CREATE FUNCTION sim_failure() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
   INSERT INTO sim_failures VALUES ((SELECT idempotency_key FROM tasks WHERE id = NEW.task_id),
@@ -536,10 +544,10 @@ CREATE FUNCTION sim_drop() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
   RETURN OLD; END $$;
 CREATE TRIGGER sim_drop AFTER DELETE ON tasks FOR EACH ROW
   WHEN (OLD.status = 'PENDING') EXECUTE FUNCTION sim_drop();
-CREATE TABLE sim_pruned (key TEXT, status TEXT, trigger_ms BIGINT, xid BIGINT, id BIGINT);
+CREATE TABLE sim_pruned (key TEXT, status TEXT, trigger_ms BIGINT, xid BIGINT, row_no BIGINT);
 CREATE FUNCTION sim_prune() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
   INSERT INTO sim_pruned VALUES (OLD.idempotency_key, OLD.status, OLD.trigger_ms,
-    txid_current(), OLD.id);
+    txid_current(), (SELECT max(row_no) FROM sim_rows WHERE task_id = OLD.id));
   RETURN OLD; END $$;
 CREATE TRIGGER sim_prune AFTER DELETE ON tasks FOR EACH ROW
   WHEN (OLD.status <> 'PENDING') EXECUTE FUNCTION sim_prune();
@@ -763,7 +771,7 @@ class PgRun(_Run):
 
         tasks = self._sql("SELECT idempotency_key, status, trigger_ms, last_error FROM tasks")
         effects = self._sql(
-            "SELECT key, inv, at_ms, true_ms, task, task_id, due_ms FROM sim_effects"
+            "SELECT key, inv, at_ms, true_ms, task, row_no, due_ms FROM sim_effects"
         )
         dropped = [(k, t, at(x)) for k, t, x in self._sql("SELECT * FROM sim_dropped")]
         pruned = [

@@ -71,10 +71,16 @@ BEGIN INSERT INTO sim_failures VALUES ((SELECT idempotency_key FROM tasks WHERE 
 CREATE TABLE sim_dropped (key TEXT, trigger_ms INTEGER, at_ms INTEGER);
 CREATE TRIGGER sim_drop AFTER DELETE ON tasks WHEN old.status = 'PENDING'
 BEGIN INSERT INTO sim_dropped VALUES (old.idempotency_key, old.trigger_ms, sim_now()); END;
-CREATE TABLE sim_pruned (key TEXT, status TEXT, trigger_ms INTEGER, turn INTEGER, id INTEGER);
+CREATE TABLE sim_rows (row_no INTEGER PRIMARY KEY AUTOINCREMENT, task_id INTEGER);
+CREATE TRIGGER sim_row AFTER INSERT ON tasks
+BEGIN INSERT INTO sim_rows (task_id) VALUES (new.id); END;
+CREATE TABLE sim_effect_rows (effect INTEGER, row_no INTEGER);
+CREATE TRIGGER sim_effect_row AFTER INSERT ON sim_effects BEGIN INSERT INTO sim_effect_rows
+  VALUES (new.rowid, (SELECT max(row_no) FROM sim_rows WHERE task_id = new.task_id)); END;
+CREATE TABLE sim_pruned (key TEXT, status TEXT, trigger_ms INTEGER, turn INTEGER, row_no INTEGER);
 CREATE TRIGGER sim_prune AFTER DELETE ON tasks WHEN old.status != 'PENDING' BEGIN
 INSERT INTO sim_pruned VALUES (old.idempotency_key, old.status, old.trigger_ms, sim_turn(),
-  old.id); END;
+  (SELECT max(row_no) FROM sim_rows WHERE task_id = old.id)); END;
 CREATE TABLE sim_alerts (schedule TEXT, kind TEXT, subject TEXT, at_ms INTEGER);
 CREATE TRIGGER sim_alert AFTER INSERT ON alerts
 BEGIN INSERT INTO sim_alerts VALUES (new.schedule, new.kind, new.subject, sim_now()); END;
@@ -128,9 +134,11 @@ class Outcome:
     ledger: Ledger
     tasks: list[tuple[str, str, int, str | None]]  # key, status, trigger_ms, last_error
     effects: list[tuple[str, int, int, int, str, int, int]]  # key, inv, at_ms (authority),
-    # true_ms, the task that ran, its task id, its row's due time (trigger_ms)
+    # true_ms, the task that ran, its row, its row's due time (trigger_ms). A row is one
+    # insert of a task, numbered by the simulator (``sim_rows``): SQLite gives a deleted
+    # row's id to the next insert, so an id names several tasks over a run (seed 5126).
     dropped: list[tuple[str, int, int]]  # key, trigger_ms, dropped at
-    pruned: list[tuple[str, str, int, int, int]]  # key, status, trigger_ms, turn, task id:
+    pruned: list[tuple[str, str, int, int, int]]  # key, status, trigger_ms, turn, row:
     # finished tasks the retention deleted
     alerts: list[tuple[str, str, str, int]]  # schedule, kind, subject, raised at
     dispatched: dict[str, int]  # key: the turn of its first dispatch
@@ -576,9 +584,10 @@ class _Run:
 
     def _put(self, store: SqliteStore, every_s: int) -> None:
         tick, now = self._definition(every_s), self._authority()  # as the operator's CLI does
-        store.put_schedule(tick, now, replace=True)  # (which may wait for the write lock)
+        changed = store.put_schedule(tick, now, replace=True)  # (may wait for the write lock)
         self.defined[SCHEDULE] = tick
-        self._note(SCHEDULE, judged(store, now), self._turn())
+        if changed:  # (the same definition, deployed again, changes nothing: SQLite seed 10987)
+            self._note(SCHEDULE, judged(store, now), self._turn())
 
     def _operate(self, f: sc.Fault) -> None:
         """An operator's command from the CLI or the console (the ``operator`` kind)."""
@@ -604,9 +613,10 @@ class _Run:
 
     def _resume_schedule(self, name: str, store: SqliteStore) -> None:
         now = self._authority()
-        store.resume_schedule(name, now)
+        changed = store.resume_schedule(name, now)
         self.paused.discard(name)
-        self._note(name, judged(store, now), self._turn())
+        if changed:
+            self._note(name, judged(store, now), self._turn())
 
     def _api_call(self, call: sc.ApiCall, index: int) -> None:
         """One call of the App API actor, from a short-lived process of its own."""
@@ -614,9 +624,10 @@ class _Run:
         def act(store: SqliteStore) -> None:
             now = self._authority()
             version = call.version or 1
-            done = api_call(api_app(store, lambda: now, version), call, index)
+            done, changed = api_call(api_app(store, lambda: now, version), call, index)
             if call.op == "sync":
                 self.defined[API_SCHEDULE] = api_definition(version)
+            if changed:
                 self._note(API_SCHEDULE, judged(store, now), self._turn())
             self.world.log(f"api: {done}")
 
@@ -697,11 +708,12 @@ class _Run:
                 "SELECT idempotency_key, status, trigger_ms, last_error FROM tasks"
             ).fetchall()
             effects = conn.execute(
-                "SELECT key, inv, at_ms, true_ms, task, task_id, due_ms FROM sim_effects"
+                "SELECT key, inv, at_ms, true_ms, task, r.row_no, due_ms FROM sim_effects e"
+                " JOIN sim_effect_rows r ON r.effect = e.rowid"
             ).fetchall()
             dropped = conn.execute("SELECT key, trigger_ms, at_ms FROM sim_dropped").fetchall()
             pruned = conn.execute(
-                "SELECT key, status, trigger_ms, turn, id FROM sim_pruned"
+                "SELECT key, status, trigger_ms, turn, row_no FROM sim_pruned"
             ).fetchall()
             failures = dict(conn.execute("SELECT key, count(*) FROM sim_failures GROUP BY key"))
             alerts = conn.execute(

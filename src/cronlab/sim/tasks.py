@@ -201,22 +201,23 @@ class Refused(Exception):
     holds (a ``ConflictError`` there is a bug, not a refusal the checker allows)."""
 
 
-def api_call(app: cronlab.App, call: sc.ApiCall, index: int) -> str:
-    """One call of the actor; what it did, for the trace."""
+def api_call(app: cronlab.App, call: sc.ApiCall, index: int) -> tuple[str, bool]:
+    """One call of the actor: what it did, for the trace, and whether it changed the app's
+    schedule (a sync that found it as declared changes nothing)."""
     task = app.tasks["api"]
     try:
         if call.op == "defer":
             key = call.keys[0]
             ref = task.defer(n=_n(key, index), key=key)
-            return f"defer {ref.key} added={ref.added}"
+            return f"defer {ref.key} added={ref.added}", False
         if call.op == "many":
             items = [({"n": _n(key, index)}, key) for key in call.keys]
             done = task.defer_many(items)
-            return f"defer_many {len(items)}: added {done.added}, existing {done.existing}"
+            return f"defer_many {len(items)}: added {done.added}, existing {done.existing}", False
     except ConflictError as exc:  # (a key is always deferred with the same argument)
         raise Refused(str(exc)) from exc
     report = app.sync()
-    return f"sync version {call.version}: {report}"
+    return f"sync version {call.version}: {report}", API_SCHEDULE in report.added + report.changed
 
 
 def _n(key: str | None, index: int) -> int:

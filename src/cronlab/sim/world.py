@@ -456,10 +456,6 @@ class Watched:
         return self._conn.executemany(sql, rows)
 
     @property
-    def total_changes(self) -> int:
-        return self._conn.total_changes
-
-    @property
     def in_transaction(self) -> bool:
         return self._conn.in_transaction
 

@@ -207,9 +207,9 @@ class SqliteDialect:
         self.conn.executemany(QUERIES["schedule_fired"], rows)
 
     def insert_tasks(self, c: sql.Conn, rows: Sequence[base.TaskRow]) -> int:
-        before: int = self.conn.total_changes
-        self.conn.executemany(QUERIES["add_tasks_many"], rows)
-        return int(self.conn.total_changes) - before
+        """The rows the statement itself inserted (``rowcount``: what a trigger on the table
+        writes is not counted, as ``total_changes`` would)."""
+        return int(self.conn.executemany(QUERIES["add_tasks_many"], rows).rowcount)
 
     def enqueue(
         self, c: sql.Conn, tasks: Sequence[tuple[int, int]], now_ms: int, visible_ms: int
