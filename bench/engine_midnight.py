@@ -110,7 +110,7 @@ def baseline(tmp: str, count: int) -> float:
     conn.execute("BEGIN IMMEDIATE")
     conn.execute(
         "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < ?) "
-        "INSERT INTO cronlab_tasks (idempotency_key, handler, trigger_ms) "
+        "INSERT INTO cronlab_tasks (idempotency_key, task, trigger_ms) "
         "SELECT 'k' || x, 'invoice', 0 FROM n",
         (count,),
     )

@@ -24,7 +24,7 @@ FUTURE_MS = NOW + 365 * 86_400_000
 
 FILL = """
 WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < :count)
-INSERT INTO cronlab_tasks (idempotency_key, handler, payload, trigger_ms)
+INSERT INTO cronlab_tasks (idempotency_key, task, payload, trigger_ms)
 SELECT :prefix || x, 'invoice', '{}', :at + x FROM n
 """
 

@@ -48,7 +48,7 @@ SHAPES = {"a": (1, "* * * * * *", 2, 2), "b": (10_000, "* * * * *", 3, 5)}
 FIRST_RUNS = """
 SELECT t.trigger_ms, min(e.start_ms), t.status FROM tasks t
 LEFT JOIN executions e ON e.task_id = t.id
-WHERE t.trigger_ms BETWEEN {lo} AND {hi} AND t.handler = '{handler}'
+WHERE t.trigger_ms BETWEEN {lo} AND {hi} AND t.task = '{handler}'
 GROUP BY t.id, t.trigger_ms, t.status
 """
 

@@ -38,7 +38,7 @@ def test_in_three_days_is_a_pending_task_due_then(tmp_path: Path) -> None:
     assert before + 3 * DAY_MS <= data["due_ms"] <= after + 3 * DAY_MS and data["added"]
     store = SqliteStore(tmp_path / "cron.db", create=False)
     rows = store.query(
-        store.own("SELECT idempotency_key, handler, payload, trigger_ms, status FROM tasks")
+        store.own("SELECT idempotency_key, task, payload, trigger_ms, status FROM tasks")
     )
     assert rows == [(data["key"], "invoice", '{"customer": "c"}', data["due_ms"], "PENDING")]
     store.close()

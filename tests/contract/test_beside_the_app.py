@@ -112,7 +112,7 @@ def test_an_app_written_once_runs_beside_its_own_tables_on_every_store(url: str)
         counts = app.run_until_idle(timeout=timedelta(seconds=30))
     assert counts["error"] == 0
     store = app.store()
-    ran = store.query(store.own("SELECT handler, status FROM tasks"))
+    ran = store.query(store.own("SELECT task, status FROM tasks"))
     assert sorted(tuple(r) for r in ran) == [
         ("close", "DONE"),  # close-1
         ("close", "DONE"),  # deferred by the first tick, due a minute later
@@ -201,7 +201,7 @@ def test_a_role_without_create_on_the_database_uses_a_schema_made_for_it() -> No
         try:
             as_app = url.replace("postgresql://postgres@", f"postgresql://{role}@")
             app = cronlab.App(as_app, name="todo")
-            assert app.store().schema_versions()[-1] == 14
+            assert app.store().schema_versions()[-1] == 15
             app.close()
         finally:
             with psycopg.connect(url, autocommit=True) as c:

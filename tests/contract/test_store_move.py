@@ -76,7 +76,7 @@ def test_the_first_writer_moves_the_store_beside_and_it_runs_on(legacy: str) -> 
     app.store()  # opened: moved and migrated
     assert counts(legacy) == BEFORE
     store = open_store(legacy, create=False, read_only=True)
-    assert store.schema_versions()[-1] == 14
+    assert store.schema_versions()[-1] == 15
     assert [s.schedule.name for s in store.list_schedules()] == ["tick"]
     store.close()
     clock.advance(3_600_000)  # the notes an hour away, and the tick

@@ -35,7 +35,7 @@ def test_due_scan_uses_the_partial_pending_index(tmp_path: Path, query: str) -> 
 def test_migrations_are_numbered_applied_once_and_recorded(tmp_path: Path) -> None:
     SqliteStore(tmp_path / "m.db").close()
     again = SqliteStore(tmp_path / "m.db")
-    assert again.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13, 14]
+    assert again.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15]
     names = again.query(again.own("SELECT name FROM cronlab_schema ORDER BY version"))
     assert names == [
         ("001_base.sql",),
@@ -48,6 +48,7 @@ def test_migrations_are_numbered_applied_once_and_recorded(tmp_path: Path) -> No
         ("012_run_finished.sql",),
         ("013_process_place.sql",),
         ("014_beside_the_app.sql",),
+        ("015_task_column.sql",),
     ]
 
 
@@ -148,7 +149,7 @@ def test_an_apps_own_schema_version_table_in_a_store_is_left_alone(tmp_path: Pat
     conn.commit()
     conn.close()
     store = SqliteStore(tmp_path / "s.db")
-    assert store.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13, 14]
+    assert store.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15]
     assert store.query("SELECT * FROM schema_version") == [(1, "create_users")]
     store.close()
 

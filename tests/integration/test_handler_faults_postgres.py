@@ -239,12 +239,12 @@ def work_until_all_settled(
             queue.relay()  # a queue elsewhere: the leader's relay (``Scheduler.dispatch``)
         clock.sleep(worker.step() / 1000)
         found = store.query(
-            store.own("SELECT handler, status, attempts FROM tasks ORDER BY handler, id")
+            store.own("SELECT task, status, attempts FROM tasks ORDER BY task, id")
         )
         if all(status in ("DONE", "FAILED") for _, status, _ in found):
             by_name: dict[str, list[Any]] = {}
-            for handler, status, attempts in found:
-                by_name.setdefault(handler, []).append((status, attempts))
+            for task, status, attempts in found:
+                by_name.setdefault(task, []).append((status, attempts))
             return by_name
     raise AssertionError("tasks were still open after the deadline")
 
@@ -318,7 +318,7 @@ def test_a_retry_claimed_behind_a_long_group_is_not_charged_an_attempt_it_never_
     done.set()
     other.join()
     assert a.batches[1] == 2  # the retry and slow were claimed together
-    found = store.query(store.own("SELECT handler, status, attempts FROM tasks ORDER BY handler"))
+    found = store.query(store.own("SELECT task, status, attempts FROM tasks ORDER BY task"))
     assert found == [("flaky", "DONE", 2), ("slow", "DONE", 1)]
     assert flaky_calls == [1, 2]
     store.close()

@@ -91,7 +91,7 @@ def test_a_redeploy_committing_during_a_dispatch_leaves_no_occurrence_of_the_old
         assert leader.dispatch_due(T0 + 100, 100, epoch.epoch) == 1
     pending = leader.query(
         leader.own(
-            "SELECT idempotency_key, handler FROM tasks WHERE status = 'PENDING'"
+            "SELECT idempotency_key, task FROM tasks WHERE status = 'PENDING'"
             " ORDER BY trigger_ms"
         )
     )
@@ -183,7 +183,7 @@ def test_a_redeploy_that_waited_for_a_dispatch_keeps_the_occurrence_due_meanwhil
             assert said == ["waited"] and now() > due_meanwhile
             kept = leader.query(
                 leader.own(
-                    f"SELECT handler FROM tasks WHERE trigger_ms = {due_meanwhile} "
+                    f"SELECT task FROM tasks WHERE trigger_ms = {due_meanwhile} "
                     "AND starts_with(idempotency_key, 'schedule:tick:')"
                 )
             )

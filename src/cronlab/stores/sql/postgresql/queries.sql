@@ -21,22 +21,22 @@ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
 
 -- name: add_tasks_tmp
 CREATE TEMP TABLE IF NOT EXISTS add_tasks_tmp (
-  idempotency_key TEXT, handler TEXT, payload TEXT, trigger_ms BIGINT, schedule TEXT
+  idempotency_key TEXT, task TEXT, payload TEXT, trigger_ms BIGINT, schedule TEXT
 ) ON COMMIT DELETE ROWS;
 
 -- name: add_tasks_copy
-COPY add_tasks_tmp (idempotency_key, handler, payload, trigger_ms, schedule) FROM STDIN;
+COPY add_tasks_tmp (idempotency_key, task, payload, trigger_ms, schedule) FROM STDIN;
 
 -- name: add_tasks_from_tmp
-INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
-SELECT idempotency_key, handler, payload, trigger_ms, schedule FROM add_tasks_tmp
+INSERT INTO tasks (idempotency_key, task, payload, trigger_ms, schedule)
+SELECT idempotency_key, task, payload, trigger_ms, schedule FROM add_tasks_tmp
 ON CONFLICT (idempotency_key) DO NOTHING;
 
 -- name: add_tasks_truncate
 TRUNCATE add_tasks_tmp;
 
 -- name: add_task
-INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
+INSERT INTO tasks (idempotency_key, task, payload, trigger_ms, schedule)
 VALUES (%(idempotency_key)s, %(task)s, %(payload)s, %(trigger_ms)s, %(schedule)s)
 ON CONFLICT (idempotency_key) DO NOTHING;
 
@@ -100,12 +100,12 @@ FROM chunked GROUP BY attempt, chunk ORDER BY attempt, chunk;
 UPDATE counters SET value = value + %(n)s WHERE name = 'dispatched';
 
 -- name: read_due
-SELECT t.id, t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.attempts
+SELECT t.id, t.idempotency_key, t.task, t.payload, t.trigger_ms, t.attempts
 FROM pending p JOIN tasks t ON t.id = p.task_id
 WHERE p.trigger_ms <= %(now)s ORDER BY p.trigger_ms, p.task_id LIMIT %(limit)s;
 
 -- name: read_copied
-SELECT t.id, t.idempotency_key, t.handler, t.payload, t.trigger_ms, t.attempts
+SELECT t.id, t.idempotency_key, t.task, t.payload, t.trigger_ms, t.attempts
 FROM copied c JOIN tasks t ON t.id = c.task_id
 WHERE c.dispatched_ms > %(since)s AND t.trigger_ms > %(since)s AND t.trigger_ms <= %(now)s;
 
@@ -150,7 +150,7 @@ WHERE id = ANY(%(ids)s::bigint[])
 RETURNING id, task_ids, receives, attempt;
 
 -- name: message_tasks
-SELECT id, idempotency_key, handler, payload, trigger_ms FROM tasks
+SELECT id, idempotency_key, task, payload, trigger_ms FROM tasks
 WHERE id = ANY(%(ids)s::bigint[]);
 
 -- name: queue_ack_whole
@@ -215,11 +215,11 @@ UPDATE tasks SET status = 'DISPATCHED', last_error = %(error)s WHERE id = %(id)s
 UPDATE tasks SET status = 'FAILED', last_error = %(error)s WHERE id = %(id)s;
 
 -- name: task_get
-SELECT id, idempotency_key, handler, payload, trigger_ms, attempts, status, epoch, last_error
+SELECT id, idempotency_key, task, payload, trigger_ms, attempts, status, epoch, last_error
 FROM tasks WHERE id = %(id)s;
 
 -- name: task_by_key
-SELECT id, idempotency_key, handler, payload, trigger_ms, attempts, status, epoch, last_error
+SELECT id, idempotency_key, task, payload, trigger_ms, attempts, status, epoch, last_error
 FROM tasks WHERE idempotency_key = %(key)s;
 
 -- name: forget_exited_process
@@ -258,25 +258,25 @@ SELECT dispatched_ms - trigger_ms AS late FROM tasks WHERE dispatched_ms IS NOT 
 ORDER BY late LIMIT 1 OFFSET %(k)s;
 
 -- name: schedule_get
-SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
+SELECT name, cron, tz, task, payload, catchup, catchup_window_ms, overlap, paused,
   alert_after_ms, alert_on_failures, next_fire_ms, last_fire_ms, last_reason, app, paused_note,
   missed, skipped
 FROM schedules WHERE name = %(name)s;
 
 -- name: schedule_get_locked
-SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
+SELECT name, cron, tz, task, payload, catchup, catchup_window_ms, overlap, paused,
   alert_after_ms, alert_on_failures, next_fire_ms, last_fire_ms, last_reason, app, paused_note,
   missed, skipped
 FROM schedules WHERE name = %(name)s FOR UPDATE;
 
 -- name: schedule_upsert
-INSERT INTO schedules (name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap,
+INSERT INTO schedules (name, cron, tz, task, payload, catchup, catchup_window_ms, overlap,
   paused, app, alert_after_ms, alert_on_failures)
 VALUES (%(name)s, %(cron)s, %(tz)s, %(task)s, %(payload)s, %(catchup)s,
   %(catchup_window_ms)s, %(overlap)s, %(paused)s, %(app)s, %(alert_after_ms)s,
   %(alert_on_failures)s)
 ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, tz = excluded.tz,
-  handler = excluded.handler, payload = excluded.payload, catchup = excluded.catchup,
+  task = excluded.task, payload = excluded.payload, catchup = excluded.catchup,
   catchup_window_ms = excluded.catchup_window_ms, overlap = excluded.overlap,
   alert_after_ms = excluded.alert_after_ms, alert_on_failures = excluded.alert_on_failures,
   app = coalesce(excluded.app, schedules.app);
@@ -395,7 +395,7 @@ SELECT min(trigger_ms) FROM pending WHERE trigger_ms > %(after)s;
 
 -- name: schedules_get_many
 -- schedule_get's columns for every schedule named in %(names)s (a text array).
-SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
+SELECT name, cron, tz, task, payload, catchup, catchup_window_ms, overlap, paused,
   alert_after_ms, alert_on_failures, next_fire_ms, last_fire_ms, last_reason, app, paused_note,
   missed, skipped
 FROM schedules WHERE name = ANY(%(names)s::text[]);
@@ -403,7 +403,7 @@ FROM schedules WHERE name = ANY(%(names)s::text[]);
 -- name: tasks_with_keys
 -- Which of the idempotency keys in %(keys)s have a task, with its task name and arguments
 -- (a planned occurrence's backfill twin; a defer_many's keys taken by other arguments).
-SELECT idempotency_key, handler, payload FROM tasks
+SELECT idempotency_key, task, payload FROM tasks
 WHERE idempotency_key = ANY(%(keys)s::text[]);
 
 -- name: schedules_finished

@@ -6,12 +6,12 @@
 -- The run history, newest occurrence first: a row per run (execution record) of a task, and a
 -- row for a task without one (e.id NULL: history.record words its outcome from the task's
 -- status). Future PENDING tasks are not runs. %(task)s (NULL: any) is a task's name.
-SELECT t.id, t.idempotency_key, t.handler, t.schedule, t.trigger_ms, t.dispatched_ms,
+SELECT t.id, t.idempotency_key, t.task, t.schedule, t.trigger_ms, t.dispatched_ms,
   e.start_ms, e.end_ms, coalesce(e.attempt, t.attempts), e.worker,
   e.id, e.outcome, e.error, t.status, t.last_error
 FROM tasks t LEFT JOIN executions e ON e.task_id = t.id
 WHERE t.trigger_ms >= %(since)s AND (t.status != 'PENDING' OR t.trigger_ms <= %(now)s)
-  AND (%(task)s::text IS NULL OR t.handler = %(task)s)
+  AND (%(task)s::text IS NULL OR t.task = %(task)s)
   AND (%(failed)s = 0 OR e.outcome IN ('error', 'failed'))
 ORDER BY t.trigger_ms DESC, t.id DESC, e.attempt DESC, e.id DESC
 LIMIT %(limit)s;
@@ -19,13 +19,13 @@ LIMIT %(limit)s;
 -- name: runs_of_schedule
 -- As `runs`, for one schedule: a query of its own, since the partial index (schedule,
 -- trigger_ms) serves only a WHERE that names the schedule.
-SELECT t.id, t.idempotency_key, t.handler, t.schedule, t.trigger_ms, t.dispatched_ms,
+SELECT t.id, t.idempotency_key, t.task, t.schedule, t.trigger_ms, t.dispatched_ms,
   e.start_ms, e.end_ms, coalesce(e.attempt, t.attempts), e.worker,
   e.id, e.outcome, e.error, t.status, t.last_error
 FROM tasks t LEFT JOIN executions e ON e.task_id = t.id
 WHERE t.schedule = %(schedule)s AND t.trigger_ms >= %(since)s
   AND (t.status != 'PENDING' OR t.trigger_ms <= %(now)s)
-  AND (%(task)s::text IS NULL OR t.handler = %(task)s)
+  AND (%(task)s::text IS NULL OR t.task = %(task)s)
   AND (%(failed)s = 0 OR e.outcome IN ('error', 'failed'))
 ORDER BY t.trigger_ms DESC, t.id DESC, e.attempt DESC, e.id DESC
 LIMIT %(limit)s;
@@ -177,7 +177,7 @@ SELECT subject FROM alerts WHERE schedule = %(name)s AND kind = %(kind)s ORDER B
 -- An operator's actions on one task (stores/sql/operations.py: cronlab task, the console).
 
 -- name: task_show
-SELECT id, idempotency_key, handler, schedule, trigger_ms, status, attempts, dispatched_ms,
+SELECT id, idempotency_key, task, schedule, trigger_ms, status, attempts, dispatched_ms,
   last_error
 FROM tasks WHERE id = %(id)s;
 
@@ -191,7 +191,7 @@ DELETE FROM pending WHERE task_id = %(id)s
 -- name: task_lock
 -- The task, locked until the action commits: a worker's batch running it holds the lock
 -- (batch_start), so the action waits for that run to commit and then sees its DONE or FAILED.
-SELECT id, idempotency_key, handler, schedule, trigger_ms, status, attempts, dispatched_ms,
+SELECT id, idempotency_key, task, schedule, trigger_ms, status, attempts, dispatched_ms,
   last_error
 FROM tasks WHERE id = %(id)s FOR UPDATE;
 

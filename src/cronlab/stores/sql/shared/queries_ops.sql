@@ -6,13 +6,13 @@ SELECT role, idx, pid, owner, started_ms, exited_ms, heartbeat_ms, place FROM pr
 ORDER BY role, idx;
 
 -- name: schedules_all
-SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
+SELECT name, cron, tz, task, payload, catchup, catchup_window_ms, overlap, paused,
   alert_after_ms, alert_on_failures, next_fire_ms, last_fire_ms, last_reason, app, paused_note,
   missed, skipped, expected_from_ms
 FROM schedules ORDER BY name;
 
 -- name: alert_schedules
-SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
+SELECT name, cron, tz, task, payload, catchup, catchup_window_ms, overlap, paused,
   alert_after_ms, alert_on_failures, next_fire_ms, last_fire_ms, last_reason, app, paused_note,
   missed, skipped, expected_from_ms
 FROM schedules

@@ -15,13 +15,13 @@ SELECT 1;
 
 -- name: add_task
 -- The parameters are a NewTask's fields (its _asdict()).
-INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
+INSERT INTO tasks (idempotency_key, task, payload, trigger_ms, schedule)
 VALUES (:idempotency_key, :task, :payload, :trigger_ms, :schedule)
 ON CONFLICT (idempotency_key) DO NOTHING;
 
 -- name: add_tasks_many
 -- The bulk form (executemany over tuples): the same statement, positional.
-INSERT INTO tasks (idempotency_key, handler, payload, trigger_ms, schedule)
+INSERT INTO tasks (idempotency_key, task, payload, trigger_ms, schedule)
 VALUES (?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING;
 
 -- name: lease_read_locked
@@ -64,13 +64,13 @@ WHERE id IN (
 RETURNING id, idempotency_key, attempts, trigger_ms;
 
 -- name: read_due
-SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
+SELECT id, idempotency_key, task, payload, trigger_ms, attempts FROM tasks
 WHERE status = 'PENDING' AND trigger_ms <= :now ORDER BY trigger_ms LIMIT :limit;
 
 -- name: read_copied
 -- `--election off`: what came due after this replica's last scan (:since) and another replica
 -- already copied (so it is no longer PENDING): cron on every replica sends its own copy.
-SELECT id, idempotency_key, handler, payload, trigger_ms, attempts FROM tasks
+SELECT id, idempotency_key, task, payload, trigger_ms, attempts FROM tasks
 WHERE epoch IS NULL AND dispatched_ms > :since AND trigger_ms > :since AND trigger_ms <= :now;
 
 -- name: mark_copied
@@ -119,7 +119,7 @@ RETURNING id, task_ids, receives, attempt;
 
 -- name: message_tasks
 -- What a message needs from its task (immutable columns: read outside the write lock).
-SELECT id, idempotency_key, handler, payload, trigger_ms FROM tasks
+SELECT id, idempotency_key, task, payload, trigger_ms FROM tasks
 WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: queue_ack_whole
@@ -192,11 +192,11 @@ UPDATE tasks SET status = 'DISPATCHED', last_error = :error WHERE id = :id;
 UPDATE tasks SET status = 'FAILED', last_error = :error WHERE id = :id;
 
 -- name: task_get
-SELECT id, idempotency_key, handler, payload, trigger_ms, attempts, status, epoch, last_error
+SELECT id, idempotency_key, task, payload, trigger_ms, attempts, status, epoch, last_error
 FROM tasks WHERE id = :id;
 
 -- name: task_by_key
-SELECT id, idempotency_key, handler, payload, trigger_ms, attempts, status, epoch, last_error
+SELECT id, idempotency_key, task, payload, trigger_ms, attempts, status, epoch, last_error
 FROM tasks WHERE idempotency_key = :key;
 
 -- name: forget_exited_process
@@ -240,25 +240,25 @@ SELECT dispatched_ms - trigger_ms AS late FROM tasks WHERE dispatched_ms IS NOT 
 ORDER BY late LIMIT 1 OFFSET :k;
 
 -- name: schedule_get
-SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
+SELECT name, cron, tz, task, payload, catchup, catchup_window_ms, overlap, paused,
   alert_after_ms, alert_on_failures, next_fire_ms, last_fire_ms, last_reason, app, paused_note,
   missed, skipped
 FROM schedules WHERE name = :name;
 
 -- name: schedule_get_locked
-SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
+SELECT name, cron, tz, task, payload, catchup, catchup_window_ms, overlap, paused,
   alert_after_ms, alert_on_failures, next_fire_ms, last_fire_ms, last_reason, app, paused_note,
   missed, skipped
 FROM schedules WHERE name = :name;
 
 -- name: schedule_upsert
 -- (paused is the operator's: redeploying an app does not resume a paused schedule)
-INSERT INTO schedules (name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap,
+INSERT INTO schedules (name, cron, tz, task, payload, catchup, catchup_window_ms, overlap,
   paused, app, alert_after_ms, alert_on_failures)
 VALUES (:name, :cron, :tz, :task, :payload, :catchup, :catchup_window_ms, :overlap, :paused, :app,
   :alert_after_ms, :alert_on_failures)
 ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, tz = excluded.tz,
-  handler = excluded.handler, payload = excluded.payload, catchup = excluded.catchup,
+  task = excluded.task, payload = excluded.payload, catchup = excluded.catchup,
   catchup_window_ms = excluded.catchup_window_ms, overlap = excluded.overlap,
   alert_after_ms = excluded.alert_after_ms, alert_on_failures = excluded.alert_on_failures,
   app = coalesce(excluded.app, schedules.app);
@@ -362,7 +362,7 @@ SELECT min(trigger_ms) FROM tasks WHERE status = 'PENDING' AND trigger_ms > :aft
 
 -- name: schedules_get_many
 -- schedule_get's columns for every schedule named in :names (a JSON array).
-SELECT name, cron, tz, handler, payload, catchup, catchup_window_ms, overlap, paused,
+SELECT name, cron, tz, task, payload, catchup, catchup_window_ms, overlap, paused,
   alert_after_ms, alert_on_failures, next_fire_ms, last_fire_ms, last_reason, app, paused_note,
   missed, skipped
 FROM schedules WHERE name IN (SELECT value FROM json_each(:names));
@@ -370,7 +370,7 @@ FROM schedules WHERE name IN (SELECT value FROM json_each(:names));
 -- name: tasks_with_keys
 -- Which of the idempotency keys in the JSON array :keys have a task, with its task name and
 -- arguments (a planned occurrence's backfill twin; a defer_many's keys taken by others).
-SELECT idempotency_key, handler, payload FROM tasks
+SELECT idempotency_key, task, payload FROM tasks
 WHERE idempotency_key IN (SELECT value FROM json_each(:keys));
 
 -- name: schedules_finished

@@ -5,12 +5,12 @@
 -- The run history, newest occurrence first: a row per run (execution record) of a task, and a
 -- row for a task without one (e.id NULL: history.record words its outcome from the task's
 -- status). Future PENDING tasks are not runs. :task (NULL: any) is a task's name.
-SELECT t.id, t.idempotency_key, t.handler, t.schedule, t.trigger_ms, t.dispatched_ms,
+SELECT t.id, t.idempotency_key, t.task, t.schedule, t.trigger_ms, t.dispatched_ms,
   e.start_ms, e.end_ms, coalesce(e.attempt, t.attempts), e.worker,
   e.id, e.outcome, e.error, t.status, t.last_error
 FROM tasks t LEFT JOIN executions e ON e.task_id = t.id
 WHERE t.trigger_ms >= :since AND (t.status != 'PENDING' OR t.trigger_ms <= :now)
-  AND (:task IS NULL OR t.handler = :task)
+  AND (:task IS NULL OR t.task = :task)
   AND (:failed = 0 OR e.outcome IN ('error', 'failed'))
 ORDER BY t.trigger_ms DESC, t.id DESC, e.attempt DESC, e.id DESC
 LIMIT :limit;
@@ -18,13 +18,13 @@ LIMIT :limit;
 -- name: runs_of_schedule
 -- As `runs`, for one schedule: a query of its own, since the partial index (schedule,
 -- trigger_ms) serves only a WHERE that names the schedule.
-SELECT t.id, t.idempotency_key, t.handler, t.schedule, t.trigger_ms, t.dispatched_ms,
+SELECT t.id, t.idempotency_key, t.task, t.schedule, t.trigger_ms, t.dispatched_ms,
   e.start_ms, e.end_ms, coalesce(e.attempt, t.attempts), e.worker,
   e.id, e.outcome, e.error, t.status, t.last_error
 FROM tasks t LEFT JOIN executions e ON e.task_id = t.id
 WHERE t.schedule = :schedule AND t.trigger_ms >= :since
   AND (t.status != 'PENDING' OR t.trigger_ms <= :now)
-  AND (:task IS NULL OR t.handler = :task)
+  AND (:task IS NULL OR t.task = :task)
   AND (:failed = 0 OR e.outcome IN ('error', 'failed'))
 ORDER BY t.trigger_ms DESC, t.id DESC, e.attempt DESC, e.id DESC
 LIMIT :limit;
@@ -171,14 +171,14 @@ SELECT subject FROM alerts WHERE schedule = :name AND kind = :kind ORDER BY id D
 
 -- name: task_show
 -- ports.TaskInfo's fields, in order.
-SELECT id, idempotency_key, handler, schedule, trigger_ms, status, attempts, dispatched_ms,
+SELECT id, idempotency_key, task, schedule, trigger_ms, status, attempts, dispatched_ms,
   last_error
 FROM tasks WHERE id = :id;
 
 -- name: task_lock
 -- task_show inside the action's write transaction, which holds the database's only write lock:
 -- no run, dispatch or other action changes the task until it commits.
-SELECT id, idempotency_key, handler, schedule, trigger_ms, status, attempts, dispatched_ms,
+SELECT id, idempotency_key, task, schedule, trigger_ms, status, attempts, dispatched_ms,
   last_error
 FROM tasks WHERE id = :id;
 
