@@ -238,9 +238,7 @@ def work_until_all_settled(
         if queue is not None:
             queue.relay()  # a queue elsewhere: the leader's relay (``Scheduler.dispatch``)
         clock.sleep(worker.step() / 1000)
-        found = store.query(
-            store.own("SELECT task, status, attempts FROM tasks ORDER BY task, id")
-        )
+        found = store.query(store.own("SELECT task, status, attempts FROM tasks ORDER BY task, id"))
         if all(status in ("DONE", "FAILED") for _, status, _ in found):
             by_name: dict[str, list[Any]] = {}
             for task, status, attempts in found:

@@ -91,8 +91,7 @@ def test_a_redeploy_committing_during_a_dispatch_leaves_no_occurrence_of_the_old
         assert leader.dispatch_due(T0 + 100, 100, epoch.epoch) == 1
     pending = leader.query(
         leader.own(
-            "SELECT idempotency_key, task FROM tasks WHERE status = 'PENDING'"
-            " ORDER BY trigger_ms"
+            "SELECT idempotency_key, task FROM tasks WHERE status = 'PENDING' ORDER BY trigger_ms"
         )
     )
     assert pending == [(f"schedule:tick:{T0 + 3_000}", "b")]
