@@ -1,0 +1,132 @@
+"""Round trips per job on PostgreSQL (issue 30): what one single-job batch costs a worker, and
+what the leader's dispatch of it costs, counted as the client's exchanges with the server —
+so they cannot creep back.
+
+An exchange is one ``psycopg.Connection.wait``: a statement sent and its answer read, a
+``BEGIN``, ``SAVEPOINT`` or ``COMMIT`` as much as a query. The test counts them on every
+connection of the process for the one call under test, prints the statements, and holds each
+count to its bound (today's count: a change that lowers it lowers the bound)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+import cronlab
+from contract.dist_servers import pg_database
+from cronlab.clock import SystemClock
+from cronlab.election.store import StoreElector
+from cronlab.ports import Retry
+from cronlab.queues.store import StoreQueue
+from cronlab.runtime.worker import Worker, WorkerConfig
+
+pytestmark = [pytest.mark.integration, pytest.mark.postgres]
+
+# Today's counts (the statements are printed with -s; 2026-12-06, migration 015). The worker:
+# its clock, a peek at the queue, then the claim (BEGIN, clock, select, mark received, COMMIT),
+# the tasks read, and the run (BEGIN, lock the envelope, the task DONE, SAVEPOINT, the
+# handler's INSERT, RELEASE, the execution record, the ack, COMMIT). The leader: BEGIN, clock,
+# the fence locked, the lease read, the fence raised, the due rows taken, enqueued, counted,
+# NOTIFY, COMMIT. Storage v2 (issue 30) lowers them; one that rises fails here.
+WORKER_BATCH_OF_ONE = 17
+LEADER_DISPATCH_OF_ONE = 10
+
+
+class Exchanges:
+    """Every exchange of every connection while ``counting``, with the statement it sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.counting = False
+
+    def __enter__(self) -> Exchanges:
+        self.sent.clear()
+        self.counting = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.counting = False
+
+
+@pytest.fixture
+def exchanges(monkeypatch: pytest.MonkeyPatch) -> Iterator[Exchanges]:
+    seen = Exchanges()
+    wait = psycopg.Connection.wait
+    execute, command = psycopg.Cursor.execute, psycopg.Connection._exec_command
+    last: dict[str, str] = {"sql": ""}
+
+    def note(query: Any) -> None:
+        text = query.decode(errors="replace") if isinstance(query, bytes) else str(query)
+        last["sql"] = " ".join(text.split())[:90]
+
+    def io(gen: Any) -> Any:
+        """``gen`` as it was, noted once it first waits for the socket (one that needs no
+        I/O — a COMMIT outside a transaction — is no exchange)."""
+        try:
+            state = next(gen)
+        except StopIteration as done:
+            return done.value
+        if seen.counting:
+            kind = getattr(gen, "__qualname__", "?").rpartition("_")[0].rpartition(".")[2]
+            seen.sent.append(last["sql"] if kind == "_execute" else kind.strip("_"))
+        while True:
+            try:
+                state = gen.send((yield state))
+            except StopIteration as done:
+                return done.value
+
+    def counted_wait(self: psycopg.Connection[Any], gen: Any, *a: Any, **k: Any) -> Any:
+        return wait(self, io(gen), *a, **k)
+
+    def noted_execute(self: psycopg.Cursor[Any], query: Any, *a: Any, **k: Any) -> Any:
+        note(query)
+        return execute(self, query, *a, **k)
+
+    def noted_command(self: psycopg.Connection[Any], query: Any, *a: Any, **k: Any) -> Any:
+        note(query)
+        return command(self, query, *a, **k)
+
+    monkeypatch.setattr(psycopg.Connection, "wait", counted_wait)
+    monkeypatch.setattr(psycopg.Cursor, "execute", noted_execute)
+    monkeypatch.setattr(psycopg.Connection, "_exec_command", noted_command)
+    yield seen
+
+
+def test_a_single_job_batch_and_its_dispatch_cost_their_bounded_round_trips(
+    exchanges: Exchanges,
+) -> None:
+    """One job that writes one row through ``ctx.tx``, ``--worker-batch 1``: the leader's
+    dispatch of it, then the worker's batch (claim, run, record, ack)."""
+    with pg_database() as url:
+        app = cronlab.App(url)
+        app.store().query("CREATE TABLE receipts (n INT)")
+
+        @app.task(name="receipt")
+        def receipt(ctx: cronlab.Context, n: int) -> None:
+            ctx.tx.execute("INSERT INTO receipts VALUES (?)", (n,))
+
+        receipt.defer(n=1)
+        clock, store = SystemClock(), app.store()
+        lease = StoreElector(store, clock).acquire_or_renew("leader", 10_000)
+        assert lease is not None
+        cfg = WorkerConfig(index=0, batch=1, retry=Retry(max_attempts=3, base_ms=100))
+        queue = StoreQueue(store, clock)
+        worker = Worker(cfg, store=store, queue=queue, registry=app.registry, clock=clock, name="w")
+        worker.step()  # a first step: its connection opened, nothing due yet
+
+        with exchanges:
+            assert store.dispatch_due(clock.now_ms(), 100, lease.epoch) == 1
+        dispatch = list(exchanges.sent)
+        with exchanges:
+            worker.step()
+        batch = list(exchanges.sent)
+
+        assert store.query("SELECT n FROM receipts") == [(1,)]
+        print("\nleader, dispatch of one:", *dispatch, sep="\n  ")
+        print("worker, batch of one:", *batch, sep="\n  ")
+        assert len(dispatch) <= LEADER_DISPATCH_OF_ONE, dispatch
+        assert len(batch) <= WORKER_BATCH_OF_ONE, batch
+        app.close()
