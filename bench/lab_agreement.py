@@ -19,8 +19,8 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from cronlab.web.app import LabConfig, create_app
-from cronlab.web.live import Live
+from cronlab.lab.web.app import LabConfig, create_app
+from cronlab.lab.web.live import Live
 
 KEYS = ("dispatched", "duplicates", "missed", "fenced_writes", "redelivered")
 LESSON = ("duplicates", "missed", "fenced_writes")  # what must agree exactly

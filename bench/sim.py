@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import simpy
 
-from cronlab.core.model import Scenario, simulate
-from cronlab.core.series import per_minute
+from cronlab.lab.model import Scenario, simulate
+from cronlab.lab.series import per_minute
 
 
 def best_of(fn: Callable[[], object], repeat: int) -> float:

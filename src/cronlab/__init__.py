@@ -6,7 +6,7 @@ task is given), ``Task`` (``.defer``, ``.defer_many``), what they return, and th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cronlab.app import App
 from cronlab.core.policy import Catchup, Overlap
@@ -24,10 +24,8 @@ from cronlab.handlers import Context
 from cronlab.ports import RunCounts, SyncReport
 from cronlab.tasks import DeferResult, Task, TaskRef
 
-if TYPE_CHECKING:
-    from cronlab.core.model import Fault, Result, Scenario, Totals, simulate
-
-_MODEL = ("Fault", "Result", "Scenario", "Totals", "simulate")  # the lab's model, on first use
+# The lab's model was exported here; it is the lab's own now (the engine imports nothing of it).
+_MOVED = ("Fault", "Result", "Scenario", "Totals", "simulate")
 
 __all__ = [
     "App",
@@ -38,26 +36,18 @@ __all__ = [
     "Context",
     "CronlabError",
     "DeferResult",
-    "Fault",
     "FencedError",
     "NotFoundError",
     "Overlap",
-    "Result",
     "RunCounts",
-    "Scenario",
     "SyncReport",
     "Task",
     "TaskArgumentError",
     "TaskRef",
     "TaskTimeout",
-    "Totals",
-    "simulate",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _MODEL:
-        from cronlab.core import model
-
-        return getattr(model, name)
-    raise AttributeError(f"module 'cronlab' has no attribute {name!r}")
+    where = " (the lab's model: cronlab.lab.model)" if name in _MOVED else ""
+    raise AttributeError(f"module 'cronlab' has no attribute {name!r}{where}")

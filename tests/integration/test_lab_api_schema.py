@@ -28,12 +28,13 @@ from schemathesis import Case
 from cronlab import stores
 from cronlab.clock import SystemClock
 from cronlab.core.policy import Schedule
+from cronlab.lab.web import openapi
+from cronlab.lab.web.app import LabConfig, create_app
+from cronlab.lab.web.live import Live
 from cronlab.metrics import server
 from cronlab.metrics.prometheus import PrometheusMetrics, StoreCollector
-from cronlab.web import console_api, openapi
-from cronlab.web.app import LabConfig, create_app
+from cronlab.web import console_api
 from cronlab.web.console import ConsoleConfig, create_console
-from cronlab.web.live import Live
 
 pytestmark = pytest.mark.integration
 SEED = 13

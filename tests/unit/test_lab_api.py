@@ -9,13 +9,13 @@ import pytest
 from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
-from cronlab.core import params
-from cronlab.core.model import simulate
 from cronlab.exceptions import ConfigError
-from cronlab.web import openapi
-from cronlab.web.app import LabConfig, create_app
+from cronlab.lab import params
+from cronlab.lab.model import simulate
+from cronlab.lab.web import openapi
+from cronlab.lab.web.app import LabConfig, create_app
+from cronlab.lab.web.live import Live, LiveConfig
 from cronlab.web.guard import is_loopback
-from cronlab.web.live import Live, LiveConfig
 
 LOOPBACK = "http://127.0.0.1"
 JSON_TYPE = {"content-type": "application/json"}
@@ -123,7 +123,7 @@ def test_every_route_is_in_openapi(client: TestClient) -> None:
 
 
 def test_openapi_lists_every_query_parameter(client: TestClient) -> None:
-    from cronlab.web import query
+    from cronlab.lab.web import query
 
     doc = client.get("/openapi.json").json()
     names = {p["name"] for p in doc["paths"]["/api/simulate"]["get"]["parameters"]}
@@ -235,7 +235,7 @@ def test_cli_reports_a_port_in_use_in_one_line(capsys: pytest.CaptureFixture[str
 
 
 def test_live_commands_follow_the_engine_contract() -> None:
-    from cronlab.web.live import CRONLAB, LiveConfig, commands
+    from cronlab.lab.web.live import CRONLAB, LiveConfig, commands
 
     cfg = LiveConfig(replicas=4, workers=5, election="off", timers="in-memory", lease_ttl=7)
     cmds = commands(cfg, "sqlite:////tmp/x/lab.db")
@@ -253,7 +253,7 @@ def test_live_commands_follow_the_engine_contract() -> None:
 
 
 def test_live_prediction_counts_the_crashes_sent() -> None:
-    from cronlab.web.live import Faults, LiveConfig, prediction
+    from cronlab.lab.web.live import Faults, LiveConfig, prediction
 
     cfg = LiveConfig(count=1000, workers=2, drain_s=10, timers="in-memory")
     assert prediction(cfg, Faults())["totals"]["missed"] == 0
@@ -272,7 +272,7 @@ def test_live_prediction_counts_the_crashes_sent() -> None:
 
 
 def test_metrics_render_the_engine_report() -> None:
-    from cronlab.web import metrics
+    from cronlab.lab.web import metrics
 
     snap = {
         "running": True,
@@ -533,7 +533,7 @@ def test_a_live_visibility_out_of_bounds_is_refused_and_one_in_bounds_reaches_th
     client: TestClient,
 ) -> None:
     """The page's visibility timeout is the live run's too (it was the engine's own 30 s)."""
-    from cronlab.web.live import LiveConfig, commands
+    from cronlab.lab.web.live import LiveConfig, commands
 
     for bad in (0, 601):
         res = client.post("/api/live/start", json={"visibility": bad})

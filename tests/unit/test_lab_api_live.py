@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from cronlab.web.app import LabConfig, create_app
-from cronlab.web.live import Live
+from cronlab.lab.web.app import LabConfig, create_app
+from cronlab.lab.web.live import Live
 
 pytestmark = pytest.mark.integration
 SMALL = {"replicas": 3, "workers": 2, "ttl": 3, "count": 600, "drain_s": 5, "lead_s": 3}

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from cronlab.web.app import LabConfig, create_app
-from cronlab.web.live import Live
+from cronlab.lab.web.app import LabConfig, create_app
+from cronlab.lab.web.live import Live
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cronlab.core.model import Fault, Scenario, simulate
-from cronlab.core.series import per_minute, per_second
 from cronlab.exceptions import ConfigError
+from cronlab.lab.model import Fault, Scenario, simulate
+from cronlab.lab.series import per_minute, per_second
 
 MILLION = 1_000_000
 

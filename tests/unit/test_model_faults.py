@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cronlab.core.model import Fault, Loss, Pause, Scenario, WorkerCrash, simulate
-from cronlab.core.series import per_second
+from cronlab.lab.model import Fault, Loss, Pause, Scenario, WorkerCrash, simulate
+from cronlab.lab.series import per_second
 
 MILLION = 1_000_000
 

@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cronlab.core.model import Fault, Loss, Pause, Scenario, WorkerCrash, simulate
-from cronlab.core.series import per_minute, per_second
+from cronlab.lab.model import Fault, Loss, Pause, Scenario, WorkerCrash, simulate
+from cronlab.lab.series import per_minute, per_second
 
 buckets = st.lists(
     st.tuples(st.integers(0, 20), st.integers(0, 5_000)), min_size=1, max_size=6

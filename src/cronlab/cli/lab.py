@@ -135,7 +135,7 @@ def lab_cmd(ctx: click.Context, host: str, port: int, token: str | None, no_open
     engine's processes with the lab's anti-patterns: cluster, scheduler, worker)."""
     if ctx.invoked_subcommand is not None:
         return
-    from cronlab.web.app import LabConfig, create_app  # (the lab extra: --help needs none)
+    from cronlab.lab.web.app import LabConfig, create_app  # (the lab extra: --help needs none)
 
     config = LabConfig(host=host, port=port, token=token)
     serve("lab", lambda: create_app(config), host, port, no_open)

@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from cronlab.cli.knobs import knob, repeatable
-from cronlab.core import model, params, workload
-from cronlab.core.model import Result, Scenario, Totals, simulate
+from cronlab.lab import model, params, workload
+from cronlab.lab.model import Result, Scenario, Totals, simulate
 
 TICKER_HEAD, TICKER_TAIL = 12, 6
 
@@ -155,7 +155,7 @@ def lead_metrics(t: Totals) -> list[tuple[str, str]]:
 
 def ticker(r: Result) -> list[str]:
     """``min 00 · dispatched … · executed … · dup ×… · missed … · backlog …`` per minute."""
-    from cronlab.core.series import per_minute  # numpy: the lab extra (--help needs none)
+    from cronlab.lab.series import per_minute  # numpy: the lab extra (--help needs none)
 
     pm = per_minute(r.timeline)
     rows = zip(

@@ -34,9 +34,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from cronlab.core import params
-from cronlab.core.model import Scenario, first_executions, simulate
+from cronlab.lab import params
 from cronlab.lab.election_off import NoElection
+from cronlab.lab.model import Scenario, first_executions, simulate
 from cronlab.lab.scheduler import LabScheduler, Modes
 from cronlab.ports import LeaseElector, NewTask, Retry
 from cronlab.runtime.scheduler import Scheduler, SchedulerConfig

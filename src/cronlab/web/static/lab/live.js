@@ -23,7 +23,7 @@ function refused(res) {
   $("#live-status").className = "status bad";
 }
 
-/* What the engine's live run keeps as its own (web/live.py passes none of these to the cluster). */
+/* What the engine's live run keeps as its own (lab/web/live.py passes none of these to the cluster). */
 const ENGINE_OWN = [
   ["pod-restart", "pod restart", secs, "a killed worker is back after 300 s"],
   ["restart-after", "restart after", secs, "300 s"],

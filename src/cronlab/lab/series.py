@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from cronlab.core.model import Timeline
 from cronlab.exceptions import ConfigError
+from cronlab.lab.model import Timeline
 
 Ints = npt.NDArray[np.int64]
 MAX_MINUTES = 50_000  # a chart of about 35 days, a few MB of JSON

@@ -13,9 +13,9 @@ from decimal import Decimal, InvalidOperation
 from functools import partial
 from typing import Any, TypeVar
 
-from cronlab.core import params, workload
-from cronlab.core.model import Scenario
 from cronlab.exceptions import ConfigError, ParamError
+from cronlab.lab import params, workload
+from cronlab.lab.model import Scenario
 
 #: Bounds keep one request cheap: the model's cost grows with buckets and faults, not tasks.
 INT_BOUNDS: dict[str, tuple[str, int, int]] = {

@@ -26,10 +26,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from cronlab.core import params
-from cronlab.core.model import simulate
 from cronlab.exceptions import ConfigError, ConflictError, NotFoundError, ParamError
-from cronlab.web import reaper
+from cronlab.lab import params
+from cronlab.lab.model import simulate
+from cronlab.lab.web import reaper
 
 CRONLAB: tuple[str, ...] = (sys.executable, "-m", "cronlab")
 POLL_S = 1.5  # each poll runs three short CLI processes; the engine needs the cores
@@ -446,7 +446,7 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 def _reaper(folder: str) -> subprocess.Popen[bytes]:
     """The reaper of the run in ``folder``: it cleans up if this lab dies without stopping the
     run. Its own session, so Ctrl-C in the lab's terminal reaches the lab alone."""
-    argv = [sys.executable, "-m", "cronlab.web.reaper", folder]
+    argv = [sys.executable, "-m", "cronlab.lab.web.reaper", folder]
     return subprocess.Popen(argv, stdin=subprocess.PIPE, start_new_session=True)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from cronlab.core.model import MAX_BUCKETS
 from cronlab.exceptions import ConfigError
+from cronlab.lab.model import MAX_BUCKETS
 
 Preset = Literal["midnight", "steady", "spread"]
 PRESETS: tuple[Preset, ...] = ("midnight", "steady", "spread")

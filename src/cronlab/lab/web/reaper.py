@@ -1,6 +1,6 @@
 """The live run's reaper: what cleans up after a lab that died without stopping its run.
 
-The lab starts ``python -m cronlab.web.reaper FOLDER`` with a pipe on its stdin and writes
+The lab starts ``python -m cronlab.lab.web.reaper FOLDER`` with a pipe on its stdin and writes
 there the process group of everything it starts for the run, one number a line. The reaper
 reads until the pipe closes — which the kernel does when the lab exits, however it exits
 (SIGKILL and the OOM killer included) — then stops those groups (SIGCONT, SIGTERM, SIGKILL

@@ -8,9 +8,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from cronlab.core import workload
-from cronlab.core.model import Fault, Loss, Pause, Result, Scenario, Totals, WorkerCrash
 from cronlab.exceptions import ConfigError
+from cronlab.lab import workload
+from cronlab.lab.model import Fault, Loss, Pause, Result, Scenario, Totals, WorkerCrash
 
 COMPARE_KEYS = (
     "election",
@@ -313,7 +313,7 @@ def result_dict(r: Result, *, minutes: bool = False) -> dict[str, Any]:
         "verdict": verdict(r.totals),
     }
     if minutes:
-        from cronlab.core.series import per_minute  # numpy: the lab extra
+        from cronlab.lab.series import per_minute  # numpy: the lab extra
 
         pm = per_minute(r.timeline)
         data["per_minute"] = {f.name: getattr(pm, f.name).tolist() for f in dataclasses.fields(pm)}

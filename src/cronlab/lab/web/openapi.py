@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from cronlab.core import model
-from cronlab.core.params import COMPARE_KEYS
-from cronlab.web.query import REPEATABLE
+from cronlab.lab import model
+from cronlab.lab.params import COMPARE_KEYS
+from cronlab.lab.web.query import REPEATABLE
 
 
 def _q(name: str, schema: dict[str, Any], text: str, *, many: bool = False) -> dict[str, Any]:
@@ -166,7 +166,7 @@ PROBLEM = {
 RESULT = {
     "type": "object",
     "required": ["scenario", "totals", "timeline", "log", "sentence", "per_minute"],
-    "description": "cronlab.core.params.result_dict(result, minutes=True); with compare, also "
+    "description": "cronlab.lab.params.result_dict(result, minutes=True); with compare, also "
     "`compare`: {changes, b (the same shape without timeline), diff (b − a)}.",
     "properties": {
         "totals": {
@@ -231,7 +231,7 @@ REALSIM = {
 SNAPSHOT = {
     "type": "object",
     "required": ["running", "version"],
-    "description": "cronlab.web.live.Live.snapshot(): while a run goes, also its config, t (s "
+    "description": "cronlab.lab.web.live.Live.snapshot(): while a run goes, also its config, t (s "
     "since the invoices fell due), status and report (the CLI's --json), prediction, events.",
     "properties": {
         "running": {"type": "boolean"},

@@ -33,15 +33,17 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from cronlab.core import params
-from cronlab.core.model import simulate
+from cronlab import web
 from cronlab.exceptions import ConfigError, ParamError
+from cronlab.lab import params
 from cronlab.lab import simulated as labsim
-from cronlab.web import guard, metrics, openapi, query
+from cronlab.lab.model import simulate
+from cronlab.lab.web import metrics, openapi, query
+from cronlab.lab.web.live import CHAOS, Live, LiveConfig
+from cronlab.web import guard
 from cronlab.web.guard import PAGE_HEADERS, Handler, problem, read_body
-from cronlab.web.live import CHAOS, Live, LiveConfig
 
-STATIC = Path(__file__).parent / "static"
+STATIC = Path(web.__file__).parent / "static"  # (the console's and the lab's assets, one folder)
 
 
 REALSIM_CACHE = 64  # answers of /api/realsim kept
