@@ -24,10 +24,11 @@ transaction, which deliveries are live, the savepoints and the writes — is a `
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from cronlab.handlers import STOPS, QueuedTx, handler_failure
+from cronlab.handlers import STOPS, AsyncStep, QueuedTx, handler_failure
 from cronlab.ports import (
     RUN_ENDINGS,
     Batch,
@@ -79,21 +80,38 @@ def execute(work: Batch, store: BatchStore, queue: Queue | None = None) -> dict[
     return counts
 
 
+@dataclass(frozen=True)
+class Plain:
+    """A bare ``fn(message, tx) -> bool`` as a ``ports.Run``: the worker's retry policy,
+    nothing done before the write lock, no batch form, no async steps."""
+
+    fn: Callable[[Message, Tx], bool]
+
+    def __call__(self, m: Message, tx: Tx) -> bool:
+        return self.fn(m, tx)
+
+    def retry(self, task: str, default: Retry) -> Retry:
+        return default
+
+    def prepare(self, m: Message) -> Step:
+        return partial(self.fn, m)
+
+    def prepare_batch(self, messages: Sequence[Message], dialect: str) -> BatchStep | None:
+        return None
+
+    def gather(self, runs: Sequence[tuple[Any, Tx]]) -> list[bool | BaseException]:
+        raise AssertionError("a plain run makes no async step")
+
+
 def _prepare(run: Run, messages: Sequence[Message]) -> list[Step]:
-    """Work a run can do before the write transaction (``handlers.Runner.prepare``)."""
-    prepare: Callable[[Message], Step] | None = getattr(run, "prepare", None)
-    if prepare is not None:
-        return [prepare(m) for m in messages]
-    return [partial(run, m) for m in messages]
+    """Work a run can do before the write transaction (``Run.prepare``)."""
+    return [run.prepare(m) for m in messages]
 
 
 def _prepare_batch(run: Run, messages: Sequence[Message], dialect: str) -> BatchStep | None:
-    """The whole batch as one step (``handlers.Runner.prepare_batch``), if the run offers it:
+    """The whole batch as one step (``Run.prepare_batch``), if every task has a batch form:
     handlers with a batch form then write every message's effect in one statement."""
-    prepare: Callable[[Sequence[Message], str], BatchStep] | None = getattr(
-        run, "prepare_batch", None
-    )
-    return prepare(messages, dialect) if prepare is not None else None
+    return run.prepare_batch(messages, dialect)
 
 
 class LostRun(Exception):
@@ -161,12 +179,11 @@ class _Runs:
         self, steps: Sequence[Step], live: Sequence[bool]
     ) -> dict[int, tuple[bool | BaseException, QueuedTx]]:
         """The live async steps, run at once; by index, each one's result and queued writes."""
-        gather = getattr(self.work.run, "gather", None)
-        todo = [(i, s) for i, s in enumerate(steps) if live[i] and hasattr(s, "start")]
-        if gather is None or not todo:
+        todo = [(i, s) for i, s in enumerate(steps) if live[i] and isinstance(s, AsyncStep)]
+        if not todo:
             return {}
         queued = [QueuedTx(self.b.dialect) for _ in todo]
-        results = gather([(s, q) for (_, s), q in zip(todo, queued, strict=True)])
+        results = self.work.run.gather([(s, q) for (_, s), q in zip(todo, queued, strict=True)])
         return {i: (r, q) for (i, _), r, q in zip(todo, results, queued, strict=True)}
 
     def _settle_async(
@@ -261,5 +278,4 @@ class _Runs:
 
     def _retry(self, handler: str) -> Retry:
         """The handler's own retry policy (``Runner.retry``), or the worker's."""
-        of: Callable[[str, Retry], Retry] | None = getattr(self.work.run, "retry", None)
-        return self.work.retry if of is None else of(handler, self.work.retry)
+        return self.work.run.retry(handler, self.work.retry)

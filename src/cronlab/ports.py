@@ -154,11 +154,34 @@ class Tx(Protocol):
         ...
 
 
-# A run of a handler on a message inside the batch transaction; True when the effect was
-# applied, False when it was a no-op (an idempotent duplicate). Raising means failure.
-# A run may also offer ``prepare(message) -> step(tx) -> bool`` (``handlers.Runner`` does):
-# a store calls it before taking its write lock, so only the handler's own work runs inside.
-Run = Callable[[Message, Tx], bool]
+class Run(Protocol):
+    """How a worker runs its batch's messages (``handlers.Runner``; ``execution.Plain`` makes
+    one of a bare ``fn(message, tx) -> bool``)."""
+
+    def __call__(self, m: Message, tx: Tx) -> bool:
+        """Run ``m``'s handler inside the batch transaction: True when its effect was applied,
+        False when it was a no-op (an idempotent duplicate); raising means it failed."""
+        ...
+
+    def retry(self, task: str, default: Retry) -> Retry:
+        """Task ``task``'s own retry policy, else ``default`` (the worker's)."""
+        ...
+
+    def prepare(self, m: Message) -> Callable[[Tx], bool]:
+        """The run of ``m`` as a step, with what it can do before the write lock done now:
+        only the handler's own work then runs inside the transaction."""
+        ...
+
+    def prepare_batch(
+        self, messages: Sequence[Message], dialect: str
+    ) -> Callable[[Tx], list[bool]] | None:
+        """Every message as one step, when each task has a batch form; None otherwise."""
+        ...
+
+    def gather(self, runs: Sequence[tuple[Any, Tx]]) -> list[bool | BaseException]:
+        """The async steps among ``prepare``'s, each with its queued writes, run at once on one
+        event loop; each one's result or exception, in order."""
+        ...
 
 
 class Ended(NamedTuple):

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pytest
 
-from cronlab.execution import execute
+from cronlab.execution import Plain, execute
 from cronlab.ports import (
     Batch,
     BatchTransaction,
@@ -110,7 +112,12 @@ def run(
 ) -> tuple[dict[str, int], list[Ended]]:
     seen: list[Ended] = []
     work = Batch(
-        worker="w", messages=batch, run=step, retry=retry, now=lambda: 1_000, observe=seen.extend
+        worker="w",
+        messages=batch,
+        run=step if isinstance(step, Plain) else Plain(step),
+        retry=retry,
+        now=lambda: 1_000,
+        observe=seen.extend,
     )
     counts = execute(work, OneTx(lambda attempt: attempt(tx)))
     return counts, seen
@@ -179,16 +186,19 @@ def test_a_lost_connection_is_not_a_failed_run() -> None:
     assert tx.failures == [] and tx.finished is None
 
 
-class Both:
-    """A run with a batch form (``handlers.Runner``'s shape) that may raise."""
+@dataclass(frozen=True)
+class Both(Plain):
+    """A run with a batch form (as ``handlers.Runner`` has) that may raise."""
 
-    def __init__(self, batch_raises: bool) -> None:
-        self.batch_raises = batch_raises
-        self.single: list[int] = []
+    batch_raises: bool = False
+    single: list[int] = field(default_factory=list)
 
     def __call__(self, m: Message, tx: Tx) -> bool:
         self.single.append(m.task_id)
         return writes(m, tx)
+
+    def prepare(self, m: Message) -> Callable[[Tx], bool]:
+        return partial(self, m)
 
     def prepare_batch(self, batch: Sequence[Message], dialect: str) -> Callable[[Tx], list[bool]]:
         def step(tx: Tx) -> list[bool]:
@@ -201,7 +211,7 @@ class Both:
 
 
 def test_a_batch_form_runs_once_for_the_batch() -> None:
-    tx, both = Recording(), Both(batch_raises=False)
+    tx, both = Recording(), Both(writes, batch_raises=False)
     counts, seen = run(messages(3), both, tx)
     assert tx.tx.rows == ["whole batch"] and both.single == []
     assert counts["ok"] == 2 and counts["noop"] == 1
@@ -209,7 +219,7 @@ def test_a_batch_form_runs_once_for_the_batch() -> None:
 
 
 def test_a_batch_form_that_raises_falls_back_to_each_message_once() -> None:
-    tx, both = Recording(), Both(batch_raises=True)
+    tx, both = Recording(), Both(writes, batch_raises=True)
     counts, _ = run(messages(3), both, tx)
     assert tx.tx.rows == ["effect 0", "effect 1", "effect 2"]  # the batch's write undone
     assert both.single == [0, 1, 2] and counts["ok"] == 3
@@ -226,7 +236,7 @@ def test_observe_sees_only_the_attempt_that_committed() -> None:
 
     seen: list[Ended] = []
     work = Batch(
-        worker="w", messages=messages(2), run=writes, retry=Retry(), now=lambda: 5,
+        worker="w", messages=messages(2), run=Plain(writes), retry=Retry(), now=lambda: 5,
         observe=seen.extend,
     )  # fmt: skip
     execute(work, OneTx(transaction))

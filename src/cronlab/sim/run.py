@@ -46,12 +46,12 @@ from cronlab.sim.tasks import (
 from cronlab.sim.world import (
     Deadlock,
     Killed,
+    PointedConnection,
     Proc,
     SimClock,
     SimLock,
     SimWakeups,
     TrueClock,
-    Watched,
     World,
 )
 from cronlab.stores.sql import SqlStore, namespace
@@ -371,14 +371,14 @@ class _Run:
         server = TrueClock(self.world) if self.s.server_clock else None
         wait_ms = sc.TTL_MS // 2  # as a scheduler's (cronlab scheduler: TTL / 2)
         lock = SimLock(self.world, wait_ms)
-        seams = Seams(lock=lock, wrap=self._watched, clock=server, wakeups=self.wakeups)
+        seams = Seams(lock=lock, wrap=self._pointed, clock=server, wakeups=self.wakeups)
         return SqliteStore(self.path, seams=seams)
 
-    def _watched(self, conn: sqlite3.Connection) -> Watched:
+    def _pointed(self, conn: sqlite3.Connection) -> PointedConnection:
         """The store's connection, watched, with the checker's SQL functions."""
         conn.create_function("sim_now", 0, self._authority)
         conn.create_function("sim_turn", 0, self._turn)
-        return Watched(conn, self.world.point)
+        return PointedConnection(conn, self.world.point)
 
     def _scheduler_body(self, index: int) -> Callable[[Proc], None]:
         def body(proc: Proc) -> None:

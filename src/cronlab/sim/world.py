@@ -440,7 +440,7 @@ class SimWakeups:
                     w.poke()
 
 
-class Watched:
+class PointedConnection:
     """A SQLite connection that calls ``before(sql)`` ahead of every statement (the store's
     ``Seams.wrap``): the simulator's points where a process may be switched or killed."""
 

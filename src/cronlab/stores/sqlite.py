@@ -66,7 +66,7 @@ class Seams(NamedTuple):
 
     ``lock``: the writer lock; ``wrap``: the connection's stand-in, given the connection (the
     simulator's runs its hook before each statement, and may switch processes there or kill
-    this one: ``sim/world.py`` ``Watched``); ``clock``: whose time judges the
+    this one: ``sim/world.py`` ``PointedConnection``); ``clock``: whose time judges the
     lease, as a database server's does (None: the caller's); ``wakeups``: the wake-up
     channels between processes (None: Unix sockets for a real file, none in the simulator).
     """
