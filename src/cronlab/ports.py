@@ -23,7 +23,14 @@ from cronlab.core.policy import Schedule
 from cronlab.exceptions import ConfigError
 
 STATUSES = ("PENDING", "DISPATCHED", "DONE", "FAILED", "MISSED", "SKIPPED")
-RUN_OUTCOMES = ("ok", "noop")  # a run that completed: effect applied, or a no-op duplicate
+# The one list of outcomes: a run's (``ok``: its effect applied, ``noop``: an idempotent
+# duplicate, ``error``: failed and retried, ``failed``: failed for good), then what the run
+# history shows of an occurrence that did not run, or has not yet (``RunRecord``).
+OUTCOMES = ("ok", "noop", "error", "failed", "skipped", "missed", "due", "queued")
+RUN_OUTCOMES = OUTCOMES[:2]  # a run that completed
+# How a run ends, in the worker's counts and ``RunCounts`` (its keys, in this order): a run's
+# outcome, or ``stale`` (its delivery superseded: it ran nothing).
+RUN_ENDINGS = (*OUTCOMES[:4], "stale")
 
 
 # A keyed insert that found its key held, then its holder gone (deleted by the retention before
@@ -492,7 +499,6 @@ class Queue(Protocol):
         ...
 
 
-OUTCOMES = ("ok", "noop", "error", "failed", "skipped", "missed", "due", "queued")
 MAX_RUNS = 100_000  # rows a history read returns at most
 
 
@@ -573,9 +579,6 @@ class SyncReport:
     changed: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
 
-
-# How a run ends, in the worker's counts and ``RunCounts`` (its keys, in this order).
-RUN_ENDINGS = ("ok", "noop", "error", "failed", "stale")
 
 
 class RunCounts(TypedDict):
