@@ -580,7 +580,6 @@ class SyncReport:
     removed: tuple[str, ...] = ()
 
 
-
 class RunCounts(TypedDict):
     """How the runs of ``App.run_until_idle`` ended: ``ok`` (effect applied), ``noop`` (an
     idempotent duplicate), ``error`` (failed, to be retried), ``failed`` (failed for good),
