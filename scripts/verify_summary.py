@@ -39,7 +39,8 @@ def main(folder: Path) -> int:
             for kind, row in d["by_fault"].items():
                 kinds[kind] += row["seeds"]
             violations += d["violations"]
-        print(f"{store}: {seeds:,} seeds ({ranges(starts)}), {seconds:,.0f} core-seconds")
+        took = f"{seconds:,.0f} s of one job's wall time (beside other work)"
+        print(f"{store}: {seeds:,} seeds ({ranges(starts)}), {took}")
         bad = sorted({v["seed"] for v in violations})
         print(f"  violations: {len(violations)}, in {len(bad)} seeds {bad}")
         for v in violations:
