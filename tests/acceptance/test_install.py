@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+import source
+
 pytestmark = [pytest.mark.acceptance, pytest.mark.integration]
-ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = (
     "chaos", "check", "cluster", "console", "enqueue", "invoices", "lab", "report", "run",
     "runs", "schedule", "scheduler", "simulate", "status", "task", "verify", "worker",
@@ -21,11 +22,12 @@ COMMANDS = (
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A virtualenv with ``pip install .`` done in a copy of the clone, as the README says."""
-    venv = tmp_path_factory.mktemp("base") / "venv"
+    home = tmp_path_factory.mktemp("base")
+    clone, venv = source.copy(home / "clone"), home / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     done = subprocess.run(
         [str(venv / "bin" / "pip"), "install", "-q", "."],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        cwd=clone, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     return venv / "bin" / "cronlab"

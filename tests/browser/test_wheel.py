@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Response
 
+import source
+
 from .conftest import CHROMIUM, serve_lab
 
-ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("numpy", "psycopg", "redis", "etcd3gw", "starlette", "uvicorn")
 
 
@@ -26,7 +27,8 @@ def run(*argv: str, **kw: object) -> subprocess.CompletedProcess[str]:
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A venv with the built wheel and nothing else of ours; its python."""
     tmp = tmp_path_factory.mktemp("wheel")
-    built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp), str(ROOT))
+    clone = source.copy(tmp / "clone")
+    built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp), str(clone))
     assert built.returncode == 0, built.stderr
     (wheel,) = tmp.glob("cronlab-*.whl")
     venv.create(tmp / "venv", with_pip=True)
