@@ -148,8 +148,10 @@ def main() -> int:
         rows.append({"mutation": m.name, "store": where, **found})
         if found["seed"] is None:
             failed.append(m.name)
-        elif args.record:
-            caught.setdefault(m.name, {})[where] = found["seed"]
+        elif args.record:  # (a list that starts with the seed found keeps its later seeds)
+            kept = caught.setdefault(m.name, {}).get(where)
+            if not (isinstance(kept, list) and kept[:1] == [found["seed"]]):
+                caught[m.name][where] = found["seed"]
         print(f"{m.name} ({where}): {_said(found)}", file=sys.stderr, flush=True)
     if args.record:
         CAUGHT.write_text(json.dumps(caught, indent=1, sort_keys=True) + "\n")

@@ -55,7 +55,7 @@ def execute(work: Batch, store: BatchStore, queue: Queue | None = None) -> dict[
     own queue, which the transaction settled); the outcome counts. Work that needs no
     transaction (decoding, a batch form's preparation) is done before it."""
     in_store = queue is None or queue.in_store
-    batched = _prepare_batch(work.run, work.messages, store.dialect)
+    batched = work.run.prepare_batch(work.messages, store.dialect)  # (every task a batch form)
     ready = None if batched is not None else _prepare(work.run, work.messages)
 
     def steps() -> Sequence[Step]:  # the single forms: prepared here unless a batch form runs
@@ -106,12 +106,6 @@ class Plain:
 def _prepare(run: Run, messages: Sequence[Message]) -> list[Step]:
     """Work a run can do before the write transaction (``Run.prepare``)."""
     return [run.prepare(m) for m in messages]
-
-
-def _prepare_batch(run: Run, messages: Sequence[Message], dialect: str) -> BatchStep | None:
-    """The whole batch as one step (``Run.prepare_batch``), if every task has a batch form:
-    handlers with a batch form then write every message's effect in one statement."""
-    return run.prepare_batch(messages, dialect)
 
 
 class LostRun(Exception):
