@@ -26,7 +26,12 @@ restored afterwards, as on a normal server. Every side gets its jobs in before t
 timed from the workers' start to the last row; the first row's delay is reported too.
 
     .venv/bin/python bench/peers_fair.py [--count 50000] [--processes 3] [--pg postgresql://…]
-        [--redis redis://127.0.0.1:6379/9]
+        [--redis redis://127.0.0.1:6379/9] [--forms procrastinate,batch1,...]
+        [--baseline SRC]
+
+``--forms`` runs some of the rows only (procrastinate, default, batch1, batchform, celery; the
+first one run is the ratios' baseline); ``--baseline SRC`` adds the ``--worker-batch 1`` row of
+an older commit's ``src`` folder (a ``git worktree``), run in the same way in the same run.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ RESULTS = (
     "CREATE TABLE results (n BIGINT NOT NULL, at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())"
 )
 DEFER_CHUNK = 10_000
+FORMS = ("procrastinate", "default", "batch1", "batchform", "celery")
 CONCURRENCY = 10  # Procrastinate's per-process concurrency
 CELERY_PREFETCH = 64  # messages a Celery child reserves ahead (default 4)
 
@@ -230,11 +236,14 @@ def _run_until_rows(
 
 
 def cronlab_run(
-    url: str, count: int, processes: int, *, batch: int | None, form: str
+    url: str, count: int, processes: int, *, batch: int | None, form: str, src: str | None = None
 ) -> dict[str, float]:
+    """``src``: run the cronlab of that source folder (an older commit's), not this one."""
     folder = Path(tempfile.mkdtemp(prefix="cronlab-peers-"))
     (folder / "bench_app.py").write_text(textwrap.dedent(CRONLAB_APP))
     env = {**os.environ, "CRONLAB_STORE": url, "BENCH_BATCH_FORM": "1" if form == "batch" else "0"}
+    if src is not None:
+        env["PYTHONPATH"] = str(Path(src).resolve())
     defer_s = _defer_seconds(_DEFER.format(count=count), folder, env)
     with psycopg.connect(url, autocommit=True) as c:  # (after the store: it refuses a foreign one)
         c.execute(RESULTS)
@@ -298,31 +307,48 @@ def main() -> None:
     ap.add_argument("--processes", type=int, default=3)
     ap.add_argument("--pg", default=ADMIN)
     ap.add_argument("--redis", default="redis://127.0.0.1:6379/9", help="Celery's broker (flushed)")
+    ap.add_argument("--forms", default=",".join(FORMS), help="the rows to run, in this order")
+    ap.add_argument("--baseline", help="an older commit's src folder: its --worker-batch 1 row")
     args = ap.parse_args()
     n, p = args.count, args.processes
+    forms = args.forms.split(",")
+    if unknown := sorted(set(forms) - set(FORMS)):
+        raise SystemExit(f"peers_fair: no form {unknown[0]!r} (forms: {', '.join(FORMS)})")
+    rows = {
+        "procrastinate": (
+            f"Procrastinate {procrastinate.__version__} ({p} × concurrency {CONCURRENCY})",
+            lambda url: procrastinate_run(url, n, p),
+        ),
+        "default": (
+            "cronlab, single-task form, default batch",
+            lambda url: cronlab_run(url, n, p, batch=None, form="single"),
+        ),
+        "batch1": (
+            "cronlab, single-task form, --worker-batch 1",
+            lambda url: cronlab_run(url, n, p, batch=1, form="single"),
+        ),
+        "batchform": (
+            "cronlab, batch form",
+            lambda url: cronlab_run(url, n, p, batch=None, form="batch"),
+        ),
+        "celery": (
+            f"Celery {celery.__version__} (Redis broker, prefork {p}, acks late, "
+            f"prefetch {CELERY_PREFETCH})",
+            lambda url: celery_run(url, n, p, args.redis),
+        ),
+    }
+    chosen = [rows[f] for f in forms]
+    if args.baseline:
+        chosen.append(
+            (
+                f"cronlab of {args.baseline}, single-task form, --worker-batch 1",
+                lambda url: cronlab_run(url, n, p, batch=1, form="single", src=args.baseline),
+            )
+        )
     runs: list[tuple[str, dict[str, float]]] = []
     with autovacuum_on(args.pg) as before:
         print(f"autovacuum on for the run (the server had it {before}); {n:,} jobs, {p} workers")
-        for name, run in (
-            (
-                f"Procrastinate {procrastinate.__version__} ({p} × concurrency {CONCURRENCY})",
-                lambda url: procrastinate_run(url, n, p),
-            ),
-            (
-                "cronlab, single-task form, default batch",
-                lambda url: cronlab_run(url, n, p, batch=None, form="single"),
-            ),
-            (
-                "cronlab, single-task form, --worker-batch 1",
-                lambda url: cronlab_run(url, n, p, batch=1, form="single"),
-            ),
-            ("cronlab, batch form", lambda url: cronlab_run(url, n, p, batch=None, form="batch")),
-            (
-                f"Celery {celery.__version__} (Redis broker, prefork {p}, acks late, "
-                f"prefetch {CELERY_PREFETCH})",
-                lambda url: celery_run(url, n, p, args.redis),
-            ),
-        ):
+        for name, run in chosen:
             with scratch_database(args.pg, "cronlab_peers") as url:
                 result = run(url)
             runs.append((name, result))
@@ -331,9 +357,9 @@ def main() -> None:
                 f"({result['steady_per_s']:,.0f}/s first row to last), first row after "
                 f"{result['first_row_s']:.2f} s; enqueue {result['defer_per_s']:,.0f}/s"
             )
-    base = runs[0][1]["jobs_per_s"]
+    first, base = runs[0][0], runs[0][1]["jobs_per_s"]
     for name, result in runs[1:]:
-        print(f"ratio {name} / Procrastinate: {result['jobs_per_s'] / base:.1f}×")
+        print(f"ratio {name} / {first.split(' (')[0]}: {result['jobs_per_s'] / base:.2f}×")
 
 
 if __name__ == "__main__":

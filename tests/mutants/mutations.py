@@ -119,6 +119,17 @@ MUTATIONS: tuple[Mutation, ...] = (
                 "UPDATE tasks SET status = 'DONE', attempts = attempts\n"
                 "WHERE id = ANY(%(ids)s::bigint[]) AND attempts >= %(before)s - 1",
             ),
+            Edit(
+                PG_Q,
+                "  UPDATE tasks SET status = 'DONE', attempts = attempts + 1\n"
+                "  WHERE id = ANY(ARRAY(",
+                "  UPDATE tasks SET status = 'DONE', attempts = attempts\n  WHERE id = ANY(ARRAY(",
+            ),
+            Edit(
+                PG_Q,
+                "    AND attempts = %(before)s AND status = 'DISPATCHED'",
+                "    AND attempts >= %(before)s - 1 AND status = 'DISPATCHED'",
+            ),
         ),
         ("stuck", "lost", "duplicated"),
     ),

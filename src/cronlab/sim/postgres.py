@@ -6,8 +6,8 @@ there) before it is sent. Once sent, the process waits for the server's answer �
 briefly, since nothing else runs meanwhile — unless the server says the statement waits for a
 lock another session holds (``pg_stat_activity.wait_event_type = 'Lock'`` with blockers):
 then the process is *blocked* (``Proc.waiting_db``) and the others go on. After every
-statement that may release locks (COMMIT, ROLLBACK, ROLLBACK TO SAVEPOINT, a session ended)
-each blocked process is settled — answered, or still blocked — before anyone else runs, so
+statement that may release locks (COMMIT, ROLLBACK, ROLLBACK TO SAVEPOINT, a session ended,
+a statement outside a transaction block: the claim's) each blocked process is settled — answered, or still blocked — before anyone else runs, so
 who gets a lock, and when, is a function of the seed.
 
 The server's own timers run on real time, so the simulator keeps them in simulated time:
@@ -189,8 +189,8 @@ class Link:
         """A statement answered (or failed): idle in its transaction from now on. A leader
         that has just read the schedules it plans lets the operators' commands waiting for
         that moment run first (``PgRun._operator``)."""
-        if text.startswith("ROLLBACK"):
-            self.sim.settle()
+        if text.startswith("ROLLBACK") or not self.in_transaction:
+            self.sim.settle()  # (outside a transaction block a statement commits as it ends)
         self._idle()
         if text == QUERIES["schedules_get_many"] and self.sim.waiting_ops:
             self.sim.mid_dispatch(self.proc)
@@ -229,6 +229,11 @@ class Link:
             while True:
                 state = gen.send(self._ready(fileno, state))
         except StopIteration as done:
+            # Answered: a cancel sent for it came too late (its lock was granted first, by a
+            # commit between its timeout and the cancel) and the server dropped it, so none is
+            # pending — left set, it would hide this session's next lock wait for ever
+            # (PostgreSQL seed 4 hung so once the claim became a statement of its own).
+            self.cancel_as = None
             return done.value
         except errors.QueryCanceled as exc:
             cancel_as, self.cancel_as = self.cancel_as, None

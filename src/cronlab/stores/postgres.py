@@ -147,6 +147,10 @@ class PostgresDialect:
         and a one-statement read costs one round trip instead of three (BEGIN, COMMIT)."""
         return self._retrying(fn, block=False, replay=True)
 
+    def at_once(self, fn: Callable[[sql.Conn], T]) -> T:
+        """In autocommit, as ``read``: a single statement is its own transaction."""
+        return self._retrying(fn, block=False, replay=True)
+
     def _retrying(self, fn: Callable[[sql.Conn], T], *, block: bool, replay: bool) -> T:
         deadline_ms, delay, conflicts = self._clock.monotonic_ms() + self.retry_s * 1000, 0.1, 0
         while True:
@@ -229,6 +233,11 @@ class PostgresDialect:
         if self.seams is not None:
             return self.seams.clock.now_ms()  # the simulated server's clock
         return int(c.execute(self.queries["server_ms"]).fetchone()[0])
+
+    def given_now(self, caller_ms: int) -> int | None:
+        if self.time_source == "caller":
+            return caller_ms
+        return self.seams.clock.now_ms() if self.seams is not None else None
 
     def schedules_fired(self, c: sql.Conn, rows: Sequence[Mapping[str, Any]]) -> None:
         """One statement for the batch (a round trip a schedule cost 10,000 schedules due in

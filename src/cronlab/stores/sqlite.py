@@ -175,6 +175,9 @@ class SqliteDialect:
     def waiter(self, channel: Channel) -> Waiter | None:
         return None if self._wakeups is None else self._wakeups.waiter(channel)
 
+    def at_once(self, fn: Callable[[sql.Conn], T]) -> T:
+        return self.transaction(fn)
+
     def read(self, fn: Callable[[sql.Conn], T]) -> T:
         if self.memory:  # one connection shared by threads: never read another's open write
             with self._writer:
@@ -202,6 +205,9 @@ class SqliteDialect:
 
     def now(self, c: sql.Conn, caller_ms: int) -> int:
         return caller_ms if self.seams.clock is None else self.seams.clock.now_ms()
+
+    def given_now(self, caller_ms: int) -> int | None:
+        return self.now(self.conn, caller_ms)
 
     def schedules_fired(self, c: sql.Conn, rows: Sequence[Mapping[str, Any]]) -> None:
         self.conn.executemany(QUERIES["schedule_fired"], rows)

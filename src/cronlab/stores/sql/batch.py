@@ -145,6 +145,10 @@ class SqlBatch:
         message carries (on PostgreSQL this locks them: a second worker with the same task
         waits, then finds it DONE). A message runs if that marked its task; a copy of
         ``--election off`` always runs. A failing run sets its task back (``failed``)."""
+        at_once = self.queries.get("batch_hold_start") if checked and self.in_store else None
+        if at_once is not None and len({m.attempt for m in messages}) == 1:
+            held, started = self._hold_start(at_once, messages)
+            return self._live(messages, held, started)
         held = {m.id for m in messages}
         if self.in_store and (hold := self.queries.get("queue_hold")):
             found = self.c.execute(hold, {"ids": self.db.ints(sorted(held))}).fetchall()
@@ -155,10 +159,35 @@ class SqlBatch:
         for m in messages:
             if m.id in held:
                 by_attempt.setdefault(m.attempt - 1, set()).add(m.task_id)
-        started: dict[int, int] = {}
+        marked: dict[int, int] = {}
         for before, tasks in sorted(by_attempt.items()):  # mostly one: every attempt is the 1st
             args = {"ids": self.db.ints(sorted(tasks)), "before": before}
-            started.update(self.c.execute(self.queries["batch_start"], args).fetchall())
+            marked.update(self.c.execute(self.queries["batch_start"], args).fetchall())
+        return self._live(messages, held, marked)
+
+    def _hold_start(self, sql: str, messages: Sequence[Message]) -> tuple[set[int], dict[int, int]]:
+        """``batch_hold_start``: the envelopes held, and the tasks started with their
+        attempts, in one statement (every message carries the same attempt)."""
+        args = {
+            "envelopes": self.db.ints(sorted({m.id for m in messages})),
+            "envelope_of": self.db.ints(m.id for m in messages),
+            "ids": self.db.ints(m.task_id for m in messages),
+            "before": messages[0].attempt - 1,
+        }
+        held: set[int] = set()
+        started: dict[int, int] = {}
+        for kind, key, attempts in self.c.execute(sql, args).fetchall():
+            if kind == "held":
+                held.add(int(key))
+            else:
+                started[int(key)] = int(attempts)
+        return held, started
+
+    def _live(
+        self, messages: Sequence[Message], held: set[int], started: dict[int, int]
+    ) -> tuple[list[bool], set[int]]:
+        """Which messages run: each one whose envelope is ``held`` and whose task ``started``
+        at its attempt (once a task), or whose task is a copy of ``--election off``."""
         if len(started) == len(messages):
             return [True] * len(messages), set()  # each message's own task, at its attempt
         copies: set[int] = set()
@@ -182,12 +211,14 @@ class SqlBatch:
         self.c.execute(self.queries["task_failed" if final else "task_error"], args)
 
     def finish(self, ending: Ending) -> None:
+        record: dict[str, str] | None = None  # the records, written with the acks
         if ending.records:
             ends = [[m.task_id, m.id, m.receives, m.attempt, end, outcome, error, began]
                     for m, began, end, outcome, error in ending.records]  # fmt: skip
-            self.c.execute(
-                self.queries["execution_insert"], {"rows": json.dumps(ends), "worker": self.worker}
-            )
+            record = {"rows": json.dumps(ends), "worker": self.worker}
+            if not (self.in_store and "queue_ack_whole_recording" in self.queries):
+                self.c.execute(self.queries["execution_insert"], record)
+                record = None
         finished = [
             m.task_id
             for m, _, _, outcome, _ in ending.records
@@ -203,7 +234,7 @@ class SqlBatch:
             self.c.execute(self.queries["task_done"], {"ids": self.db.ints(ending.done)})
         retries = [(m, at + shift) for m, at in ending.retries]
         if self.in_store:
-            self.queue.settle(self.c, ending.acks, retries, self.now() + shift)
+            self.queue.settle(self.c, ending.acks, retries, self.now() + shift, record)
         else:  # settled on the queue elsewhere; a retry waits in the outbox for the relay
             for m, at in retries:
                 self.queue.enqueue(self.c, [(m.task_id, m.attempt)], self.now() + shift, at)

@@ -56,6 +56,11 @@ class Dialect(Protocol):
         """``fn`` on a connection that sees committed data, without taking the write lock."""
         ...
 
+    def at_once(self, fn: Callable[[Conn], T]) -> T:
+        """``fn``'s ONE statement, a transaction by itself (PostgreSQL: no BEGIN and COMMIT
+        round trips); retried as ``transaction`` is."""
+        ...
+
     def notify(self, c: Conn, channel: Channel) -> None:
         """Wake ``channel``'s waiters once the transaction ``c`` is in commits (not before,
         not if it rolls back)."""
@@ -89,6 +94,11 @@ class Dialect(Protocol):
 
     def now(self, c: Conn, caller_ms: int) -> int:
         """The instant lease expiry is judged by (the caller's, or the server's clock)."""
+        ...
+
+    def given_now(self, caller_ms: int) -> int | None:
+        """What ``now`` would return when it needs no statement; None: the server's clock,
+        which a statement reads itself."""
         ...
 
     def insert_tasks(self, c: Conn, rows: Sequence[TaskRow]) -> int:

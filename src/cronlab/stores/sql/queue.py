@@ -20,6 +20,8 @@ class SqlQueue(Part):
     """A message is ``(envelope, task id, receives, attempt)``; an envelope is delivered
     whole, and a delivery that is no longer the envelope's latest settles nothing."""
 
+    _found = False  # the last claim found work
+
     def enqueue(
         self, c: Conn, tasks: Sequence[tuple[int, int]], now_ms: int, visible_ms: int = 0
     ) -> None:
@@ -35,14 +37,23 @@ class SqlQueue(Part):
         """Whole envelopes in queue order while they fit ``limit``; the last one is split.
         Visibility is judged by the store's clock where it has one (a server's: a worker whose
         clock is behind would otherwise claim for less than ``visibility_ms``, and one ahead
-        take what another still holds)."""
+        take what another still holds). A dialect with ``claim_at_once`` claims in one
+        statement (the whole envelopes that fit, or the head of the first)."""
+        at_once = "claim_at_once" in self.queries
 
         def any_visible(c: Conn) -> bool:
-            now = self.db.now(c, now_ms)
+            now = self.db.given_now(now_ms)  # (None: the statement reads the server's clock)
             return bool(c.execute(self.queries["queue_any_visible"], {"now": now}).fetchall())
 
-        if not self.db.read(any_visible):
-            return []  # an idle worker polls without taking the write lock
+        # An idle worker polls without writing (SQLite: without taking the write lock); one
+        # whose last claim found work claims at once where a claim is one statement.
+        if not (at_once and self._found) and not self.db.read(any_visible):
+            self._found = False
+            return []
+        if at_once:
+            got = self._claim_at_once(worker, limit, visibility_ms, now_ms)
+            self._found = bool(got)
+            return got
 
         def claim(c: Conn) -> list[Any]:
             now = self.db.now(c, now_ms)
@@ -54,6 +65,29 @@ class SqlQueue(Part):
             return sorted((env, self.db.ids(t), rec, att) for env, t, rec, att in got)
 
         return self.messages(self.db.transaction(claim), self.ack)
+
+    def _claim_at_once(
+        self, worker: str, limit: int, visibility_ms: int, now_ms: int
+    ) -> list[Message]:
+        """``claim_at_once``: one statement, its own transaction; an idle poll writes nothing."""
+        args = {
+            "now": self.db.given_now(now_ms),
+            "limit": limit,
+            "page": min(limit, PAGE * 16),
+            "visibility": visibility_ms,
+            "worker": worker,
+        }
+        rows = self.db.at_once(lambda c: c.execute(self.queries["claim_at_once"], args).fetchall())
+        heads: dict[int, tuple[int, int]] = {}  # envelope → (receives, attempt)
+        ids: dict[int, list[int]] = {}
+        tasks: dict[int, MessageTask] = {}
+        for env, receives, attempt, task_id, key, task, payload, trigger_ms in rows:
+            heads[env] = (receives, attempt)
+            ids.setdefault(env, []).append(task_id)
+            if key is not None:  # (NULL: the task is gone)
+                tasks[task_id] = MessageTask(task_id, key, task, payload, trigger_ms)
+        delivered = [Delivered(env, ids[env], *heads[env]) for env in heads]
+        return self._messages(delivered, tasks, self.ack)
 
     def _pick_envelopes(self, c: Conn, limit: int, now_ms: int) -> list[int]:
         """Visible envelopes holding ``limit`` messages at most, the last one split to fit."""
@@ -91,6 +125,15 @@ class SqlQueue(Part):
         tasks = {
             r.id: r for r in map(MessageTask._make, self.named("message_tasks", {"ids": wanted}))
         }
+        return self._messages(delivered, tasks, drop)
+
+    def _messages(
+        self,
+        delivered: Sequence[Delivered],
+        tasks: dict[int, MessageTask],
+        drop: Callable[[list[Message]], object],
+    ) -> list[Message]:
+        """``delivered`` envelopes' messages, of the ``tasks`` found (the others dropped)."""
         found = [
             r.message(e) for e in delivered for r in map(tasks.get, e.task_ids) if r is not None
         ]
@@ -146,19 +189,23 @@ class SqlQueue(Part):
         acks: Sequence[Message],
         retries: Sequence[tuple[Message, int]],
         now_ms: int,
+        record: dict[str, str] | None = None,
     ) -> int:
         """Take acked and retried messages out of their envelopes, if the delivery given is
         still the envelope's latest (a stale one settles nothing); a retry goes into an
-        envelope of its own, visible at the time given. Returns the messages acked."""
+        envelope of its own, visible at the time given. Returns the messages acked.
+        ``record``: a batch's execution records (``execution_insert``'s arguments), written by
+        the same statement (``queue_ack_whole_recording``)."""
         plan = Settlement.of(acks, retries)
         keys = list(plan.removed)
-        whole = {
+        whole: dict[str, Any] = {
             "ids": self.db.ints(k[0] for k in keys),
             "receives": self.db.ints(k[1] for k in keys),
             "sizes": self.db.ints(plan.removed[k] for k in keys),
         }
+        query = "queue_ack_whole" if record is None else "queue_ack_whole_recording"
         settled = {
-            (r[0], r[1]) for r in c.execute(self.queries["queue_ack_whole"], whole).fetchall()
+            (r[0], r[1]) for r in c.execute(self.queries[query], whole | (record or {})).fetchall()
         }
         acked = 0
         for key in keys:

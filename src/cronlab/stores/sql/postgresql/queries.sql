@@ -127,31 +127,73 @@ WITH gone AS (DELETE FROM pending WHERE trigger_ms < %(before)s RETURNING task_i
 UPDATE tasks SET status = 'MISSED' WHERE id = ANY(ARRAY(SELECT task_id FROM gone));
 
 -- name: queue_any_visible
-SELECT 1 FROM queue WHERE invisible_until_ms <= %(now)s LIMIT 1;
+-- (by the server's clock when %(now)s is NULL)
+SELECT 1 FROM queue WHERE invisible_until_ms
+  <= coalesce(%(now)s::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+LIMIT 1;
 
--- name: queue_visible
-SELECT id, size FROM queue WHERE invisible_until_ms <= %(now)s AND id > %(after)s
-ORDER BY id LIMIT %(page)s FOR UPDATE SKIP LOCKED;
-
--- name: queue_split
--- The part of a visible envelope a claim takes: a new envelope (claimed at once); the rest
--- stays in the old one, in its place in the queue.
-INSERT INTO queue (task_ids, size, attempt, enqueued_ms, invisible_until_ms, receives)
-SELECT task_ids[:%(keep)s], %(keep)s, attempt, enqueued_ms, invisible_until_ms, receives
-FROM queue WHERE id = %(id)s
-RETURNING id;
-
--- name: queue_keep
-UPDATE queue SET task_ids = task_ids[%(keep)s + 1:], size = size - %(keep)s WHERE id = %(id)s;
-
--- name: queue_claim
-UPDATE queue SET invisible_until_ms = %(until)s, receives = receives + 1, worker = %(worker)s
-WHERE id = ANY(%(ids)s::bigint[])
-RETURNING id, task_ids, receives, attempt;
+-- name: claim_at_once
+-- A claim as one statement in a transaction of its own (one round trip; SQLite's claim takes
+-- a transaction of several): the visible envelopes in queue order while they fit
+-- %(limit)s whole, and the head of the next one to fill it, split off into an envelope of
+-- its own (the rest keeps its place), each marked received for %(visibility)s ms, with its tasks'
+-- columns (message_tasks; NULL: the task is gone). Visibility is judged by %(now)s, or by
+-- the server's clock when it is NULL. Its commit does not wait for the disk: a claim that a
+-- crash of the server loses had no batch committed after it (a batch's commit flushes the log
+-- through the claim first), and its envelopes come back as they were.
+WITH clock AS (
+  SELECT coalesce(%(now)s::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+      AS now,
+    set_config('synchronous_commit', 'off', true) AS unflushed
+), visible AS (
+  SELECT q.id, q.size FROM queue q WHERE q.invisible_until_ms <= (SELECT now FROM clock)
+  ORDER BY q.id LIMIT %(page)s FOR UPDATE SKIP LOCKED
+), sums AS (
+  SELECT id, size, sum(size) OVER (ORDER BY id) AS upto FROM visible
+), fitting AS (
+  SELECT id FROM sums WHERE upto <= %(limit)s
+), head AS (
+  SELECT id, %(limit)s - (upto - size) AS take FROM sums
+  WHERE upto > %(limit)s AND upto - size < %(limit)s
+), split AS (
+  INSERT INTO queue (task_ids, size, attempt, enqueued_ms, invisible_until_ms, receives, worker)
+  SELECT q.task_ids[:h.take], h.take, q.attempt, q.enqueued_ms,
+    (SELECT now FROM clock) + %(visibility)s, q.receives + 1, %(worker)s
+  FROM queue q JOIN head h ON q.id = h.id
+  RETURNING id, task_ids, receives, attempt
+), kept AS (
+  UPDATE queue q SET task_ids = q.task_ids[h.take + 1:], size = q.size - h.take
+  FROM head h WHERE q.id = h.id
+), whole AS (
+  UPDATE queue SET invisible_until_ms = (SELECT now FROM clock) + %(visibility)s,
+    receives = receives + 1, worker = %(worker)s
+  WHERE id IN (SELECT id FROM fitting)
+  RETURNING id, task_ids, receives, attempt
+), claimed AS (SELECT * FROM split UNION ALL SELECT * FROM whole)
+SELECT c.id, c.receives, c.attempt, u.task_id, t.idempotency_key, t.task, t.payload,
+  t.trigger_ms
+FROM claimed c CROSS JOIN LATERAL unnest(c.task_ids) WITH ORDINALITY AS u(task_id, n)
+LEFT JOIN tasks t ON t.id = u.task_id
+ORDER BY c.id, u.n;
 
 -- name: message_tasks
 SELECT id, idempotency_key, task, payload, trigger_ms FROM tasks
 WHERE id = ANY(%(ids)s::bigint[]);
+
+-- name: queue_ack_whole_recording
+-- execution_insert and queue_ack_whole as one statement (one round trip): the batch's
+-- execution records, then the deliveries acked whole.
+WITH recorded AS (
+  INSERT INTO executions
+    (task_id, message_id, receive, worker, attempt, start_ms, end_ms, outcome, error)
+  SELECT (r ->> 0)::bigint, (r ->> 1)::bigint, (r ->> 2)::int, %(worker)s, (r ->> 3)::int,
+    (r ->> 7)::bigint, (r ->> 4)::bigint, r ->> 5, r ->> 6
+  FROM json_array_elements(%(rows)s::json) AS r
+)
+DELETE FROM queue q
+USING unnest(%(ids)s::bigint[], %(receives)s::int[], %(sizes)s::int[]) AS a(id, receives, size)
+WHERE q.id = a.id AND q.receives = a.receives AND q.size = a.size
+RETURNING q.id, q.receives;
 
 -- name: queue_ack_whole
 DELETE FROM queue q
@@ -190,6 +232,23 @@ FROM json_array_elements(%(rows)s::json) AS r;
 -- name: queue_hold
 -- A batch's envelopes, locked while it runs: claims skip them (the visibility heartbeat).
 SELECT id FROM queue WHERE id = ANY(%(ids)s::bigint[]) FOR UPDATE SKIP LOCKED;
+
+-- name: batch_hold_start
+-- queue_hold and batch_start as one statement (one round trip), for a batch whose messages all
+-- carry one attempt: the tasks of the envelopes it holds are marked as batch_start marks them.
+-- Rows: ('held', envelope id, 0) and ('started', task id, attempts).
+WITH held AS (
+  SELECT id FROM queue WHERE id = ANY(%(envelopes)s::bigint[]) FOR UPDATE SKIP LOCKED
+), started AS (
+  UPDATE tasks SET status = 'DONE', attempts = attempts + 1
+  WHERE id = ANY(ARRAY(
+      SELECT m.task_id FROM unnest(%(envelope_of)s::bigint[], %(ids)s::bigint[])
+        AS m(envelope, task_id)
+      WHERE m.envelope IN (SELECT id FROM held)))
+    AND attempts = %(before)s AND status = 'DISPATCHED' AND epoch IS NOT NULL
+  RETURNING id, attempts
+)
+SELECT 'held', id, 0 FROM held UNION ALL SELECT 'started', id, attempts FROM started;
 
 -- name: batch_start
 UPDATE tasks SET status = 'DONE', attempts = attempts + 1
