@@ -7,8 +7,9 @@ briefly, since nothing else runs meanwhile — unless the server says the statem
 lock another session holds (``pg_stat_activity.wait_event_type = 'Lock'`` with blockers):
 then the process is *blocked* (``Proc.waiting_db``) and the others go on. After every
 statement that may release locks (COMMIT, ROLLBACK, ROLLBACK TO SAVEPOINT, a session ended,
-a statement outside a transaction block: the claim's) each blocked process is settled — answered, or still blocked — before anyone else runs, so
-who gets a lock, and when, is a function of the seed.
+a statement outside a transaction block: the claim's) each blocked process is settled —
+answered, or still blocked — before anyone else runs, so who gets a lock, and when, is a
+function of the seed.
 
 The server's own timers run on real time, so the simulator keeps them in simulated time:
 sessions run with ``lock_timeout``, ``statement_timeout``, ``idle_in_transaction_session_
