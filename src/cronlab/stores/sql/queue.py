@@ -38,7 +38,7 @@ class SqlQueue(Part):
         Visibility is judged by the store's clock where it has one (a server's: a worker whose
         clock is behind would otherwise claim for less than ``visibility_ms``, and one ahead
         take what another still holds). A dialect with ``claim_at_once`` claims in one
-        statement (the whole envelopes that fit, or the head of the first)."""
+        statement (the same envelopes: the whole ones that fit, the head of the next)."""
         at_once = "claim_at_once" in self.queries
 
         def any_visible(c: Conn) -> bool:
