@@ -228,16 +228,17 @@ class PostgresDialect:
             cur.executemany(sql, rows)
 
     def now(self, c: sql.Conn, caller_ms: int) -> int:
-        if self.time_source == "caller":
-            return caller_ms
-        if self.seams is not None:
-            return self.seams.clock.now_ms()  # the simulated server's clock
-        return int(c.execute(self.queries["server_ms"]).fetchone()[0])
+        given = self.given_now(caller_ms)
+        return (
+            given if given is not None else int(c.execute(self.queries["server_ms"]).fetchone()[0])
+        )
 
     def given_now(self, caller_ms: int) -> int | None:
         if self.time_source == "caller":
             return caller_ms
-        return self.seams.clock.now_ms() if self.seams is not None else None
+        if self.seams is not None:
+            return self.seams.clock.now_ms()  # the simulated server's clock
+        return None
 
     def schedules_fired(self, c: sql.Conn, rows: Sequence[Mapping[str, Any]]) -> None:
         """One statement for the batch (a round trip a schedule cost 10,000 schedules due in
