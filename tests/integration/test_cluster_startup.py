@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -222,3 +223,65 @@ def test_the_metrics_directory_of_a_sigkilled_cluster_is_reaped_at_the_next_star
     finally:
         stop_cluster(second)
     assert list(scratch.glob("cronlab-metrics-*")) == []
+
+
+def _metrics_config(url: str) -> cluster.ClusterConfig:
+    ops = cluster.Operations(metrics_port=free_port())
+    return cluster.ClusterConfig(store_url=url, replicas=1, workers=1, ops=ops)
+
+
+def test_a_ctrl_c_as_the_metrics_directory_is_made_leaves_none_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CI at 838d3d8 found a stopped cluster's metrics directory left: a Ctrl-C that lands
+    # after the directory is made and before the cluster has noted its name. Here the Ctrl-C
+    # arrives exactly there.
+    _, url = seeded(tmp_path)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    real_mkdir = os.mkdir
+
+    def mkdir_then_ctrl_c(path: str | os.PathLike[str], mode: int = 0o777) -> None:
+        real_mkdir(path, mode)
+        if cluster.METRICS_PREFIX in os.fspath(path):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "mkdir", mkdir_then_ctrl_c)
+    procs = cluster.Cluster(_metrics_config(url), SystemClock())
+    with pytest.raises(KeyboardInterrupt):
+        procs.serve(lambda: stores.open_store(url, create=False))
+    assert list(scratch.glob(f"{cluster.METRICS_PREFIX}*")) == []
+
+
+def test_a_ctrl_c_before_the_watch_begins_stops_the_children_and_their_metrics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The other window: the children are through the gate, writing their metrics, and the
+    # Ctrl-C lands before the cluster's own handler is in place.
+    _, url = seeded(tmp_path)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    procs = cluster.Cluster(_metrics_config(url), SystemClock())
+    real_signal = signal.signal
+
+    def ctrl_c_first(signum: int, handler: object) -> object:
+        if signum == signal.SIGINT and handler == procs._on_signal:
+            monkeypatch.setattr(signal, "signal", real_signal)
+            folder = next(scratch.glob(f"{cluster.METRICS_PREFIX}*"))
+            wait_until(lambda: any(folder.iterdir()), 30, "the children's metrics")
+            raise KeyboardInterrupt
+        return real_signal(signum, handler)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(signal, "signal", ctrl_c_first)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            procs.serve(lambda: stores.open_store(url, create=False))
+        ended = [c.poll() is not None for c in procs.children.values()]
+    finally:
+        for child in procs.children.values():
+            child.kill()
+            child.wait()
+    assert ended == [True, True]
+    assert list(scratch.glob(f"{cluster.METRICS_PREFIX}*")) == []

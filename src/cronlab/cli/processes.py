@@ -123,8 +123,8 @@ def run_cluster(
         os.environ["CRONLAB_APP"] = app_spec  # the children read --app from it
     _children_take(cfg, children)
     procs = cluster.Cluster(cfg, CLOCK)
-    try:  # (a Ctrl-C during start-up too: no child, metrics directory or pipe left behind)
-        procs.launch()  # they import while this process checks; they wait at the start gate
+
+    def checked() -> SqlStore:  # while the children import (they wait at the start gate)
         store = _checked_store(cfg, app_spec, queue_url, not no_idempotency)
         modes = " ".join(scheduler_args)
         click.echo(
@@ -133,11 +133,9 @@ def run_cluster(
             f"{redact(cfg.store_url)} — Ctrl-C stops",
             err=True,
         )
-        procs.go(store)
-    except BaseException:
-        procs.abort()  # a mistake stays one line: theirs exit without a word
-        raise
-    procs.run()
+        return store
+
+    procs.serve(checked)  # a mistake stays one line: the children exit without a word
 
 
 def _children_take(cfg: cluster.ClusterConfig, children: dict[str, click.Command]) -> None:

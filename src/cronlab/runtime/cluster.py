@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -184,6 +185,7 @@ class Cluster:
         self.stop = False
         self.failed: str | None = None
         self.metrics_dir: str | None = None
+        self._ended = False  # run has stopped every child
         self.metrics_env: dict[str, str] = {}
         self._reports: tuple[int, int] | None = None  # the children's report pipe (r, w)
         self._reported: dict[int, tuple[str, str]] = {}  # pid → (kind, line)
@@ -222,9 +224,24 @@ class Cluster:
                 os.write(gate, b"g" * len(self.children))
             os.close(gate)
 
+    def serve(self, check: Callable[[], Store]) -> None:
+        """``launch``, ``go`` with the store ``check`` returns, ``run``: the whole life of a
+        cluster in the foreground. Whatever ends it, wherever it lands (a Ctrl-C before
+        ``run``'s own handler is in place too), leaves no child, metrics directory or pipe."""
+        try:
+            self.launch()
+            self.go(check())
+            self.run()
+        except BaseException:
+            self.abort()
+            raise
+
     def abort(self) -> None:
         """The cluster cannot start: the gate closes unopened and the children exit (opened
-        already, when the start was interrupted after ``go``: they are stopped)."""
+        already, when the start was interrupted after ``go``: they are stopped). Nothing
+        once ``run`` has stopped them (their pids may be another's by now)."""
+        if self._ended:
+            return
         gate, self._gate = self._gate, None
         if gate is not None:
             os.close(gate)
@@ -249,11 +266,14 @@ class Cluster:
                 self._watch()
                 time.sleep(POLL_S)
         finally:
-            self._stop_all()
-            for s, handler in old.items():
-                signal.signal(s, handler)
-            self._drop_metrics()
-            self._close_reports()
+            self._ended = True
+            try:
+                self._stop_all()
+            finally:
+                for s, handler in old.items():
+                    signal.signal(s, handler)
+                self._drop_metrics()
+                self._close_reports()
         if self.failed is not None:
             raise ConfigError(self.failed)
 
@@ -277,7 +297,12 @@ class Cluster:
         from cronlab.metrics import prometheus
 
         reap_metrics(tempfile.gettempdir())
-        self.metrics_dir = tempfile.mkdtemp(prefix=f"{METRICS_PREFIX}{os.getpid()}-")
+        while True:  # (not tempfile.mkdtemp: the name is noted before the directory
+            # exists, so an interrupt between the two never leaves one nobody removes)
+            self.metrics_dir = _unused_name(f"{METRICS_PREFIX}{os.getpid()}-")
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(self.metrics_dir, 0o700)
+                break
         self.metrics_env = prometheus.for_cluster(
             self.cfg.ops.metrics_port,
             self.cfg.ops.metrics_host,
@@ -414,6 +439,11 @@ class Cluster:
         now = self.clock.now_ms()
         for slot in self.children:
             self.store.process_exited(self.owners[slot], now)
+
+
+def _unused_name(prefix: str) -> str:
+    """A path in the temporary folder not taken yet: ``prefix`` and random letters."""
+    return os.path.join(tempfile.gettempdir(), prefix + secrets.token_hex(8))
 
 
 def reap_metrics(folder: str) -> None:
