@@ -316,3 +316,36 @@ def test_a_handler_raising_a_base_exception_fails_its_own_run_alone(
     backend.clock.advance(VISIBILITY + 1)
     (retry,) = StoreQueue(backend.store, backend.clock).claim("w", 10, VISIBILITY)
     assert (retry.idempotency_key, retry.attempt) == ("t1", 2)
+
+
+def test_a_stale_delivery_never_runs_the_task_that_took_its_id(backend: Backend) -> None:
+    """Found by ``cronlab verify --seed 22794`` (the search at 7cd0f4b): a worker paused
+    holding a delivery; another delivery ran the task, the retention deleted it, and SQLite
+    gave its id to the next task added. The paused worker's message (that id, attempt 1) then
+    matched the new task, DISPATCHED at attempt 0, and ran the old task's handler and payload
+    as it, marking it DONE: one task run twice, the other never. A task's id is never given
+    to another task (SQLite: AUTOINCREMENT, migration 016), so the stale message runs
+    nothing."""
+    effects_table(backend)
+    calls: list[str] = []
+    due(backend, "write")
+    queue = StoreQueue(backend.store, backend.clock)
+    paused = queue.claim("a", 10, VISIBILITY)
+    backend.clock.advance(VISIBILITY + 1)
+    execute(backend, app(calls), queue.claim("b", 10, VISIBILITY))  # LostRun: attempt 1
+    backend.clock.advance(DEFAULT_RETRY.delay_ms(1))
+    assert execute(backend, app(calls), queue.claim("c", 10, VISIBILITY))["ok"] == 1
+    assert backend.store.prune_history(1, backend.clock.now_ms() + 10, 100, lead(backend)) > 0
+    now = backend.clock.now_ms()
+    backend.store.add_tasks([NewTask(idempotency_key="new", task="write", trigger_ms=now)])
+    backend.store.dispatch_due(now, 100, lead(backend))
+    (new_id,) = [int(r[0]) for r in backend.store.query(backend.store.own("SELECT id FROM tasks"))]
+    assert new_id != paused[0].task_id
+    (fresh,) = queue.claim("d", 10, VISIBILITY)  # then its worker dies
+    assert fresh.id != paused[0].id  # nor an envelope's (the stale ack would delete it)
+    assert execute(backend, app(calls), paused).get("stale") == 1
+    assert calls == ["t0"] and effects(backend) == 1
+    assert backend.status(new_id) == "DISPATCHED"
+    backend.clock.advance(VISIBILITY + 1)
+    (back,) = queue.claim("e", 10, VISIBILITY)
+    assert (back.task_id, back.receives) == (new_id, 2)

@@ -14,6 +14,7 @@ SQLITE_Q = "stores/sql/sqlite/queries.sql"
 PG_Q = "stores/sql/postgresql/queries.sql"
 SQLITE_OPS = "stores/sql/sqlite/queries_ops.sql"
 PG_OPS = "stores/sql/postgresql/queries_ops.sql"
+SQLITE_016 = "stores/sql/sqlite/016_ids_never_reused.sql"
 
 
 @dataclass(frozen=True)
@@ -359,5 +360,25 @@ MUTATIONS: tuple[Mutation, ...] = (
         # race was rare (seed 2,601 at 438121c, none of seeds 1-2,000) until the rekey kind
         # (a key deferred every second while the retention deletes its finished task).
         ("postgresql",),
+    ),
+    Mutation(
+        "ids-reused",
+        "SQLite gives a deleted task's id, and an envelope's, to the next insert (no "
+        "AUTOINCREMENT): a stale message runs the new task as the old (seed 22794)",
+        (
+            Edit(
+                SQLITE_016,
+                "id INTEGER PRIMARY KEY AUTOINCREMENT, idempotency_key",
+                "id INTEGER PRIMARY KEY, idempotency_key",
+            ),
+            Edit(
+                SQLITE_016,
+                "id INTEGER PRIMARY KEY AUTOINCREMENT, task_ids",
+                "id INTEGER PRIMARY KEY, task_ids",
+            ),
+        ),
+        ("lost", "duplicated"),
+        # PostgreSQL's ids come from sequences: no line of its to break.
+        ("sqlite",),
     ),
 )

@@ -294,7 +294,7 @@ class _LabRun(_Run):
         if replica is None and self.lab.election == "lease" and self._due_now():
             self._ask_pause(proc, seconds)
         else:
-            proc.pause_at.append((self.world.now_ms, 0, seconds * 1000))
+            proc.pause_at.append((self.world.now_ms, 0, seconds * 1000, "", 0))
 
     def _due_now(self) -> bool:
         with self._admin() as conn:

@@ -614,6 +614,8 @@ def scratch_run(admin_url: str | None) -> Iterator[None]:
 class PgRun(_Run):
     """``run._Run`` on a PostgreSQL server: a server always judges by its own clock."""
 
+    HOLD_POINT = "BEGIN"  # a transaction block's start (a claim is a statement of its own)
+
     def __init__(self, s: sc.Scenario, scratch: Scratch) -> None:
         super().__init__(dataclasses.replace(s, server_clock=True), None)  # type: ignore[arg-type]
         if self.wakeups is None:  # a server's processes always have LISTEN/NOTIFY wake-ups

@@ -195,6 +195,10 @@ class _Run:
     """One run. The lab's runs (``lab/simulated.py``) change what the hooks below return: the
     processes' configs, the elector, when a dead process comes back, how long the run lasts."""
 
+    # The point where a process holds no lock and is about to write (``Fault.unlocked``):
+    # just before SQLite's one write lock is taken.
+    HOLD_POINT = "LOCK"
+
     def __init__(self, s: sc.Scenario, path: Path) -> None:
         self.s, self.path = s, path
         self.world = World(s.seed, s.t0_ms)
@@ -535,7 +539,9 @@ class _Run:
         elif f.kind == "server_error":  # (SQLite has no server to raise one)
             proc.fail_at.append((self.world.now_ms, f.skip, sc.SERVER_ERRORS[f.amount]))
         else:
-            proc.pause_at.append((self.world.now_ms, f.skip, f.ms))
+            where = self.HOLD_POINT if f.unlocked else ""
+            until = self.t0 + f.until_ms if f.until_ms else 0
+            proc.pause_at.append((self.world.now_ms, f.skip, f.ms, where, until))
         self.world.log(f"armed {f.describe()}")
 
     def _jump(self, f: sc.Fault) -> None:

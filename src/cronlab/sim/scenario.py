@@ -39,6 +39,7 @@ KINDS = (
     "idle",  # the server ends worker sessions idle in their transaction past a limit
     "dst",  # the schedules are in a zone whose clocks change (spring or fall) during the run
     "rekey",  # a key deferred again every second while the retention deletes its finished task
+    "stale",  # a worker frozen holding a delivery wakes once its tasks ran, went, and new came
 )
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, where a run starts but for the dst kind's
 # The dst kind's runs: (zone, start, the hours of its schedules' grid): each starts shortly
@@ -54,9 +55,12 @@ DST = (
 EARLIER = KINDS[:16]
 # The kinds of issue 27's searches before ``rekey``: the seeds they found replay with these.
 BEFORE_REKEY = KINDS[: KINDS.index("rekey")]
+# The kinds before ``stale``: the seeds found before it replay with these.
+BEFORE_STALE = KINDS[: KINDS.index("stale")]
 # Kinds only a database server has: on SQLite they are drawn, and strike nothing.
 SERVER_KINDS = ("terminate", "server_error", "idle")
 SERVER_ERRORS = ("serialization", "deadlock", "statement_timeout")
+STALE_BATCH = (20, 60)  # how many tasks the stale kind's late defer_many adds
 REKEY = "api:k7"  # the rekey kind's key (the api kind's are api:k0-k2)
 TIMEOUT_MS = 2_000  # the timeout of the "timeout" kind's task
 TASK_SLOW_MS = TIMEOUT_MS + 1_000  # how long its slow attempts take
@@ -82,10 +86,17 @@ class Fault:
     skip: int = 0
     ms: int = 0
     amount: int = 0
+    # a pause only where its process holds no lock, before its next write transaction (the
+    # simulator's HOLD_POINT: SQLite's LOCK, PostgreSQL's BEGIN): a worker there may hold a
+    # delivery, and the others go on
+    unlocked: bool = False
+    until_ms: int = 0  # a pause that lasts until then, however late it strikes (0: ``ms``)
 
     def describe(self) -> str:
         extra = f" for {self.ms} ms" if self.ms else ""
+        extra += f" until {self.until_ms} ms" if self.until_ms else ""
         extra += f" by {self.amount}" if self.amount else ""
+        extra += " holding no lock" if self.unlocked else ""
         return f"{self.kind} {self.target} at {self.at_ms} ms{extra}".replace("  ", " ")
 
 
@@ -209,7 +220,7 @@ def late_bound_ms(s: Scenario) -> int:
     for f in s.faults:
         bound += {
             "kill": RESTART_MS + TTL_MS + VISIBILITY_MS,
-            "pause": f.ms + TTL_MS + VISIBILITY_MS,
+            "pause": max(f.ms, f.until_ms - f.at_ms) + TTL_MS + VISIBILITY_MS,
             "outage": f.ms + 2 * (RESTART_MS + TTL_MS),
             "jump": abs(f.amount) + TTL_MS,
             "skew": abs(f.amount) + TTL_MS,
@@ -296,6 +307,9 @@ def draw(seed: int, kinds: tuple[str, ...] = KINDS) -> Scenario:
         s = dataclasses.replace(s, t0_ms=t0, tz=zone, hours=hours)
     if "rekey" in later:
         s = _rekey(later["rekey"], s)
+    if "stale" in later:
+        s, frozen = _stale(later["stale"], s)
+        faults += frozen
     return dataclasses.replace(s, faults=tuple(sorted(faults, key=lambda f: f.at_ms)))
 
 
@@ -349,6 +363,35 @@ def _rekey(rng: random.Random, s: Scenario) -> Scenario:
     earlier = s.api.calls if s.api is not None else ()
     api = Api(calls=tuple(sorted((*earlier, *calls), key=lambda c: c.at_ms)))
     return dataclasses.replace(s, duties=duties, api=api)
+
+
+def _stale(rng: random.Random, s: Scenario) -> tuple[Scenario, list[Fault]]:
+    """A worker frozen (a VM paused) while it may hold a delivery, until the store has gone
+    quiet: another worker ran its tasks after the visibility timeout, the retention (a keep
+    of a second or two) deleted them, the operator removed every schedule, and the App API
+    deferred a batch of new tasks (``STALE_BATCH``) once that was done. The other workers
+    freeze too as the batch comes, so the frozen one wakes with the new tasks dispatched and
+    not yet run: a store that gave a deleted task's id to a new one would have its stale
+    message run the new task as the old (SQLite seed 22794)."""
+    workers = max(2, s.workers)
+    duties = dataclasses.replace(s.duties or _duties(rng), keep_ms=rng.choice((1_000, 2_000)),
+                                 every_ms=500)  # fmt: skip
+    # the removals, a second apart from WORK_END_MS + 500, then the keep and the retention
+    quiet = WORK_END_MS + 500 + 1_000 * (len(s.schedule_names()) + 1) + duties.keep_ms
+    batch_at = quiet + rng.randint(1_000, 4_000)
+    frozen, held_from = rng.randrange(workers), rng.randint(1_000, 12_000)
+    wake = batch_at + rng.choice((1_200, 1_800))
+    faults = [Fault(kind="pause", at_ms=held_from, target=f"worker-{frozen}",
+                    skip=rng.randint(0, 3), until_ms=wake, unlocked=True)]  # fmt: skip
+    faults += [
+        Fault(kind="pause", at_ms=batch_at - 500, target=f"worker-{i}", ms=3_500)
+        for i in range(workers)
+        if i != frozen
+    ]
+    call = ApiCall(at_ms=batch_at, op="many", keys=(None,) * rng.randint(*STALE_BATCH))
+    earlier = s.api.calls if s.api is not None else ()
+    api = Api(calls=(*earlier, call))
+    return dataclasses.replace(s, workers=workers, duties=duties, api=api), faults
 
 
 def _api(rng: random.Random) -> Api:

@@ -120,5 +120,6 @@ def _job_kinds(s: sc.Scenario) -> set[str]:
         "idle": s.idle_ms is not None,
         "dst": s.tz != "UTC",
         "rekey": s.api is not None and any(c.keys == (sc.REKEY,) for c in s.api.calls),
+        "stale": s.api is not None and any(c.at_ms > sc.WORK_END_MS for c in s.api.calls),
     }
     return kinds | {kind for kind, there in present.items() if there}

@@ -1,0 +1,2 @@
+-- Nothing to do: PostgreSQL's task and envelope ids come from sequences, never given twice
+-- (SQLite's 016 makes its ids so).
