@@ -74,7 +74,7 @@ def theirs(url: str) -> dict[str, Any]:
         with sqlite3.connect(url.removeprefix("sqlite:///")) as c:
             found = c.execute(
                 "SELECT name, sql FROM sqlite_master WHERE type = 'table'"
-                " AND name NOT LIKE 'cronlab_%' ORDER BY name"
+                " AND name NOT LIKE 'cronlab_%' AND name NOT LIKE 'sqlite_%' ORDER BY name"
             ).fetchall()
             rows = {n: sorted(c.execute(f"SELECT * FROM {n}").fetchall()) for n, _ in found}
         c.close()

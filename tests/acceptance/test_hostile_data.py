@@ -132,10 +132,11 @@ def test_a_writer_on_another_programs_schema_version_db_builds_beside_it(tmp_pat
 
 
 def _theirs(db: Path) -> dict[str, Any]:
-    """The application's tables (all but cronlab's): statements and rows."""
+    """The application's tables (all but cronlab's and SQLite's own): statements and rows."""
     with sqlite3.connect(db) as conn:
         found = conn.execute(
             "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'cronlab_%'"
+            " AND name NOT LIKE 'sqlite_%'"
         ).fetchall()
         out = {n: (sql, conn.execute(f"SELECT * FROM {n}").fetchall()) for n, sql in found}
     conn.close()

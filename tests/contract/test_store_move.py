@@ -76,7 +76,7 @@ def test_the_first_writer_moves_the_store_beside_and_it_runs_on(legacy: str) -> 
     app.store()  # opened: moved and migrated
     assert counts(legacy) == BEFORE
     store = open_store(legacy, create=False, read_only=True)
-    assert store.schema_versions()[-1] == 15
+    assert store.schema_versions()[-1] == 16
     assert [s.schedule.name for s in store.list_schedules()] == ["tick"]
     store.close()
     clock.advance(3_600_000)  # the notes an hour away, and the tick
@@ -93,7 +93,7 @@ def _bare_names_left(url: str) -> list[str]:
         with sqlite3.connect(url.removeprefix("sqlite:///")) as c:
             found = c.execute(
                 "SELECT name FROM sqlite_master WHERE name NOT LIKE 'cronlab_%'"
-                " AND name NOT LIKE 'sqlite_autoindex_%'"
+                " AND name NOT LIKE 'sqlite_%'"  # SQLite's own: indexes, AUTOINCREMENT's
             ).fetchall()
         c.close()
         return [r[0] for r in found]

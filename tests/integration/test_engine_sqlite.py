@@ -35,7 +35,7 @@ def test_due_scan_uses_the_partial_pending_index(tmp_path: Path, query: str) -> 
 def test_migrations_are_numbered_applied_once_and_recorded(tmp_path: Path) -> None:
     SqliteStore(tmp_path / "m.db").close()
     again = SqliteStore(tmp_path / "m.db")
-    assert again.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15]
+    assert again.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15, 16]
     names = again.query(again.own("SELECT name FROM cronlab_schema ORDER BY version"))
     assert names == [
         ("001_base.sql",),
@@ -49,6 +49,7 @@ def test_migrations_are_numbered_applied_once_and_recorded(tmp_path: Path) -> No
         ("013_process_place.sql",),
         ("014_beside_the_app.sql",),
         ("015_task_column.sql",),
+        ("016_ids_never_reused.sql",),
     ]
 
 
@@ -128,9 +129,11 @@ def test_a_schema_version_table_alone_is_not_a_cronlab_0_1_store(
 
 
 def _their_tables(conn: Any) -> dict[str, Any]:
-    """Every table but cronlab's: its statement and its rows."""
+    """Every table but cronlab's and SQLite's own (``sqlite_sequence``, which AUTOINCREMENT
+    keeps: cronlab's ids are noted there under its tables' names): its statement and rows."""
     found = conn.execute(
         "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'cronlab_%'"
+        " AND name NOT LIKE 'sqlite_%'"
     ).fetchall()
     return {name: (sql, conn.execute(f"SELECT * FROM {name}").fetchall()) for name, sql in found}
 
@@ -149,7 +152,7 @@ def test_an_apps_own_schema_version_table_in_a_store_is_left_alone(tmp_path: Pat
     conn.commit()
     conn.close()
     store = SqliteStore(tmp_path / "s.db")
-    assert store.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15]
+    assert store.schema_versions() == [1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15, 16]
     assert store.query("SELECT * FROM schema_version") == [(1, "create_users")]
     store.close()
 

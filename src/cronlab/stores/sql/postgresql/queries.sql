@@ -141,28 +141,34 @@ LIMIT 1;
 -- the server's clock when it is NULL. Its commit does not wait for the disk: a claim that a
 -- crash of the server loses had no batch committed after it (a batch's commit flushes the log
 -- through the claim first), and its envelopes come back as they were.
+-- What it splits comes from the rows it locked, never from a second read of the table: a read
+-- sees the statement's snapshot, taken before a concurrent claim that split the same envelope
+-- committed, while the lock (and the UPDATEs) see the envelope as that claim left it — a
+-- second read handed out the messages the other claim had just taken (the contract test
+-- test_concurrent_claims_that_split_envelopes_never_deliver_a_message_twice).
 WITH clock AS (
   SELECT coalesce(%(now)s::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
       AS now,
     set_config('synchronous_commit', 'off', true) AS unflushed
 ), visible AS (
-  SELECT q.id, q.size FROM queue q WHERE q.invisible_until_ms <= (SELECT now FROM clock)
+  SELECT q.id, q.size, q.task_ids, q.attempt, q.enqueued_ms, q.receives FROM queue q
+  WHERE q.invisible_until_ms <= (SELECT now FROM clock)
   ORDER BY q.id LIMIT %(page)s FOR UPDATE SKIP LOCKED
 ), sums AS (
-  SELECT id, size, sum(size) OVER (ORDER BY id) AS upto FROM visible
+  SELECT v.*, sum(size) OVER (ORDER BY id) AS upto FROM visible v
 ), fitting AS (
   SELECT id FROM sums WHERE upto <= %(limit)s
 ), head AS (
-  SELECT id, %(limit)s - (upto - size) AS take FROM sums
+  SELECT s.*, %(limit)s - (upto - size) AS take FROM sums s
   WHERE upto > %(limit)s AND upto - size < %(limit)s
 ), split AS (
   INSERT INTO queue (task_ids, size, attempt, enqueued_ms, invisible_until_ms, receives, worker)
-  SELECT q.task_ids[:h.take], h.take, q.attempt, q.enqueued_ms,
-    (SELECT now FROM clock) + %(visibility)s, q.receives + 1, %(worker)s
-  FROM queue q JOIN head h ON q.id = h.id
+  SELECT h.task_ids[:h.take], h.take, h.attempt, h.enqueued_ms,
+    (SELECT now FROM clock) + %(visibility)s, h.receives + 1, %(worker)s
+  FROM head h
   RETURNING id, task_ids, receives, attempt
 ), kept AS (
-  UPDATE queue q SET task_ids = q.task_ids[h.take + 1:], size = q.size - h.take
+  UPDATE queue q SET task_ids = h.task_ids[h.take + 1:], size = h.size - h.take
   FROM head h WHERE q.id = h.id
 ), whole AS (
   UPDATE queue SET invisible_until_ms = (SELECT now FROM clock) + %(visibility)s,
