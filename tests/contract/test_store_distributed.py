@@ -122,15 +122,15 @@ def test_concurrent_claims_that_split_envelopes_never_deliver_a_message_twice(
         assert store.dispatch_due(now, 3_000, lease.epoch) == 3_000
         claimed: list[list[int]] = []
 
-        def claim() -> None:
+        def claim(into: list[list[int]]) -> None:
             s = PostgresStore(url)
             got: list[int] = []
             while batch := s.queue_claim("w", 37, 60_000, now):
                 got += [m.task_id for m in batch]
-            claimed.append(got)
+            into.append(got)
             s.close()
 
-        threads = [threading.Thread(target=claim) for _ in range(4)]
+        threads = [threading.Thread(target=claim, args=(claimed,)) for _ in range(4)]
         for t in threads:
             t.start()
         for t in threads:
