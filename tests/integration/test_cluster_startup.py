@@ -220,8 +220,11 @@ def test_the_metrics_directory_of_a_sigkilled_cluster_is_reaped_at_the_next_star
     try:
         wait_until(lambda: not any(d.exists() for d in found), 30, "the old one reaped")
         assert len(list(scratch.glob("cronlab-metrics-*"))) == 1
+        second.send_signal(signal.SIGINT)  # (patient: a loaded machine starts slowly)
+        code = second.wait(timeout=60)
     finally:
         stop_cluster(second)
+    assert code != -signal.SIGKILL, "the cluster did not stop by itself"
     assert list(scratch.glob("cronlab-metrics-*")) == []
 
 
