@@ -78,28 +78,34 @@ def test_a_replica_clock_an_hour_behind_is_fenced_once_the_lease_expired(
     assert store.counts()["PENDING"] == 3
 
 
+def claimed_at_once(url: str, claimers: int, limit: int, now: int) -> list[int]:
+    """The task ids ``claimers`` threads, each a store of its own, claim ``limit`` at a time
+    until the queue is empty, all of them together."""
+    claimed: list[list[int]] = []
+
+    def claim() -> None:
+        s = PostgresStore(url)
+        got: list[int] = []
+        while batch := s.queue_claim("w", limit, 60_000, now):
+            got += [m.task_id for m in batch]
+        claimed.append(got)
+        s.close()
+
+    threads = [threading.Thread(target=claim) for _ in range(claimers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return [i for got in claimed for i in got]
+
+
 def test_concurrent_claimers_never_overlap(url: str, store: PostgresStore) -> None:
     now = store.server_ms()
     store.add_tasks(invoices(3_000, now - 1))
     lease = StoreElector(store, SystemClock()).acquire_or_renew("a", 60_000)
     assert lease is not None
     store.dispatch_due(now, 3_000, lease.epoch)
-    claimed: list[list[int]] = []
-
-    def claim() -> None:
-        s = PostgresStore(url)
-        got: list[int] = []
-        while batch := s.queue_claim("w", 100, 60_000, now):
-            got += [m.task_id for m in batch]
-        claimed.append(got)
-        s.close()
-
-    threads = [threading.Thread(target=claim) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    every = [i for got in claimed for i in got]
+    every = claimed_at_once(url, 4, 100, now)
     assert len(every) == len(set(every)) == 3_000
 
 
@@ -121,22 +127,7 @@ def test_concurrent_claims_that_split_envelopes_never_deliver_a_message_twice(
         lease = StoreElector(store, SystemClock()).acquire_or_renew("a", 60_000)
         assert lease is not None
         assert store.dispatch_due(now, 3_000, lease.epoch) == 3_000
-        claimed: list[list[int]] = []
-
-        def claim(into: list[list[int]]) -> None:
-            s = PostgresStore(url)
-            got: list[int] = []
-            while batch := s.queue_claim("w", 37, 60_000, now):
-                got += [m.task_id for m in batch]
-            into.append(got)
-            s.close()
-
-        threads = [threading.Thread(target=claim, args=(claimed,)) for _ in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        every = sorted(i for got in claimed for i in got)
+        every = claimed_at_once(url, 4, 37, now)
         assert len(every) - len(set(every)) == 0, "messages delivered twice"
         assert len(every) == 3_000
 

@@ -228,6 +228,16 @@ def test_the_metrics_directory_of_a_sigkilled_cluster_is_reaped_at_the_next_star
     assert list(scratch.glob("cronlab-metrics-*")) == []
 
 
+def _metrics_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
+    """A seeded store's URL, and the temporary folder where a cluster of this process makes
+    its metrics directory."""
+    _, url = seeded(tmp_path)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    return url, scratch
+
+
 def _metrics_config(url: str) -> cluster.ClusterConfig:
     ops = cluster.Operations(metrics_port=free_port())
     return cluster.ClusterConfig(store_url=url, replicas=1, workers=1, ops=ops)
@@ -239,10 +249,7 @@ def test_a_ctrl_c_as_the_metrics_directory_is_made_leaves_none_behind(
     # CI at 838d3d8 found a stopped cluster's metrics directory left: a Ctrl-C that lands
     # after the directory is made and before the cluster has noted its name. Here the Ctrl-C
     # arrives exactly there.
-    _, url = seeded(tmp_path)
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    url, scratch = _metrics_cluster(tmp_path, monkeypatch)
     real_mkdir = os.mkdir
 
     def mkdir_then_ctrl_c(path: str | os.PathLike[str], mode: int = 0o777) -> None:
@@ -262,10 +269,7 @@ def test_a_ctrl_c_before_the_watch_begins_stops_the_children_and_their_metrics(
 ) -> None:
     # The other window: the children are through the gate, writing their metrics, and the
     # Ctrl-C lands before the cluster's own handler is in place.
-    _, url = seeded(tmp_path)
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    url, scratch = _metrics_cluster(tmp_path, monkeypatch)
     procs = cluster.Cluster(_metrics_config(url), SystemClock())
     real_signal = signal.signal
 
