@@ -329,12 +329,13 @@ class World:
         found = self._due(proc.fail_at)
         return None if found is None else str(found[2])
 
-    def _due(self, faults: list[Any], label: str = "") -> Any:
+    def _due(self, faults: list[Any], label: str | None = None) -> Any:
         """The first fault whose time has come and whose points to skip are used up (popped),
-        counting one point off the others whose time has come; None when none is due. A
-        pause that names a label (its fourth field) counts and strikes at that label only."""
+        counting one point off the others whose time has come; None when none is due. Given
+        the point's ``label`` (pauses, ``Proc.pause_at``), a fault that names a label in its
+        fourth field counts and strikes at that label only."""
         for i, fault in enumerate(faults):
-            if len(fault) == 5 and fault[3] and fault[3] != label:
+            if label is not None and fault[3] and fault[3] != label:
                 continue
             if self.now_ms >= fault[0]:
                 if fault[1] <= 0:
