@@ -292,3 +292,36 @@ def test_a_ctrl_c_before_the_watch_begins_stops_the_children_and_their_metrics(
             child.wait()
     assert ended == [True, True]
     assert list(scratch.glob(f"{cluster.METRICS_PREFIX}*")) == []
+
+
+LAUNCH = """
+import os, sys
+from cronlab.clock import SystemClock
+from cronlab.runtime import cluster
+
+ran = []
+os.register_at_fork(
+    before=lambda: ran.append("before"), after_in_parent=lambda: ran.append("after")
+)
+cfg = cluster.ClusterConfig(store_url=sys.argv[1], replicas=1, workers=2)
+procs = cluster.Cluster(cfg, SystemClock())
+procs.launch()
+procs.abort()  # (the gate closes unopened: the children exit quietly)
+print(len(procs.children), sorted(set(ran)), [c.returncode for c in procs.children.values()])
+"""
+
+
+def test_no_python_runs_in_the_cluster_as_it_forks_its_children(tmp_path: Path) -> None:
+    """A Ctrl-C as the cluster started its children was lost, and the cluster ran on (CI at
+    838d3d8: ``…_reaped_at_the_next_start`` above; on a loaded machine 1 start in 5). The
+    children were forked with a ``preexec_fn`` (their parent-death signal), so CPython ran
+    its at-fork callbacks in the cluster around each fork, and an exception raised there is
+    discarded — the KeyboardInterrupt too ("Exception ignored in: <function _releaseLock>").
+    Now a child sets that signal itself (``proc.die_with_parent``), and no Python runs in the
+    cluster at a fork: the callbacks registered here are never called."""
+    _, url = seeded(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", LAUNCH, url], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["3", "[]", "[0,", "0,", "0]"], done.stdout

@@ -8,7 +8,7 @@ import sys
 import click
 
 from cronlab.exceptions import BackendUnavailable, ConfigError, CronlabError
-from cronlab.runtime import reports
+from cronlab.runtime import proc, reports
 from cronlab.urls import redact, redact_text
 
 # command → "module:attribute"; a module is imported only when its command runs, so a SQLite
@@ -101,6 +101,8 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and turn every user mistake into one line and exit 2."""
     args = sys.argv[1:] if argv is None else argv
+    if argv is None:
+        proc.die_with_parent()  # (a cluster's child: before anything else)
     if bad := next((a for a in args if not _utf8(a)), None):
         return _fail(f"argument {bad[:40]!r} is not UTF-8 text (names, keys and URLs must be)")
     try:

@@ -14,7 +14,6 @@ mistake is still one line. Start-up is then one process's imports, not two in a 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import os
 import secrets
@@ -35,7 +34,6 @@ from cronlab.runtime import proc, reports
 from cronlab.runtime.duties import Operations
 from cronlab.urls import redact
 
-PR_SET_PDEATHSIG = 1
 USAGE_EXIT = 2  # what cronlab exits with on a user's mistake
 STARTUP_S = 30.0  # a child that exits so soon with USAGE_EXIT failed at start-up
 METRICS_PREFIX = "cronlab-metrics-"  # + the cluster's pid + "-": a dead cluster's is reaped
@@ -150,15 +148,6 @@ def command(cfg: ClusterConfig, role: str, index: int) -> list[str]:
     batch = ["--batch", str(cfg.worker_batch), "--concurrency", str(cfg.concurrency)]
     visibility = ["--visibility", str(cfg.visibility_s)]
     return [*base, "--index", str(index), *visibility, *batch, *rate, *cfg.worker_args]
-
-
-def die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the cluster dies, however it dies (SIGKILL
-    too), so no scheduler or worker outlives it (Linux ``PR_SET_PDEATHSIG``; elsewhere the
-    process group is all there is)."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def secret_env(cfg: ClusterConfig) -> dict[str, str]:
@@ -338,12 +327,9 @@ class Cluster:
         if self._reports is not None:
             env[reports.ENV] = str(self._reports[1])
             fds.append(self._reports[1])
+        env[proc.PARENT_ENV] = str(os.getpid())  # it dies with us (proc.die_with_parent)
         child = subprocess.Popen(
-            command(self.cfg, role, index),
-            stdin=subprocess.DEVNULL,
-            env=env,
-            pass_fds=fds,
-            preexec_fn=die_with_parent,  # the cluster forks from its one thread: safe here
+            command(self.cfg, role, index), stdin=subprocess.DEVNULL, env=env, pass_fds=fds
         )
         self.children[slot] = child
         self.owners[slot] = identity(role, index, pid=child.pid, nonce=nonce)

@@ -10,9 +10,13 @@ namespace its pid is a number in, and its start time in clock ticks since boot.
 from __future__ import annotations
 
 import os
+import signal
+import sys
 from pathlib import Path
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+PARENT_ENV = "CRONLAB_CLUSTER_PID"  # in a cluster's child: the pid of the cluster it dies with
+PR_SET_PDEATHSIG = 1
 
 
 def place(pid: int) -> str | None:
@@ -52,3 +56,24 @@ def alive(pid: int) -> bool:
         return False
     state = stat.rsplit(")", 1)[1].split()[0]
     return state != "Z" and b"cronlab" in cmdline
+
+
+def die_with_parent() -> None:
+    """In a cluster's child (``PARENT_ENV`` set), first thing after exec: SIGTERM when the
+    cluster dies, however it dies (SIGKILL too), so no scheduler or worker outlives it (Linux
+    ``PR_SET_PDEATHSIG``; elsewhere the process group is all there is). A child whose cluster
+    died before this exits at once, quietly: it was started for nobody.
+
+    The child sets this itself, not the cluster between fork and exec (``preexec_fn``): that
+    runs Python's at-fork callbacks in the cluster around each fork, where CPython discards
+    any exception raised — a Ctrl-C arriving as the cluster started its children was lost so,
+    and the cluster ran on (``test_cluster_startup.py``)."""
+    parent = os.environ.pop(PARENT_ENV, None)
+    if parent is None:
+        return
+    if sys.platform.startswith("linux"):
+        import ctypes  # (only in a cluster's child)
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if not parent.isdecimal() or os.getppid() != int(parent):
+        sys.exit(0)
