@@ -40,14 +40,14 @@ COMMANDS: dict[str, list[str]] = {
     "verify-postgresql-500": [
         *_CRONLAB, "verify", "--seeds", "500", "--jobs", "2", "--json", "--store", PG,
     ],
-    "verify-sqlite-1000": [*_CRONLAB, "verify", "--seeds", "1000", "--jobs", "2", "--json"],
+    "verify-sqlite-500": [*_CRONLAB, "verify", "--seeds", "500", "--jobs", "2", "--json"],
     "mutants-postgresql": [*_MUTANTS, "--jobs", "1", "--store", PG],
     "mutants-sqlite": [*_MUTANTS, "--jobs", "1"],
 }  # fmt: skip
 # Two lines of commands run at once, each one after another: the searches and the mutation
 # gate's quick runs (one process). The PostgreSQL search goes first, while the rest of the suite
 # runs; the SQLite search, CPU work, takes both cores once the suite is done.
-LINES = (("verify-postgresql-500", "verify-sqlite-1000"), ("mutants-postgresql", "mutants-sqlite"))
+LINES = (("verify-postgresql-500", "verify-sqlite-500"), ("mutants-postgresql", "mutants-sqlite"))
 # Each command runs at the lowest CPU priority (nice 19), but the PostgreSQL search: it waits on
 # the server's round trips, and a niced client is served last at every one of them — 60 seeds
 # took 282 s niced beside two CPU-bound processes, 97 s at normal priority (40 s alone).
