@@ -175,6 +175,7 @@ class Cluster:
         self.failed: str | None = None
         self.metrics_dir: str | None = None
         self._ended = False  # run has stopped every child
+        self._starting = False  # serve has not begun to run: an interrupt raises too
         self.metrics_env: dict[str, str] = {}
         self._reports: tuple[int, int] | None = None  # the children's report pipe (r, w)
         self._reported: dict[int, tuple[str, str]] = {}  # pid → (kind, line)
@@ -215,15 +216,37 @@ class Cluster:
 
     def serve(self, check: Callable[[], Store]) -> None:
         """``launch``, ``go`` with the store ``check`` returns, ``run``: the whole life of a
-        cluster in the foreground. Whatever ends it, wherever it lands (a Ctrl-C before
-        ``run``'s own handler is in place too), leaves no child, metrics directory or pipe."""
+        cluster in the foreground. Whatever ends it, wherever it lands, leaves no child,
+        metrics directory or pipe.
+
+        SIGINT/SIGTERM are this cluster's from the first step: each sets ``stop``, which no
+        exception handler can swallow, and during start-up also raises KeyboardInterrupt, so
+        a long ``check`` (a busy store) ends at once. CPython discards an exception raised
+        where a destructor, a weakref callback or an at-fork callback runs; the interrupt
+        was once lost so and the cluster ran on — so ``stop`` is looked at again after each
+        step of the start (``_started``)."""
+        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
+            self._starting = True
             self.launch()
-            self.go(check())
+            self._started()
+            store = check()
+            self._started()
+            self.go(store)
+            self._started()
+            self._starting = False
             self.run()
         except BaseException:
             self.abort()
             raise
+        finally:
+            for s, handler in old.items():
+                signal.signal(s, handler)
+
+    def _started(self) -> None:
+        """A step of the start is done: an interrupt that came meanwhile stops it here."""
+        if self.stop:
+            raise KeyboardInterrupt
 
     def abort(self) -> None:
         """The cluster cannot start: the gate closes unopened and the children exit (opened
@@ -302,6 +325,8 @@ class Cluster:
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.stop = True
+        if self._starting:
+            raise KeyboardInterrupt
 
     def _forget_dead(self) -> None:
         """Mark exited the processes of this host that the registry still lists as running but
