@@ -157,6 +157,19 @@ def test_each_postgresql_seed_that_failed_passes_now(seed: int) -> None:
 
 
 @pytest.mark.postgres
+def test_the_postgresql_seed_the_search_at_223b890_found_passes_now() -> None:
+    """Seed 1974 (docs/history/verify-223b890/): four occurrences open at the end. The
+    simulator's own mistake: an outage ended every session, and an App-API ``defer`` blocked
+    in a lock wait was never answered — a terminated session left the list the simulator
+    settles — so it waited for ever, the schedules' removal waited for it, and they fired up
+    to the horizon. A real client's blocked statement fails at once when its session ends."""
+    need_pg()
+    done = cronlab("verify", "--seed", "1974", "--store", PG, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "no violation" in done.stdout
+
+
+@pytest.mark.postgres
 @pytest.mark.beside("verify-postgresql-500")
 def test_five_hundred_postgresql_seeds_of_every_fault_kind_find_no_violation() -> None:
     """The simulator on a real PostgreSQL server (a scratch database per process, made and

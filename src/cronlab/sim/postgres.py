@@ -397,6 +397,11 @@ class PgSim:
             select.select([], [], [], 0.001)
         link.proc.idle_deadline_ms = None
         self.links.remove(link)  # the client finds out at its next read: the server is gone
+        # A statement blocked in a lock wait is answered now — its socket closed — as a real
+        # client's is at once: once out of ``links`` no settle looks at it again, and the
+        # process waited for ever (PostgreSQL seed 1974: an App-API defer blocked when an
+        # outage ended every session, the run stuck behind it to its horizon).
+        link.proc.waiting_db = False
         self.settle()
 
     def terminate_all(self) -> None:
