@@ -296,7 +296,7 @@ def test_many_reads_a_bounded_input(workdir: Path) -> None:
         ) as proc,
     ):
         try:
-            _, err = proc.communicate(timeout=120)
+            _, err = proc.communicate(timeout=300)  # a liveness bound (87 s, a loaded slow box)
         finally:
             proc.kill()
             yes.kill()

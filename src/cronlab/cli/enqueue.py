@@ -218,7 +218,7 @@ def _item(n: int, line: str, task: Task[Any, Any]) -> tuple[dict[str, Any], str 
 def _parse(line: str) -> tuple[dict[str, Any], str | None]:
     """A line: the arguments (a JSON object), or ``[arguments, "key"]``."""
     try:
-        value = json.loads(line, parse_constant=_no_constant)
+        value = _DECODER.decode(line)
     except (ValueError, RecursionError):
         raise ConfigError("not JSON (or nests too deep)") from None
     match value:
@@ -231,6 +231,10 @@ def _parse(line: str) -> tuple[dict[str, Any], str | None]:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+# One decoder for every line (``json.loads`` with ``parse_constant`` builds one per call).
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
 
 
 def _open(path: str) -> BinaryIO:

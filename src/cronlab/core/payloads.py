@@ -12,12 +12,14 @@ from cronlab.exceptions import TaskArgumentError
 
 MAX_ARGUMENTS_BYTES = 64 * 1024  # as the CLI's --payload
 MAX_KEY = 500  # characters of an idempotency key, everywhere
+# One encoder for every call: ``json.dumps`` with arguments of its own builds a new one each time.
+_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
 
 
 def encode(name: str, arguments: Mapping[str, Any]) -> str:
     """The arguments as the stored JSON object; TaskArgumentError for what JSON cannot hold."""
     try:
-        text = json.dumps(arguments, allow_nan=False, separators=(",", ":"))
+        text = _ENCODER.encode(arguments)
     except (TypeError, ValueError, RecursionError) as exc:
         raise TaskArgumentError(f"{name}: arguments must be JSON ({exc})") from None
     if len(text) > MAX_ARGUMENTS_BYTES:
