@@ -324,7 +324,9 @@ def test_a_relay_publishing_holds_no_write_lock(tmp_path: Path) -> None:
     other.close()
 
 
-BACKOFF_MS = 300
+# The failed run's backoff: long enough that the steps between its failure and the "not due"
+# claim take less on a slow, loaded machine (300 ms did not, on a 2-core run of the suite).
+BACKOFF_MS = 2_000
 
 
 def dispatched(store: Any, queue: RedisQueue, limit: int, epoch: int) -> int:
