@@ -5,7 +5,6 @@ a command that needs an extra names the one that installs it."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,16 +20,9 @@ COMMANDS = (
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A virtualenv with ``pip install .`` done in a copy of the clone, as the README says."""
-    home = tmp_path_factory.mktemp("base")
-    clone, venv = source.copy(home / "clone"), home / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    done = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", "."],
-        cwd=clone, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    return venv / "bin" / "cronlab"
+    """The run's base install (``source.base_install``): ``pip install .`` in a copy of the
+    clone, into a fresh virtualenv, as the README says; its ``cronlab``."""
+    return source.base_install(tmp_path_factory) / "venv" / "bin" / "cronlab"
 
 
 def test_every_help_works_on_the_base_install(base: Path) -> None:

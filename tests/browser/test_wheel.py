@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import venv
 import zipfile
 from pathlib import Path
@@ -25,22 +24,19 @@ def run(*argv: str, **kw: object) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv with the built wheel and nothing else of ours; its python."""
-    tmp = tmp_path_factory.mktemp("wheel")
-    clone = source.copy(tmp / "clone")
-    built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp), str(clone))
-    assert built.returncode == 0, built.stderr
-    (wheel,) = tmp.glob("cronlab-*.whl")
-    venv.create(tmp / "venv", with_pip=True)
-    python = tmp / "venv" / "bin" / "python"
-    done = run(str(python), "-m", "pip", "install", "-q", str(wheel))
-    assert done.returncode == 0, done.stderr
-    python.with_name("wheel.txt").write_text(str(wheel))
-    return python
+    """The run's base install (``source.base_install``: a fresh venv with cronlab as pip builds
+    it and nothing else of ours); its python. Shared: the tests here only read it."""
+    return source.base_install(tmp_path_factory) / "venv" / "bin" / "python"
+
+
+def built_wheel(fresh: Path) -> Path:
+    """The wheel ``pip wheel`` built from the same copy of the clone."""
+    (wheel,) = (fresh.parent.parent.parent / "dist").glob("cronlab-*.whl")
+    return wheel
 
 
 def test_the_wheel_ships_py_typed_so_mypy_checks_a_users_calls(fresh: Path) -> None:
-    wheel = Path(fresh.with_name("wheel.txt").read_text())
+    wheel = built_wheel(fresh)
     with zipfile.ZipFile(wheel) as built:
         names = set(built.namelist())
     assert "cronlab/py.typed" in names, sorted(n for n in names if n.count("/") == 1)
@@ -75,16 +71,17 @@ def test_a_missing_extra_is_one_line_naming_it(
 
 
 def test_with_only_the_lab_extra_the_page_and_its_charts_load(
-    fresh: Path, browser: Browser
+    fresh: Path, browser: Browser, tmp_path: Path
 ) -> None:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} missing: scripts/setup.sh installs it")
-    wheel = fresh.with_name("wheel.txt").read_text()
-    done = run(str(fresh), "-m", "pip", "install", "-q", f"{wheel}[lab]")
+    venv.create(tmp_path / "venv", with_pip=True)  # its own: the base install stays lean
+    python = tmp_path / "venv" / "bin" / "python"
+    done = run(str(python), "-m", "pip", "install", "-q", f"{built_wheel(fresh)}[lab]")
     assert done.returncode == 0, done.stderr
     bad: list[str] = []
     errors: list[str] = []
-    with serve_lab(python=str(fresh)) as url:
+    with serve_lab(python=str(python)) as url:
         page = browser.new_page()
         page.on("response", lambda r: _keep_bad(bad, r))
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)

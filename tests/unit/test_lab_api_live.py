@@ -104,7 +104,7 @@ def test_a_zombie_without_fencing_duplicates_its_batch_as_the_model_says(
 ) -> None:
     """Issue 15: the live run's zombie — the leader caught mid-dispatch (a real SIGSTOP), its
     lease taken while it sleeps — measured against the model, with the checker's verdict."""
-    cfg = {**SMALL, "fencing": "off", "lead_s": 8}  # (the pause request before the trigger)
+    cfg = {**SMALL, "fencing": "off", "lead_s": 15}  # (the pause request before the trigger)
     assert client.post("/api/live/start", json=cfg).status_code == 201
     snap = lambda: client.get("/api/live").json()  # noqa: E731
     wait_for("a leader", lambda: (snap().get("status") or {}).get("leader"))
