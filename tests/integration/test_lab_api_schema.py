@@ -3,7 +3,9 @@ default check, a fixed seed and at most ``EXAMPLES`` cases per operation and pha
 
 The live endpoints drive the real CLI, store and processes, scaled down (``small_engine.py``)
 so a run costs seconds. The operations run in an order that meets both states of the live run:
-start (one run, then 409s), what reads or signals it while it goes, stop, the same reads again.
+start (one run, then 409s), what reads or signals it while it goes, stop, the same reads again
+(a test that xdist sent to another worker, whose server has no run or one, starts or stops
+it first).
 The module ends by checking that nothing it started is alive and no run folder is left.
 The operator's console and the engine's metrics port (issue 28) get the same treatment, each
 from its own document.
@@ -30,7 +32,7 @@ from cronlab.clock import SystemClock
 from cronlab.core.policy import Schedule
 from cronlab.lab.web import openapi
 from cronlab.lab.web.app import LabConfig, create_app
-from cronlab.lab.web.live import Live
+from cronlab.lab.web.live import Live, LiveConfig
 from cronlab.metrics import server
 from cronlab.metrics.prometheus import PrometheusMetrics, StoreCollector
 from cronlab.web import console_api
@@ -183,7 +185,9 @@ def test_start(case: Case) -> None:
 
 @schema.include(path=[*READS, "/api/live/chaos"]).parametrize()
 def test_while_a_run_goes(case: Case) -> None:
-    assert LIVE.running, "the start cases started no run"
+    if not LIVE.running:  # test_start ran on another xdist worker (each has its own LIVE)
+        LIVE.start(LiveConfig(count=600, workers=2, lease_ttl=3, drain_s=5, lead_s=3))
+    assert LIVE.running
     check(case)
 
 
@@ -194,6 +198,8 @@ def test_stop(case: Case) -> None:
 
 @schema.include(path=READS).parametrize()
 def test_once_stopped(case: Case) -> None:
+    if LIVE.running:  # test_stop ran on another xdist worker
+        LIVE.stop()
     assert not LIVE.running
     check(case)
 
