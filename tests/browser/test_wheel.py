@@ -23,20 +23,26 @@ def run(*argv: str, **kw: object) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The run's base install (``source.base_install``: a fresh venv with cronlab as pip builds
-    it and nothing else of ours); its python. Shared: the tests here only read it."""
-    return source.base_install(tmp_path_factory) / "venv" / "bin" / "python"
+    it and nothing else of ours, and the wheel). Shared: the tests here only read it."""
+    return source.base_install(tmp_path_factory)
 
 
-def built_wheel(fresh: Path) -> Path:
+@pytest.fixture(scope="module")
+def fresh(installed: Path) -> Path:
+    """The base install's python."""
+    return installed / "venv" / "bin" / "python"
+
+
+@pytest.fixture(scope="module")
+def wheel(installed: Path) -> Path:
     """The wheel ``pip wheel`` built from the same copy of the clone."""
-    (wheel,) = (fresh.parent.parent.parent / "dist").glob("cronlab-*.whl")
-    return wheel
+    (built,) = (installed / "dist").glob("cronlab-*.whl")
+    return built
 
 
-def test_the_wheel_ships_py_typed_so_mypy_checks_a_users_calls(fresh: Path) -> None:
-    wheel = built_wheel(fresh)
+def test_the_wheel_ships_py_typed_so_mypy_checks_a_users_calls(fresh: Path, wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as built:
         names = set(built.namelist())
     assert "cronlab/py.typed" in names, sorted(n for n in names if n.count("/") == 1)
@@ -71,13 +77,13 @@ def test_a_missing_extra_is_one_line_naming_it(
 
 
 def test_with_only_the_lab_extra_the_page_and_its_charts_load(
-    fresh: Path, browser: Browser, tmp_path: Path
+    wheel: Path, browser: Browser, tmp_path: Path
 ) -> None:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} missing: scripts/setup.sh installs it")
     venv.create(tmp_path / "venv", with_pip=True)  # its own: the base install stays lean
     python = tmp_path / "venv" / "bin" / "python"
-    done = run(str(python), "-m", "pip", "install", "-q", f"{built_wheel(fresh)}[lab]")
+    done = run(str(python), "-m", "pip", "install", "-q", f"{wheel}[lab]")
     assert done.returncode == 0, done.stderr
     bad: list[str] = []
     errors: list[str] = []
