@@ -22,6 +22,7 @@ from cronlab.election.store import StoreElector
 from cronlab.ports import Retry
 from cronlab.queues.store import StoreQueue
 from cronlab.runtime.worker import Worker, WorkerConfig
+from cronlab.stores import postgres
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -35,6 +36,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 # (issue 30) lowers them; one that rises fails here.
 WORKER_BATCH_OF_ONE = 9
 LEADER_DISPATCH_OF_ONE = 10
+# A defer of one task: BEGIN, the INSERT (one statement from arrays; through COPY it took
+# four: the temporary table made, COPY (two), INSERT, TRUNCATE — 9 in all before 2026-12-07), the
+# holder read, NOTIFY, COMMIT. A tick's few occurrences and defer_many's small batches take the
+# same INSERT.
+DEFER_OF_ONE = 5
 
 
 class Exchanges:
@@ -131,4 +137,28 @@ def test_a_single_job_batch_and_its_dispatch_cost_their_bounded_round_trips(
         print("worker, batch of one:", *batch, sep="\n  ")
         assert len(dispatch) <= LEADER_DISPATCH_OF_ONE, dispatch
         assert len(batch) <= WORKER_BATCH_OF_ONE, batch
+        app.close()
+
+
+def test_a_defer_of_one_task_costs_its_bounded_round_trips(exchanges: Exchanges) -> None:
+    """``Task.defer`` of one task, on an App whose store is open: one transaction, the task
+    inserted by one statement — and a batch over ``FEW_TASKS`` still goes in whole (COPY)."""
+    with pg_database() as url:
+        app = cronlab.App(url)
+
+        @app.task(name="receipt")
+        def receipt(ctx: cronlab.Context, n: int) -> None: ...
+
+        receipt.defer(n=0)  # the store opened and migrated before counting
+        with exchanges:
+            assert receipt.defer(n=1).added
+        once = list(exchanges.sent)
+        many = receipt.defer_many({"n": n} for n in range(2, 2 + postgres.FEW_TASKS + 1))
+        assert many.added == postgres.FEW_TASKS + 1
+        assert receipt.defer_many([{"n": 1}, {"n": 1}]).added == 2  # fresh keys each
+        counts = app.store().counts()
+        print("\ndefer of one:", *once, sep="\n  ")
+        assert counts["PENDING"] == 2 + postgres.FEW_TASKS + 1 + 2
+        assert len(once) <= DEFER_OF_ONE, once
+        assert sum(s.startswith("INSERT INTO") for s in once) == 1, once
         app.close()
