@@ -8,8 +8,11 @@ transaction, which deliveries are live, the savepoints and the writes — is a `
 * A message runs only while it is *live* (``BatchTx.live``): a stale delivery runs nothing and
   is settled without running.
 * Every message runs in a savepoint of its own: one that raises is undone alone, and no other
-  message runs twice. A batch form runs once for the whole batch, in one savepoint; if it
-  raises, each message runs once in its single form instead.
+  message runs twice. A batch of one message takes none (on PostgreSQL two round trips a run):
+  if it raises, the whole transaction rolls back, and a second one records its failure — the
+  same writes, at the same attempt, as its savepoint's rollback would have left. A batch form
+  runs once for the whole batch, in one savepoint; if it raises, each message runs once in its
+  single form instead.
 * Async handlers of a batch run at once on the worker's event loop (``Runner.gather``), each
   writing to a ``QueuedTx``; once they are all done, each one's writes run in a savepoint of
   its own, so its effect still commits with its ack, once, or not at all.
@@ -62,12 +65,18 @@ def execute(work: Batch, store: BatchStore, queue: Queue | None = None) -> dict[
         return ready if ready is not None else _prepare(work.run, work.messages)
 
     last: list[_Runs] = []  # the attempt that committed
+    alone: list[_Alone] = []  # the sole run that failed, rolling its transaction back
 
     def attempt(b: BatchTx) -> dict[str, int]:
-        last[:] = [_Runs(work, b)]
+        last[:] = [_Runs(work, b, alone[0] if alone else None)]
         return last[0].run(steps, batched)
 
-    counts = store.batch_transaction(work, in_store=in_store)(attempt)
+    run = store.batch_transaction(work, in_store=in_store)
+    try:
+        counts = run(attempt)
+    except _Alone as failed:
+        alone.append(failed)
+        counts = run(attempt)  # its failure recorded, the handler not run again
     if queue is not None:
         queue.committed(work.messages)
     if work.observe is not None:
@@ -127,11 +136,22 @@ class _Undone(Exception):
         self.error = error
 
 
-class _Runs:
-    """One attempt at a batch inside an open transaction: its runs and what they ended in."""
+class _Alone(Exception):
+    """The sole run of a batch raised ``error`` (``_Undone``) with no savepoint to roll back:
+    its whole transaction rolls back, and ``execute`` records the failure in a second one."""
 
-    def __init__(self, work: Batch, b: BatchTx):
-        self.work, self.b, self.now = work, b, work.now
+    def __init__(self, undone: _Undone, began: int) -> None:
+        super().__init__(str(undone))
+        self.error, self.began = undone.error, began
+
+
+class _Runs:
+    """One attempt at a batch inside an open transaction: its runs and what they ended in.
+    ``alone``: the batch's sole run already failed in a transaction rolled back — it is not
+    run again; its failure is recorded."""
+
+    def __init__(self, work: Batch, b: BatchTx, alone: _Alone | None = None):
+        self.work, self.b, self.now, self.alone = work, b, work.now, alone
         self.records: list[Record] = []
         self.done: list[int] = []  # copies that ran
         self.acks: list[Message] = []
@@ -208,16 +228,27 @@ class _Runs:
             return None
 
     def _run_one(self, m: Message, step: Step, live: bool) -> None:
-        """One message in a savepoint of its own; a stale one is settled without running."""
+        """One message in a savepoint of its own — or, the batch's only one, in none (``_Alone``
+        if it fails); a stale one is settled without running."""
         if not live:
             self.counts["stale"] += 1
             self.acks.append(m)
             return
+        if self.alone is not None:  # it ran and failed; its transaction was rolled back
+            if isinstance(self.alone.error, STOPS) and self.stop is None:
+                self.stop = self.alone.error
+            self._failed(m, self.alone.error, self.alone.began)
+            return
         began = self.now()
         try:
-            with self.b.savepoint():
+            if len(self.work.messages) == 1:
                 applied = self._handler(step)
+            else:
+                with self.b.savepoint():
+                    applied = self._handler(step)
         except _Undone as undone:
+            if len(self.work.messages) == 1:
+                raise _Alone(undone, began) from undone.error
             self._failed(m, undone.error, began)
             return
         self._succeeded(m, applied, began, self.now())

@@ -166,3 +166,42 @@ def test_a_run_takes_its_savepoint_only_when_its_handler_writes(sql: Backend) ->
     assert rows == ["w1", "w2"]  # the failing run's write undone alone
     if traced:
         assert sum(s.startswith("SAVEPOINT") for s in seen) == 3  # the runs that wrote
+
+
+def test_a_batch_of_one_run_takes_no_savepoint_and_still_undoes_a_failing_write(
+    sql: Backend,
+) -> None:
+    """A batch of one message runs its handler with no savepoint (on PostgreSQL two round
+    trips a run): one that writes and then raises is undone by the whole transaction's
+    rollback, and a second transaction records its failure — the attempt counted, the error
+    kept, the task back to be retried — as the savepoint's rollback left it. One that succeeds
+    commits its write with its ack (SQLite's statement trace: no SAVEPOINT either time)."""
+    r = Registry()
+
+    @r.handler("writes")
+    def writes(ctx: Context, payload: dict[str, Any]) -> None:
+        row = (payload["customer"], payload["period"], ctx.task_id)
+        ctx.tx.execute(lab.INSERT[ctx.tx.dialect], row)
+        if payload["customer"] == "boom":
+            raise RuntimeError("after its write")
+
+    seen: list[str] = []
+    traced = sql.name != "postgres"
+    if traced:
+        sql.store.db.conn.set_trace_callback(seen.append)
+    seed(sql, ["boom"], "writes")
+    failed = run(sql, r)
+    seed(sql, ["fine"], "writes")
+    ok = run(sql, r)
+    if traced:
+        sql.store.db.conn.set_trace_callback(None)
+        assert not any(s.startswith("SAVEPOINT") for s in seen), seen
+    assert (failed["error"], failed["ok"], ok["ok"]) == (1, 0, 1)
+    assert invoices(sql) == ["fine"]  # the failing run's write undone, the other committed
+    boom = sql.store.task_by_key("writes/0/boom")
+    assert (boom.status, boom.attempts) == ("DISPATCHED", 1)  # to be retried, once counted
+    assert sql.store.last_error(boom.id) == "RuntimeError: after its write"
+    runs = sql.store.own("SELECT outcome, error FROM executions WHERE task_id = ?")
+    if sql.name == "postgres":
+        runs = runs.replace("?", "%s")
+    assert sql.store.query(runs, (boom.id,)) == [("error", "RuntimeError: after its write")]

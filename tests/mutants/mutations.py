@@ -63,6 +63,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("duplicated",),
     ),
     Mutation(
+        "sole-run-not-rolled-back",
+        "a batch's only run fails with no savepoint, and its failure is recorded in the same "
+        "transaction instead of a second one: its writes stay",
+        (
+            Edit(
+                "execution.py",
+                "            if len(self.work.messages) == 1:\n"
+                "                raise _Alone(undone, began) from undone.error\n",
+                "",
+            ),
+        ),
+        ("duplicated",),
+    ),
+    Mutation(
         "claim-predicate-dropped",
         "the due scan no longer requires a row to be PENDING: it dispatches finished rows again",
         (

@@ -542,10 +542,10 @@ CREATE FUNCTION sim_effect_row() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
   NEW.row_no := (SELECT max(row_no) FROM sim_rows WHERE task_id = NEW.task_id); RETURN NEW; END $$;
 CREATE TRIGGER sim_effect_row BEFORE INSERT ON sim_effects FOR EACH ROW
   EXECUTE FUNCTION sim_effect_row();
-CREATE TABLE sim_failures (key TEXT, task_id BIGINT, outcome TEXT, error TEXT);
+CREATE TABLE sim_failures (key TEXT, task_id BIGINT, outcome TEXT, error TEXT, attempt INTEGER);
 CREATE FUNCTION sim_failure() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
   INSERT INTO sim_failures VALUES ((SELECT idempotency_key FROM tasks WHERE id = NEW.task_id),
-    NEW.task_id, NEW.outcome, NEW.error);
+    NEW.task_id, NEW.outcome, NEW.error, NEW.attempt);
   RETURN NEW; END $$;
 CREATE TRIGGER sim_failure AFTER INSERT ON executions FOR EACH ROW
   WHEN (NEW.outcome IN ('error', 'failed')) EXECUTE FUNCTION sim_failure();
@@ -791,6 +791,7 @@ class PgRun(_Run):
             (k, st, t, turn(x), i) for k, st, t, x, i in self._sql("SELECT * FROM sim_pruned")
         ]
         failures = dict(self._sql("SELECT key, count(*) FROM sim_failures GROUP BY key"))
+        self._failed_alone(self._sql("SELECT key, attempt FROM sim_failures"))
         alerts = [(a, b, c, at(x)) for a, b, c, x in self._sql("SELECT * FROM sim_alerts")]
         dispatched: dict[str, int] = {}
         dispatched_at: dict[str, int] = {}

@@ -15,7 +15,7 @@ import json
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -64,10 +64,10 @@ CREATE TABLE sim_effects (
   key TEXT, task_id INTEGER, attempt INTEGER, inv INTEGER, at_ms INTEGER, true_ms INTEGER,
   task TEXT, due_ms INTEGER
 );
-CREATE TABLE sim_failures (key TEXT, task_id INTEGER, outcome TEXT, error TEXT);
+CREATE TABLE sim_failures (key TEXT, task_id INTEGER, outcome TEXT, error TEXT, attempt INTEGER);
 CREATE TRIGGER sim_failure AFTER INSERT ON executions WHEN new.outcome IN ('error', 'failed')
 BEGIN INSERT INTO sim_failures VALUES ((SELECT idempotency_key FROM tasks WHERE id = new.task_id),
-  new.task_id, new.outcome, new.error); END;
+  new.task_id, new.outcome, new.error, new.attempt); END;
 CREATE TABLE sim_dropped (key TEXT, trigger_ms INTEGER, at_ms INTEGER);
 CREATE TRIGGER sim_drop AFTER DELETE ON tasks WHEN old.status = 'PENDING'
 BEGIN INSERT INTO sim_dropped VALUES (old.idempotency_key, old.trigger_ms, sim_now()); END;
@@ -109,6 +109,7 @@ class Invocation:
     at_ms: int
     completed: bool = False  # returned normally: its outside effect (an e-mail) happened
     undone_by_engine: bool = False  # completed, then rolled back with no fault to blame
+    alone: bool = False  # ... by the ROLLBACK of a transaction that ran it alone
     follow_up: str | None = None  # the key of the follow-up it deferred (ctx.defer)
 
 
@@ -495,10 +496,23 @@ class _Run:
             proc.faulted = False
             self.tx_invs[proc.name] = []
         elif label == "ROLLBACK":
-            for inv in self.tx_invs.get(proc.name, []):
+            invs = self.tx_invs.get(proc.name, [])
+            for inv in invs:
                 if inv.completed and not proc.faulted:
                     inv.undone_by_engine = True
+                    inv.alone = len(invs) == 1
             self.tx_invs[proc.name] = []
+
+    def _failed_alone(self, failed: Iterable[tuple[str, int]]) -> None:
+        """A batch's sole run takes no savepoint: the engine fails a run that returned (past its
+        timeout) by rolling its whole transaction back, then records the failure in another —
+        as its savepoint's rollback would (which no check counts against it). Such a run, its
+        failure recorded at its attempt (``failed``: key, attempt), was not undone by the
+        engine with no reason; one rolled back with other runs, or never recorded, still is."""
+        recorded = set(failed)
+        for inv in self.ledger.invocations:
+            if inv.undone_by_engine and inv.alone and (inv.key, inv.attempt) in recorded:
+                inv.undone_by_engine = False
 
     # -- faults and the operator ---------------------------------------------------------------
 
@@ -722,6 +736,7 @@ class _Run:
                 "SELECT key, status, trigger_ms, turn, row_no FROM sim_pruned"
             ).fetchall()
             failures = dict(conn.execute("SELECT key, count(*) FROM sim_failures GROUP BY key"))
+            self._failed_alone(conn.execute("SELECT key, attempt FROM sim_failures"))
             alerts = conn.execute(
                 "SELECT schedule, kind, subject, at_ms FROM sim_alerts"
             ).fetchall()
