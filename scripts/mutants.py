@@ -11,6 +11,9 @@ within ``--seeds``.
     python scripts/mutants.py --quick                  each bug's recorded catching seed only
     python scripts/mutants.py --record                 write the catching seeds found
 
+A bug whose recorded catching seed lies past ``--seeds`` (one the nightly search found, as
+``change-judged-before-locks`` on SQLite at 60941) is tried at that seed after the range.
+
 The catching seeds are kept in ``tests/mutants/caught.json``; ``--quick`` (what CI runs) runs
 only that seed of each bug and fails unless it still catches it. An entry may list several
 catching seeds, tried in order until one catches: a PostgreSQL run's interleaving can differ
@@ -144,6 +147,10 @@ def main() -> int:
                 rows.append({"mutation": m.name, "store": where, "seed": None, "ran": 0})
                 continue
             seeds = entry if isinstance(entry, list) else [entry]
+        else:  # then the recorded seeds past the range: a bug the nightly search found there
+            entry = caught.get(m.name, {}).get(where)
+            listed = entry if isinstance(entry, list) else [] if entry is None else [entry]
+            seeds = [*seeds, *(s for s in listed if s > args.seeds)]
         found = hunt(m, args.store, seeds, 1 if args.quick else args.jobs)
         rows.append({"mutation": m.name, "store": where, **found})
         if found["seed"] is None:

@@ -224,7 +224,8 @@ class App:
         what was added, changed and removed (only this app's; see ``App.name``)."""
         target = store if store is not None else self.store()
         wanted = list(self.schedules.values())
-        return target.sync_schedules(self.name, wanted, self.clock.now_ms())
+        now = self.clock.now_ms
+        return target.sync_schedules(self.name, wanted, now(), clock=now)
 
     # -- running ------------------------------------------------------------------------------
 

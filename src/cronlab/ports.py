@@ -603,8 +603,20 @@ class ScheduleStore(Protocol):
     makes a second materialisation of one occurrence a no-op.
     """
 
-    def put_schedule(self, schedule: Schedule, now_ms: int, *, replace: bool) -> bool:
+    def put_schedule(
+        self,
+        schedule: Schedule,
+        now_ms: int,
+        *,
+        replace: bool,
+        clock: Callable[[], int] | None = None,
+    ) -> bool:
         """Insert, or with ``replace`` upsert by name; False when the same one was stored.
+
+        Due-ness is judged once the store holds its locks: by the database server's clock,
+        else by ``clock()`` read then (the caller's clock: a change that waited for the lock
+        while the machine's clock jumped judges by the new time), else by ``now_ms``; so for
+        ``sync_schedules``, ``pause_schedule``, ``resume_schedule`` and ``remove_schedule``.
 
         Without ``replace`` an existing name is a ``ConflictError`` (nothing written). A changed
         definition drops its occurrence still to come and materialises ``next_fire(now)``; one
@@ -614,7 +626,14 @@ class ScheduleStore(Protocol):
         """
         ...
 
-    def sync_schedules(self, app: str, wanted: Sequence[Schedule], now_ms: int) -> SyncReport:
+    def sync_schedules(
+        self,
+        app: str,
+        wanted: Sequence[Schedule],
+        now_ms: int,
+        *,
+        clock: Callable[[], int] | None = None,
+    ) -> SyncReport:
         """Make the schedules ``app`` declares exactly ``wanted``, in one transaction: add,
         change (as ``put_schedule`` with ``replace``) and remove (as ``remove_schedule``)
         those of ``app``'s; one added by hand, or synced under the old default name ``"app"``
@@ -630,17 +649,28 @@ class ScheduleStore(Protocol):
         """Every schedule, by name."""
         ...
 
-    def pause_schedule(self, name: str, now_ms: int, note: str | None = None) -> bool:
+    def pause_schedule(
+        self,
+        name: str,
+        now_ms: int,
+        note: str | None = None,
+        *,
+        clock: Callable[[], int] | None = None,
+    ) -> bool:
         """Stop firing: drop the occurrence still to come (one already due is recorded
         SKIPPED as it is dispatched), keeping the operator's ``note`` (at most 500
         characters). False if it was already paused. Recorded as an event ``paused``."""
         ...
 
-    def resume_schedule(self, name: str, now_ms: int) -> bool:
+    def resume_schedule(
+        self, name: str, now_ms: int, *, clock: Callable[[], int] | None = None
+    ) -> bool:
         """Fire again from the next fire time after ``now_ms`` (no catch-up of the pause)."""
         ...
 
-    def remove_schedule(self, name: str, now_ms: int) -> None:
+    def remove_schedule(
+        self, name: str, now_ms: int, *, clock: Callable[[], int] | None = None
+    ) -> None:
         """Delete the schedule and its occurrence still to come (one already due is recorded
         SKIPPED as it is dispatched); past tasks stay as history."""
         ...

@@ -133,6 +133,19 @@ def test_the_seed_the_search_at_7cd0f4b_found_passes_now() -> None:
     assert "no violation" in done.stdout
 
 
+def test_the_seed_the_search_at_223b890_found_passes_now() -> None:
+    """Seed 60941 (the SQLite search at 223b890, docs/history/verify-223b890/) lost two
+    occurrences: a redeploy asked at a machine time of 79.9 s, waited 1.2 s for the write lock
+    while the machine's clock jumped 60 s, and meanwhile the leader, on the new time, planned
+    occurrences due at 138 s and 140 s. The redeploy then judged due-ness by the instant it
+    was asked and dropped both as still to come, at 141 s. A schedule change now judges by the
+    caller's clock read once it holds the lock (``clock=``; mutation
+    ``change-judged-before-locks`` on SQLite too)."""
+    done = cronlab("verify", "--seed", "60941", timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "no violation" in done.stdout
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize("seed", [510, 654, 1017, 1507, 1529, 2601, 2974, 11587, 12941])
 def test_each_postgresql_seed_that_failed_passes_now(seed: int) -> None:

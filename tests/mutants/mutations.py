@@ -294,16 +294,16 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "change-judged-before-locks",
         "a deploy, pause or resume judges due-ness by the instant it was asked, not once it "
-        "holds the locks (seed 1507: an occurrence due while it waited is dropped)",
+        "holds the locks (seed 1507 on PostgreSQL, 60941 on SQLite: an occurrence due while it "
+        "waited is dropped)",
         (
             Edit(
                 "stores/sql/schedules.py",
-                "            return fn(c, self.db.now(c, now_ms))",
+                "            return fn(c, self.db.now(c, now_ms if clock is None else clock()))",
                 "            return fn(c, now_ms)",
             ),
         ),
         ("lost", "unexpected"),
-        ("postgresql",),  # on SQLite a change is judged by the caller's clock: the line is idle
     ),
     Mutation(
         "retries-batched-together",

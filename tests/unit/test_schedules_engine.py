@@ -328,3 +328,22 @@ def test_pausing_or_removing_records_the_occurrence_already_due_as_skipped(lab: 
     lab.store.remove_schedule("tick", lab.clock.now_ms())
     lab.run_for(1_000)
     assert lab.statuses() == {minute(1): "SKIPPED", minute(2): "SKIPPED"}
+
+
+def test_a_change_judges_due_ness_by_the_callers_clock_once_it_holds_the_lock(lab: Lab) -> None:
+    """SQLite seed 60941: a redeploy asked at 09:00:30 waited for the write lock while the
+    machine's clock stepped to 09:01:05; judged by the instant it was asked, it dropped the
+    09:01 occurrence, due by then, as still to come (lost). Given the caller's clock, the
+    store reads it once it holds the lock: the occurrence stays, and runs."""
+    lab.cron()
+    asked = lab.clock.now_ms()  # 09:00:30
+    lab.clock.advance(minute(1) - T0 + 5_000)  # 09:01:05 by the time the lock is held
+    lab.app.schedules.pop("tick")
+    lab.app.cron("*/5 * * * *", name="tick")(lab.app.tasks["record"])
+    changed = lab.store.put_schedule(
+        lab.app.schedules["tick"], asked, replace=True, clock=lab.clock.now_ms
+    )
+    assert changed
+    assert lab.statuses() == {minute(1): "PENDING", minute(5): "PENDING"}
+    lab.run_for(1_000)
+    assert lab.runs == [minute(1)]

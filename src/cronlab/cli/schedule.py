@@ -163,7 +163,7 @@ def add_cmd(
     )
     check_task(schedule.task, app_spec)
     store = open_schedules(store_url, create=True)
-    store.put_schedule(schedule, CLOCK.now_ms(), replace=False)
+    store.put_schedule(schedule, CLOCK.now_ms(), replace=False, clock=CLOCK.now_ms)
     click.echo(_line_of(store.get_schedule(schedule.name)))
 
 
@@ -223,7 +223,7 @@ def show_cmd(name: str, store_url: str, as_json: bool) -> None:
 def pause_cmd(name: str, store_url: str, note: str | None) -> None:
     """Stop firing NAME (its coming occurrence is dropped; one already due is skipped)."""
     store = open_schedules(store_url, create=False)
-    changed = store.pause_schedule(name, CLOCK.now_ms(), note=note)
+    changed = store.pause_schedule(name, CLOCK.now_ms(), note=note, clock=CLOCK.now_ms)
     click.echo(f"paused {name}" if changed else f"{name} was already paused")
 
 
@@ -233,7 +233,7 @@ def pause_cmd(name: str, store_url: str, note: str | None) -> None:
 def resume_cmd(name: str, store_url: str) -> None:
     """Fire NAME again from its next fire time (the paused time is not caught up)."""
     store = open_schedules(store_url, create=False)
-    changed = store.resume_schedule(name, CLOCK.now_ms())
+    changed = store.resume_schedule(name, CLOCK.now_ms(), clock=CLOCK.now_ms)
     click.echo(_line_of(store.get_schedule(name)) if changed else f"{name} was not paused")
 
 
@@ -242,7 +242,8 @@ def resume_cmd(name: str, store_url: str) -> None:
 @STORE
 def remove_cmd(name: str, store_url: str) -> None:
     """Delete NAME and its coming occurrence (past runs stay in the task history)."""
-    open_schedules(store_url, create=False).remove_schedule(name, CLOCK.now_ms())
+    store = open_schedules(store_url, create=False)
+    store.remove_schedule(name, CLOCK.now_ms(), clock=CLOCK.now_ms)
     click.echo(f"removed {name}")
 
 

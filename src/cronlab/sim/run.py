@@ -183,13 +183,27 @@ def simulate(s: sc.Scenario, store: str | None = None) -> Outcome:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def judged(store: Any, asked_ms: int) -> int:
+def judged(store: Any, asked_ms: int, read: Reading | None = None) -> int:
     """The instant ``store`` judged its last change by (``SqlSchedules.changing``, once it
-    held the locks): its server clock's last reading, else the caller's ``asked_ms``."""
+    held the locks): its server clock's last reading, else the caller's clock as ``read``
+    then, else the caller's ``asked_ms``."""
     clock = store.db.seams.clock
     if isinstance(clock, TrueClock) and clock.read_ms is not None:
         return clock.read_ms
-    return asked_ms
+    return asked_ms if read is None or read.last is None else read.last
+
+
+class Reading:
+    """The caller's clock handed to a schedule change (``clock=``), keeping its last reading:
+    the instant the change was judged by once it held the locks."""
+
+    def __init__(self, clock: Callable[[], int]) -> None:
+        self.clock: Callable[[], int] = clock
+        self.last: int | None = None
+
+    def __call__(self) -> int:
+        read = self.last = self.clock()
+        return read
 
 
 class _Run:
@@ -604,10 +618,11 @@ class _Run:
 
     def _put(self, store: SqliteStore, every_s: int) -> None:
         tick, now = self._definition(every_s), self._authority()  # as the operator's CLI does
-        changed = store.put_schedule(tick, now, replace=True)  # (may wait for the write lock)
+        read = Reading(self._authority)  # (judged by the clock once it holds the write lock)
+        changed = store.put_schedule(tick, now, replace=True, clock=read)
         self.defined[SCHEDULE] = tick
         if changed:  # (the same definition, deployed again, changes nothing: SQLite seed 10987)
-            self._note(SCHEDULE, judged(store, now), self._turn())
+            self._note(SCHEDULE, judged(store, now, read), self._turn())
 
     def _operate(self, f: sc.Fault) -> None:
         """An operator's command from the CLI or the console (the ``operator`` kind)."""
@@ -627,28 +642,30 @@ class _Run:
 
     def _pause_schedule(self, name: str, store: SqliteStore) -> None:
         now = self._authority()
-        store.pause_schedule(name, now, "the simulated operator")
+        read = Reading(self._authority)
+        store.pause_schedule(name, now, "the simulated operator", clock=read)
         self.paused.add(name)
-        self._note(name, judged(store, now), self._turn())
+        self._note(name, judged(store, now, read), self._turn())
 
     def _resume_schedule(self, name: str, store: SqliteStore) -> None:
         now = self._authority()
-        changed = store.resume_schedule(name, now)
+        read = Reading(self._authority)
+        changed = store.resume_schedule(name, now, clock=read)
         self.paused.discard(name)
         if changed:
-            self._note(name, judged(store, now), self._turn())
+            self._note(name, judged(store, now, read), self._turn())
 
     def _api_call(self, call: sc.ApiCall, index: int) -> None:
         """One call of the App API actor, from a short-lived process of its own."""
 
         def act(store: SqliteStore) -> None:
-            now = self._authority()
+            now, read = self._authority(), Reading(self._authority)  # the App's clock, live
             version = call.version or 1
-            done, changed = api_call(api_app(store, lambda: now, version), call, index)
+            done, changed = api_call(api_app(store, read, version), call, index)
             if call.op == "sync":
                 self.defined[API_SCHEDULE] = api_definition(version)
-            if changed:
-                self._note(API_SCHEDULE, judged(store, now), self._turn())
+            if changed:  # (a sync: the App's clock read last once it held the locks)
+                self._note(API_SCHEDULE, judged(store, now, read), self._turn())
             self.world.log(f"api: {done}")
 
         self._operator(f"api {call.op} {index}", act)
@@ -669,11 +686,12 @@ class _Run:
 
         def remove(store: SqliteStore) -> None:
             now = self._authority()
-            store.remove_schedule(name, now)
+            read = Reading(self._authority)
+            store.remove_schedule(name, now, clock=read)
             self.removed.add(name)
-            self._note(name, judged(store, now), self._turn())
+            self._note(name, judged(store, now, read), self._turn())
             if self.removed >= set(self.s.schedule_names()):
-                self.ledger.removed_ms = now
+                self.ledger.removed_ms = judged(store, now, read)
 
         self._operator(f"remove {name}", remove)
 

@@ -145,10 +145,12 @@ class _Console:
         store, now = self.store(), CLOCK.now_ms()
         console_api.check_fields(action, body)
         if action == "pause":
-            changed = store.pause_schedule(name, now, note=console_api.text(body, "note"))
+            note = console_api.text(body, "note")
+            changed = store.pause_schedule(name, now, note=note, clock=CLOCK.now_ms)
             return {"schedule": name, "paused": True, "changed": changed}
         if action == "resume":
-            return {"schedule": name, "paused": False, "changed": store.resume_schedule(name, now)}
+            changed = store.resume_schedule(name, now, clock=CLOCK.now_ms)
+            return {"schedule": name, "paused": False, "changed": changed}
         if action == "trigger":
             return {"schedule": name, "key": store.trigger_schedule(name, now)}
         start, end = (delays.parse_at(console_api.text(body, k) or "") for k in ("from", "to"))

@@ -38,23 +38,34 @@ class SqlSchedules(Part):
         super().__init__(db)
         self.tasks = tasks
 
-    def changing(self, now_ms: int, fn: Callable[[Conn, int], T]) -> T:
+    def changing(
+        self, now_ms: int, fn: Callable[[Conn, int], T], clock: Callable[[], int] | None = None
+    ) -> T:
         """``fn(c, now)`` in a transaction that changes schedules or their occurrences,
         serialised with the leader's: it first takes every fence row a dispatch or the
         retention takes (PostgreSQL; SQLite's writer lock serialises every write already). A
         dispatch then never plans from a definition a deploy replaces under it (bug 4), a
         backfill never reads history the retention is deleting (bug 3), and two adds of one
         name meet. ``now`` is judged once the locks are held (``Dialect.now``: the server's
-        clock, or ``now_ms``): a change that waited for a paused leader's dispatch never drops
-        an occurrence that fell due while it waited (seed 1507 on PostgreSQL)."""
+        clock, else the caller's ``clock`` read then, else ``now_ms``): a change that waited for
+        a paused leader's dispatch never drops an occurrence that fell due while it waited
+        (seed 1507 on PostgreSQL), nor one a leader planned after the machine's clock jumped
+        while it waited for SQLite's write lock (seed 60941 on SQLite)."""
 
         def serialised(c: Conn) -> T:
             c.execute(self.queries["fence_lock_all"])
-            return fn(c, self.db.now(c, now_ms))
+            return fn(c, self.db.now(c, now_ms if clock is None else clock()))
 
         return self.db.transaction(serialised)
 
-    def put_schedule(self, schedule: Schedule, now_ms: int, *, replace: bool) -> bool:
+    def put_schedule(
+        self,
+        schedule: Schedule,
+        now_ms: int,
+        *,
+        replace: bool,
+        clock: Callable[[], int] | None = None,
+    ) -> bool:
         zones.check(schedule.tz)  # a new definition: in a zone every replica reads alike
         stored = self.db.read(lambda c: self._schedule(c, schedule.name))
         if (
@@ -75,9 +86,16 @@ class SqlSchedules(Part):
             self._rematerialise(c, schedule, now, paused)
             return True
 
-        return self.changing(now_ms, put)
+        return self.changing(now_ms, put, clock)
 
-    def sync_schedules(self, app: str, wanted: Sequence[Schedule], now_ms: int) -> SyncReport:
+    def sync_schedules(
+        self,
+        app: str,
+        wanted: Sequence[Schedule],
+        now_ms: int,
+        *,
+        clock: Callable[[], int] | None = None,
+    ) -> SyncReport:
         for s in wanted:
             zones.check(s.tz)
 
@@ -108,7 +126,7 @@ class SqlSchedules(Part):
                 self._remove(c, name, now)
             return SyncReport(added=tuple(added), changed=tuple(changed), removed=tuple(removed))
 
-        return self.changing(now_ms, sync)
+        return self.changing(now_ms, sync, clock)
 
     def get_schedule(self, name: str) -> ScheduleInfo:
         def get(c: Conn) -> ScheduleInfo:
@@ -122,7 +140,14 @@ class SqlSchedules(Part):
         names = self.db.read(lambda c: c.execute(self.queries["schedule_names"]).fetchall())
         return [self.get_schedule(r[0]) for r in names]
 
-    def pause_schedule(self, name: str, now_ms: int, note: str | None = None) -> bool:
+    def pause_schedule(
+        self,
+        name: str,
+        now_ms: int,
+        note: str | None = None,
+        *,
+        clock: Callable[[], int] | None = None,
+    ) -> bool:
         text = occurrences.check_note(note)
 
         def pause(c: Conn, now: int) -> bool:
@@ -138,9 +163,11 @@ class SqlSchedules(Part):
             self._operated(c, "paused", name, now, note=text)
             return changed > 0
 
-        return self.changing(now_ms, pause)
+        return self.changing(now_ms, pause, clock)
 
-    def resume_schedule(self, name: str, now_ms: int) -> bool:
+    def resume_schedule(
+        self, name: str, now_ms: int, *, clock: Callable[[], int] | None = None
+    ) -> bool:
         def resume(c: Conn, now: int) -> bool:
             info = self.must_exist(c, name, lock=True)
             args = {"name": name, "paused": 0}
@@ -151,7 +178,7 @@ class SqlSchedules(Part):
                 self._operated(c, "resumed", name, now)
             return changed > 0
 
-        return self.changing(now_ms, resume)
+        return self.changing(now_ms, resume, clock)
 
     def backfill_schedule(self, name: str, from_ms: int, to_ms: int, now_ms: int) -> Backfill:
         """Run the schedule's occurrences in [from_ms, to_ms) that never ran (``operations
@@ -176,12 +203,14 @@ class SqlSchedules(Part):
             {**event, "detail": json.dumps({"schedule": name, **detail})},
         )
 
-    def remove_schedule(self, name: str, now_ms: int) -> None:
+    def remove_schedule(
+        self, name: str, now_ms: int, *, clock: Callable[[], int] | None = None
+    ) -> None:
         def remove(c: Conn, now: int) -> None:
             self.must_exist(c, name, lock=True)
             self._remove(c, name, now)
 
-        self.changing(now_ms, remove)
+        self.changing(now_ms, remove, clock)
 
     def _remove(self, c: Conn, name: str, now_ms: int) -> None:
         """Delete a schedule and its occurrence still to come; one already due stays, and is

@@ -211,11 +211,25 @@ class SqlStore:
 
     # -- schedules (SqlSchedules) -----------------------------------------------------------
 
-    def put_schedule(self, schedule: Schedule, now_ms: int, *, replace: bool) -> bool:
-        return self.schedules.put_schedule(schedule, now_ms, replace=replace)
+    def put_schedule(
+        self,
+        schedule: Schedule,
+        now_ms: int,
+        *,
+        replace: bool,
+        clock: Callable[[], int] | None = None,
+    ) -> bool:
+        return self.schedules.put_schedule(schedule, now_ms, replace=replace, clock=clock)
 
-    def sync_schedules(self, app: str, wanted: Sequence[Schedule], now_ms: int) -> SyncReport:
-        return self.schedules.sync_schedules(app, wanted, now_ms)
+    def sync_schedules(
+        self,
+        app: str,
+        wanted: Sequence[Schedule],
+        now_ms: int,
+        *,
+        clock: Callable[[], int] | None = None,
+    ) -> SyncReport:
+        return self.schedules.sync_schedules(app, wanted, now_ms, clock=clock)
 
     def get_schedule(self, name: str) -> ScheduleInfo:
         return self.schedules.get_schedule(name)
@@ -223,14 +237,25 @@ class SqlStore:
     def list_schedules(self) -> list[ScheduleInfo]:
         return self.schedules.list_schedules()
 
-    def pause_schedule(self, name: str, now_ms: int, note: str | None = None) -> bool:
-        return self.schedules.pause_schedule(name, now_ms, note)
+    def pause_schedule(
+        self,
+        name: str,
+        now_ms: int,
+        note: str | None = None,
+        *,
+        clock: Callable[[], int] | None = None,
+    ) -> bool:
+        return self.schedules.pause_schedule(name, now_ms, note, clock=clock)
 
-    def resume_schedule(self, name: str, now_ms: int) -> bool:
-        return self.schedules.resume_schedule(name, now_ms)
+    def resume_schedule(
+        self, name: str, now_ms: int, *, clock: Callable[[], int] | None = None
+    ) -> bool:
+        return self.schedules.resume_schedule(name, now_ms, clock=clock)
 
-    def remove_schedule(self, name: str, now_ms: int) -> None:
-        self.schedules.remove_schedule(name, now_ms)
+    def remove_schedule(
+        self, name: str, now_ms: int, *, clock: Callable[[], int] | None = None
+    ) -> None:
+        self.schedules.remove_schedule(name, now_ms, clock=clock)
 
     def trigger_schedule(self, name: str, now_ms: int) -> str:
         return self.schedules.trigger_schedule(name, now_ms)
