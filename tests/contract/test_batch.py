@@ -135,6 +135,14 @@ def test_batch_contexts_carry_the_transaction(sql: Backend) -> None:
     assert sql.store.counts()["PENDING"] == 2
 
 
+def writes_then_booms(ctx: Context, payload: dict[str, Any]) -> None:
+    """A handler that writes its invoice through ``ctx.tx``, then raises for "boom"."""
+    row = (payload["customer"], payload["period"], ctx.task_id)
+    ctx.tx.execute(lab.INSERT[ctx.tx.dialect], row)
+    if payload["customer"] == "boom":
+        raise RuntimeError("after its write")
+
+
 def test_a_run_takes_its_savepoint_only_when_its_handler_writes(sql: Backend) -> None:
     """A handler that writes nothing through ``ctx.tx`` costs no SAVEPOINT (on PostgreSQL two
     round trips a run); one that writes gets its savepoint at its first statement, so a
@@ -145,12 +153,7 @@ def test_a_run_takes_its_savepoint_only_when_its_handler_writes(sql: Backend) ->
     def quiet(ctx: Context, payload: dict[str, Any]) -> None:
         return None
 
-    @r.handler("writes")
-    def writes(ctx: Context, payload: dict[str, Any]) -> None:
-        row = (payload["customer"], payload["period"], ctx.task_id)
-        ctx.tx.execute(lab.INSERT[ctx.tx.dialect], row)
-        if payload["customer"] == "boom":
-            raise RuntimeError("after its write")
+    r.handler("writes")(writes_then_booms)
 
     seed(sql, ["q1", "q2", "q3"], "quiet")
     seed(sql, ["w1", "boom", "w2"], "writes")
@@ -178,12 +181,7 @@ def test_a_batch_of_one_run_takes_no_savepoint_and_still_undoes_a_failing_write(
     commits its write with its ack (SQLite's statement trace: no SAVEPOINT either time)."""
     r = Registry()
 
-    @r.handler("writes")
-    def writes(ctx: Context, payload: dict[str, Any]) -> None:
-        row = (payload["customer"], payload["period"], ctx.task_id)
-        ctx.tx.execute(lab.INSERT[ctx.tx.dialect], row)
-        if payload["customer"] == "boom":
-            raise RuntimeError("after its write")
+    r.handler("writes")(writes_then_booms)
 
     seen: list[str] = []
     traced = sql.name != "postgres"
