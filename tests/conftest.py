@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import faulthandler
+from collections.abc import Iterator
+
 import pytest
 
 import beside
@@ -19,6 +22,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     order = list(beside.COMMANDS)
     marked = [i for i in items if _name(i) is not None]
     marked.sort(key=lambda i: order.index(str(_name(i))))
+    for item in marked:  # they wait for their commands, which end within BUDGET_S
+        item.add_marker(pytest.mark.timeout(beside.BUDGET_S + 2 * beside.GRACE_S))
     items[:] = [i for i in items if _name(i) is None] + marked
 
 
@@ -30,3 +35,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     beside.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A beside test's long wait is not a hang: no stack dump at ``faulthandler_timeout``
+    (its ``timeout`` mark, BUDGET_S, still ends it)."""
+    if _name(item) is not None:
+        faulthandler.cancel_dump_traceback_later()
+    return (yield)
