@@ -38,6 +38,9 @@ def test_a_token_guards_live_mode_and_the_page_sends_it(browser: Browser, token_
     page = browser.new_page()
     url = f"{token_lab}/?workers=1"
     page.goto(url)
+    # The first model run drawn (its charts move the page): a click before it can land on
+    # whatever moved under the button (a CI run's click left the status "idle").
+    page.wait_for_function("() => window.cronlabLab && window.cronlabLab.recomputes > 0")
     page.locator('[data-control="live-count"]').fill("50")
     page.locator('[data-action="live-start"]').click()
     expect(page.locator("#live-status")).to_contain_text("need the lab's token")

@@ -205,7 +205,7 @@ class FrozenVmClock(SystemClock):
 
 def test_a_frozen_vm_leader_is_stopped_by_the_store_fence_alone(dist: Dist) -> None:
     """Only the store's fence can stop this zombie: its own clock says it still leads. Run with
-    the epoch check removed from ``SqlLease.fence``, it dispatches the second bucket at its
+    the epoch check removed from ``SqlLease.checked``, it dispatches the second bucket at its
     old epoch and this test fails (tried: see docs/engine.md, Guarantees)."""
     from cronlab.queues.store import StoreQueue
     from cronlab.runtime.scheduler import Scheduler, SchedulerConfig

@@ -222,6 +222,13 @@ class SqliteDialect:
     ) -> None:
         self.conn.executemany(QUERIES["enqueue"], envelopes(tasks, now_ms, visible_ms))
 
+    def enqueue_dispatched(
+        self, c: sql.Conn, tasks: Sequence[tuple[int, int]], now_ms: int
+    ) -> None:
+        self.enqueue(c, tasks, now_ms, 0)
+        c.execute(QUERIES["count_dispatched"], {"n": len(tasks)})
+        self.notify(c, "queued")
+
     def run_script(self, c: sql.Conn, script: str) -> None:
         for statement in split_statements(script):
             c.execute(statement)

@@ -15,6 +15,7 @@ import psycopg
 from cronlab.ports import Channel
 from cronlab.wakeups.retrying import Reconnecting
 
+# (postgresql/queries.sql's enqueue_dispatched names cronlab_queued too: pg_notify)
 CHANNELS: dict[Channel, str] = {"due": "cronlab_due", "queued": "cronlab_queued"}
 
 

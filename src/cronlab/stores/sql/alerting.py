@@ -65,7 +65,7 @@ class SqlAlerts(Part):
         (nothing written) when this condition was raised already."""
 
         def run(c: Conn) -> int | None:
-            self.lease.fence(c, epoch, self.db.now(c, alert.raised_ms))
+            self.lease.fenced_now(c, epoch, alert.raised_ms)
             args = {
                 "schedule": alert.schedule,
                 "kind": alert.kind,

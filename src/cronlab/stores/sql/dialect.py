@@ -116,6 +116,11 @@ class Dialect(Protocol):
         attempt number each, visible at ``visible_ms``."""
         ...
 
+    def enqueue_dispatched(self, c: Conn, tasks: Sequence[tuple[int, int]], now_ms: int) -> None:
+        """``enqueue`` visible at once, counted as dispatched (``count_dispatched``), and the
+        ``queued`` channel's waiters woken once ``c``'s transaction commits."""
+        ...
+
     def run_script(self, c: Conn, script: str) -> None:
         """Run a migration file's statements (qualified already)."""
         ...

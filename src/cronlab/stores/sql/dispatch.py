@@ -43,8 +43,7 @@ class SqlDispatch(Part):
         one (a server's: a replica whose clock is ahead dispatches nothing early). A full
         batch leaves the next scan a place to resume from; a resumed scan that comes back
         short looks once more from the start."""
-        now_ms = self.db.now(c, now_ms)
-        self.lease.fence(c, epoch, now_ms)
+        now_ms = self.lease.fenced_now(c, epoch, now_ms)
         args = {"epoch": epoch, "now": now_ms, "limit": limit}
         if self._resume is None:
             claimed = self._claim(c, args, START)
@@ -116,8 +115,7 @@ class SqlDispatch(Part):
             return 0  # the common case, read without the write lock
 
         def run(c: Conn) -> int:
-            now = self.db.now(c, now_ms)
-            self.lease.fence(c, epoch, now)
+            now = self.lease.fenced_now(c, epoch, now_ms)
             lost = lost_ones(c, now)  # again, under the lock: a message may have come meanwhile
             if lost:
                 self.db.enqueue(c, lost, now, 0)

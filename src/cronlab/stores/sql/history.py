@@ -86,8 +86,7 @@ class SqlHistory(Part):
         samples and settled alerts; returns how many rows went."""
 
         def run(c: Conn) -> int:
-            now = self.db.now(c, now_ms)
-            self.lease.fence(c, epoch, now)
+            now = self.lease.fenced_now(c, epoch, now_ms)
             before = now - keep_ms
             args = {"before": before, "now": now, "limit": limit}
             ids = [r[0] for r in c.execute(self.queries["prune_candidates"], args).fetchall()]

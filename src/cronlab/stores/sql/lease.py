@@ -45,14 +45,38 @@ class SqlLease(Part):
         """In ``c``'s transaction: raise ``FencedError`` (and write nothing) unless ``epoch``
         still may write — the check every dispatch makes, and the leader's other duties."""
         (max_epoch,) = c.execute(self.queries["fence_lock"], {"kind": self.fencing}).fetchone()
-        if self.fencing == "epoch":
+        held = None
+        if self.fencing == "lease":
+            held = state(c.execute(self.queries["lease_read_locked"]).fetchone())
+        self.checked(epoch, max_epoch, held, now_ms)
+        c.execute(self.queries["fence_raise"], {"epoch": epoch, "kind": self.fencing})
+
+    def fenced_now(self, c: Conn, epoch: int, caller_ms: int) -> int:
+        """``fence`` at the store's clock (``Dialect.now``), which it returns: where the dialect
+        has ``fence_at_once`` (PostgreSQL), one statement that locks and raises the fence row,
+        locks the lease row and reads the clock once it holds both — a fenced epoch's
+        ``FencedError`` rolls the raise back with the rest of the transaction."""
+        at_once = self.queries.get("fence_at_once")
+        if at_once is None:
+            now = self.db.now(c, caller_ms)
+            self.fence(c, epoch, now)
+            return now
+        args = {"epoch": epoch, "kind": self.fencing, "now": self.db.given_now(caller_ms)}
+        max_epoch, *lease, now = c.execute(at_once, args).fetchone()
+        self.checked(epoch, max_epoch, state(lease) if self.fencing == "lease" else None, now)
+        return int(now)
+
+    def checked(
+        self, epoch: int, max_epoch: int, held: rules.LeaseState | None, now_ms: int
+    ) -> None:
+        """Raise ``FencedError`` unless ``epoch`` may write: no lower than the fence's highest
+        epoch and, with ``fencing="lease"``, the epoch of ``held``, unexpired at ``now_ms``."""
+        if held is None:
             if epoch < max_epoch:
                 raise FencedError(epoch, max_epoch)
         else:
-            held = state(c.execute(self.queries["lease_read_locked"]).fetchone())
             if epoch < max_epoch or not rules.holds(held, epoch, now_ms):
                 raise FencedError(epoch, held.epoch)
-        c.execute(self.queries["fence_raise"], {"epoch": epoch, "kind": self.fencing})
 
 
 def state(r: Sequence[Any]) -> rules.LeaseState:

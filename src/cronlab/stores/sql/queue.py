@@ -28,10 +28,10 @@ class SqlQueue(Part):
         """Enqueue ``(task id, attempts so far)``; a dispatch (visible at once) counts them."""
         if not tasks:
             return
-        self.db.enqueue(c, tasks, now_ms, visible_ms)
-        if not visible_ms:
-            c.execute(self.queries["count_dispatched"], {"n": len(tasks)})
-            self.db.notify(c, "queued")
+        if visible_ms:
+            self.db.enqueue(c, tasks, now_ms, visible_ms)
+        else:
+            self.db.enqueue_dispatched(c, tasks, now_ms)
 
     def claim(self, worker: str, limit: int, visibility_ms: int, now_ms: int) -> list[Message]:
         """Whole envelopes in queue order while they fit ``limit``; the last one is split.

@@ -77,6 +77,21 @@ SELECT max_epoch FROM fence WHERE name = %(kind)s FOR UPDATE;
 -- name: fence_raise
 UPDATE fence SET max_epoch = %(epoch)s WHERE name = %(kind)s AND max_epoch < %(epoch)s;
 
+-- name: fence_at_once
+-- fence_lock, lease_read_locked and fence_raise as one statement, with the store's clock read
+-- once both rows are locked (one round trip instead of four): the fence row raised to
+-- %(epoch)s if lower — its max_epoch after that is above %(epoch)s only if it was before, so
+-- the check (SqlLease.checked) reads it, and a fenced dispatch's rollback undoes the write.
+WITH raised AS (
+  UPDATE fence SET max_epoch = greatest(max_epoch, %(epoch)s) WHERE name = %(kind)s
+  RETURNING max_epoch
+), held AS (
+  SELECT holder, epoch, expires_ms FROM lease WHERE name = 'scheduler' FOR SHARE
+)
+SELECT r.max_epoch, h.holder, h.epoch, h.expires_ms,
+  coalesce(%(now)s::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+FROM raised r, held h;
+
 -- name: claim_due
 WITH due AS (
   DELETE FROM pending WHERE (trigger_ms, task_id) IN (
@@ -106,6 +121,25 @@ FROM chunked GROUP BY attempt, chunk ORDER BY attempt, chunk;
 
 -- name: count_dispatched
 UPDATE counters SET value = value + %(n)s WHERE name = 'dispatched';
+
+-- name: enqueue_dispatched
+-- enqueue (visible at once), count_dispatched and the queued channel's NOTIFY as one statement:
+-- one round trip a dispatch instead of three.
+WITH given AS (
+  SELECT id, attempts + 1 AS attempt, n
+  FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) WITH ORDINALITY AS g(id, attempts, n)
+), chunked AS (
+  SELECT id, attempt, n,
+    (row_number() OVER (PARTITION BY attempt ORDER BY n) - 1) / %(envelope)s AS chunk
+  FROM given
+), queued AS (
+  INSERT INTO queue (task_ids, size, attempt, enqueued_ms, invisible_until_ms)
+  SELECT array_agg(id ORDER BY n), count(*), attempt, %(now)s, 0
+  FROM chunked GROUP BY attempt, chunk ORDER BY attempt, chunk
+), counted AS (
+  UPDATE counters SET value = value + %(n)s WHERE name = 'dispatched'
+)
+SELECT pg_notify('cronlab_queued', '');
 
 -- name: read_due
 SELECT t.id, t.idempotency_key, t.task, t.payload, t.trigger_ms, t.attempts
