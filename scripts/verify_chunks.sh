@@ -7,6 +7,7 @@
 # same (verify exits 1): scripts/verify_summary.py lists them.
 #
 #   scripts/verify_chunks.sh COMMIT sqlite|postgresql FIRST LAST [CHUNK]
+# NICE (default 10): the chunks' CPU priority (19: only what the rest of the machine leaves).
 set -euo pipefail
 commit=$(git rev-parse --short=7 "$1") store=$2 first=$3 last=$4
 root=$(git rev-parse --show-toplevel)
@@ -24,7 +25,7 @@ for ((s = first; s <= last; s += chunk)); do
   n=$(( last - s + 1 < chunk ? last - s + 1 : chunk ))
   file=$(printf '%s/%s_%06d.json' "$out" "$prefix" "$s")
   [ -s "$file" ] && continue
-  PYTHONPATH="$pin/src" nice "$root/.venv/bin/cronlab" verify --seed "$s" --seeds "$n" \
+  PYTHONPATH="$pin/src" nice -n "${NICE:-10}" "$root/.venv/bin/cronlab" verify --seed "$s" --seeds "$n" \
     --jobs 1 --json "${args[@]}" > "$file.tmp" || true
   if python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$file.tmp" 2>/dev/null; then
     mv "$file.tmp" "$file"

@@ -1,16 +1,20 @@
-"""An idempotency key racing the retention on PostgreSQL (seed 2601 of the PostgreSQL search,
-at ffb1f53). ``defer(key=K)`` inserted, found K taken by a finished task, and read that task
-back in a statement of its own — by when the leader's retention had deleted it:
+"""An idempotency key racing another transaction on PostgreSQL (seed 2601 of the PostgreSQL
+search, at ffb1f53). ``defer(key=K)`` inserted, found K taken by a finished task, and read that
+task back in a statement of its own — by when the leader's retention had deleted it:
 ``NotFoundError`` out of ``defer``, for a key the docs call free once the retention deleted its
-task. The test forces that interleaving: the retention runs, to its commit, right after the
-defer's INSERT. It failed first with ``NotFoundError: no task with key 'k1'``."""
+task. A defer is one statement now (``add_one_at_once``), with no gap between its insert and
+its read; the races left are inside that statement, when its insert waits for another
+transaction's lock on the key: the tests below hold such a transaction open, wait until the
+defer's statement waits for it (``pg_stat_activity``), then commit it."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import psycopg
 import pytest
 
 import cronlab
@@ -28,24 +32,39 @@ def url() -> Iterator[str]:
         yield found
 
 
-def _after_insert(store: Any, act: Any) -> None:
-    """Run ``act`` (in a thread, to its end) once, right after ``store`` inserts tasks."""
-    real, done = store.db.insert_tasks, []
+def _while_it_waits(url: str, hold: Callable[[psycopg.Connection[Any]], None], act: Any) -> Any:
+    """``hold`` run in a transaction left open; ``act()`` started in a thread; once a session
+    of the database waits for a lock (``act``'s statement, on ``hold``'s row), the
+    transaction commits; ``act``'s result."""
+    found: list[Any] = []
+    with psycopg.connect(url) as holder:
+        hold(holder)
+        runner = threading.Thread(target=lambda: found.append(act()))
+        runner.start()
+        deadline = time.monotonic() + 10
+        while not _someone_waits(url):
+            assert time.monotonic() < deadline, "the defer never waited for the held row"
+            time.sleep(0.01)
+        holder.commit()
+    runner.join(10)
+    assert found, "the defer did not return"
+    return found[0]
 
-    def hooked(c: Any, rows: Any) -> int:
-        n = int(real(c, rows))
-        if not done:
-            done.append(threading.Thread(target=act))
-            done[0].start()
-            done[0].join(10)
-        return n
 
-    store.db.insert_tasks = hooked
+def _someone_waits(url: str) -> bool:
+    with psycopg.connect(url, autocommit=True) as c:
+        row = c.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ).fetchone()
+    return row is not None and row[0] > 0
 
 
 def test_a_keyed_defer_whose_finished_task_the_retention_deletes_meanwhile_adds_it_again(
     url: str,
 ) -> None:
+    """The retention's DELETE of the finished task holding K commits while the defer's insert
+    waits on that row: the key is free, and the defer adds a new run."""
     app = cronlab.App(url)
 
     @app.task(name="send")
@@ -53,23 +72,47 @@ def test_a_keyed_defer_whose_finished_task_the_retention_deletes_meanwhile_adds_
         """(never run here)"""
 
     first = send.defer(key="k1", n=1)
-    retention = PostgresStore(url)
+    store = PostgresStore(url)
     try:
-        retention.write(
-            lambda tx: tx.execute(retention.own(FINISH))
-        )  # the first run finished long ago
-        lease = retention.lease_cas("leader", 1_000, 60_000)
-        assert lease is not None
-        pruned: list[int] = []
-        _after_insert(
-            app.store(),
-            lambda: pruned.append(retention.prune_history(1_000, 10_000, 100, lease.epoch)),
-        )
-        again = send.defer(key="k1", n=1)
-        assert pruned == [1]  # the retention deleted the finished task, between the two
+        store.write(lambda tx: tx.execute(store.own(FINISH)))  # the first run finished long ago
+
+        def prune(c: psycopg.Connection[Any]) -> None:  # the retention's own statement
+            gone = c.execute(store.queries["prune_tasks"], {"ids": [first.id]}).fetchall()
+            assert len(gone) == 1
+
+        again = _while_it_waits(url, prune, lambda: send.defer(key="k1", n=1))
         assert again.added and again.id != first.id  # the key was free: a new run
-        keys = app.store().query(app.store().own("SELECT idempotency_key, status FROM tasks"))
+        keys = store.query(store.own("SELECT idempotency_key, status FROM tasks"))
         assert keys == [("k1", "PENDING")]
     finally:
-        retention.close()
+        store.close()
+        app.close()
+
+
+def test_a_keyed_defer_that_waits_for_another_insert_of_its_key_returns_that_task(
+    url: str,
+) -> None:
+    """Another transaction inserts K and commits while the defer's insert waits on it: the
+    defer's statement finds K taken by a row its snapshot cannot see, and tries again
+    (``KEY_TRIES``) — it returns that task, not added, instead of failing."""
+    app = cronlab.App(url)
+
+    @app.task(name="send")
+    def send(ctx: cronlab.Context, n: int) -> None:
+        """(never run here)"""
+
+    send.defer(key="warm", n=0)  # the store opened and migrated before the race
+    store = PostgresStore(url)
+    try:
+        row = {"idempotency_key": "k2", "task": "send", "payload": '{"n": 2}',
+               "trigger_ms": 0, "schedule": None}  # fmt: skip
+
+        def insert(c: psycopg.Connection[Any]) -> None:
+            assert c.execute(store.queries["add_task"], row).rowcount == 1
+
+        got = _while_it_waits(url, insert, lambda: send.defer(key="k2", n=2))
+        held = store.task_by_key("k2")
+        assert (got.added, got.id) == (False, held.id)
+    finally:
+        store.close()
         app.close()

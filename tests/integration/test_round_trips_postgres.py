@@ -39,11 +39,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 # rises fails here.
 WORKER_BATCH_OF_ONE = 7
 LEADER_DISPATCH_OF_ONE = 5
-# A defer of one task: BEGIN, the INSERT (one statement from arrays; through COPY it took
-# four: the temporary table made, COPY (two), INSERT, TRUNCATE — 9 in all before 2026-12-07), the
-# holder read, NOTIFY, COMMIT. A tick's few occurrences and defer_many's small batches take the
-# same INSERT.
-DEFER_OF_ONE = 5
+# A defer of one task: one statement in autocommit — the INSERT, the read of the task holding
+# its key and the NOTIFY (9 exchanges before 2026-12-07, when the COPY path took four of them;
+# 5 before 2026-12-08: BEGIN, the INSERT, the holder read, NOTIFY, COMMIT). A repeated key
+# costs the same. A tick's few occurrences and defer_many's small batches take one INSERT from
+# arrays.
+DEFER_OF_ONE = 1
 
 
 class Exchanges:
@@ -144,8 +145,9 @@ def test_a_single_job_batch_and_its_dispatch_cost_their_bounded_round_trips(
 
 
 def test_a_defer_of_one_task_costs_its_bounded_round_trips(exchanges: Exchanges) -> None:
-    """``Task.defer`` of one task, on an App whose store is open: one transaction, the task
-    inserted by one statement — and a batch over ``FEW_TASKS`` still goes in whole (COPY)."""
+    """``Task.defer`` of one task, on an App whose store is open: one statement — and one
+    under a key that is taken returns its holder as cheaply; a batch over ``FEW_TASKS`` still
+    goes in whole (COPY)."""
     with pg_database() as url:
         app = cronlab.App(url)
 
@@ -156,12 +158,43 @@ def test_a_defer_of_one_task_costs_its_bounded_round_trips(exchanges: Exchanges)
         with exchanges:
             assert receipt.defer(n=1).added
         once = list(exchanges.sent)
+        first = receipt.defer(n=7, key="k")
+        with exchanges:
+            again = receipt.defer(n=7, key="k")
+        keyed = list(exchanges.sent)
+        assert (first.added, again.added, again.id) == (True, False, first.id)
         many = receipt.defer_many({"n": n} for n in range(2, 2 + postgres.FEW_TASKS + 1))
         assert many.added == postgres.FEW_TASKS + 1
         assert receipt.defer_many([{"n": 1}, {"n": 1}]).added == 2  # fresh keys each
         counts = app.store().counts()
         print("\ndefer of one:", *once, sep="\n  ")
-        assert counts["PENDING"] == 2 + postgres.FEW_TASKS + 1 + 2
+        assert counts["PENDING"] == 2 + postgres.FEW_TASKS + 1 + 2 + 1
         assert len(once) <= DEFER_OF_ONE, once
-        assert sum(s.startswith("INSERT INTO") for s in once) == 1, once
+        assert len(keyed) <= DEFER_OF_ONE, keyed
+        assert sum("INSERT INTO" in s for s in once) == 1, once
         app.close()
+
+
+def test_the_statements_that_send_notify_themselves_wake_their_channels() -> None:
+    """The defer's one statement and the dispatch's enqueue send their channel's NOTIFY with
+    ``pg_notify`` (no ``NOTIFY`` statement of their own): a ``LISTEN``ing waiter wakes when a
+    task is added and when one is enqueued, and not for a key that was taken."""
+    from cronlab.ports import NewTask
+    from cronlab.stores.postgres import PostgresStore
+
+    with pg_database() as url:
+        store = PostgresStore(url)
+        due, queued = store.waiter("due"), store.waiter("queued")
+        assert due is not None and queued is not None
+        assert (due.wait(0.05), queued.wait(0.05)) == (False, False)
+        assert store.add_task(NewTask("k", "t", trigger_ms=0))[0]
+        assert due.wait(5)
+        assert not store.add_task(NewTask("k", "t", trigger_ms=0))[0]
+        assert not due.wait(0.3)
+        lease = StoreElector(store, SystemClock()).acquire_or_renew("w", 60_000)
+        assert lease is not None
+        assert store.dispatch_due(store.server_ms(), 10, lease.epoch) == 1
+        assert queued.wait(5)
+        due.close()
+        queued.close()
+        store.close()

@@ -285,6 +285,21 @@ class PostgresDialect:
         }
         c.execute(self.queries["enqueue"], args)
 
+    def add_one(self, c: sql.Conn, task: base.TaskRow) -> tuple[bool, Sequence[Any]] | None:
+        """One statement (``add_one_at_once``), its own transaction under ``at_once``: five
+        round trips a ``defer`` were one. The holder is read in the statement's snapshot, so
+        a key taken by a transaction that committed after it began, or freed by the
+        retention, reads as None: the caller tries again with a fresh snapshot."""
+        key, name, payload, trigger_ms, schedule = task
+        args = {"key": key, "task": name, "payload": payload, "trigger": trigger_ms,
+                "schedule": schedule}  # fmt: skip
+        row = c.execute(self.queries["add_one_at_once"], args).fetchone()
+        if row is None:
+            return None
+        if row[0]:
+            self._news.add("due")
+        return bool(row[0]), row[1:-1]  # (the last column: the NOTIFYs sent)
+
     def enqueue_dispatched(
         self, c: sql.Conn, tasks: Sequence[tuple[int, int]], now_ms: int
     ) -> None:

@@ -222,6 +222,13 @@ class SqliteDialect:
     ) -> None:
         self.conn.executemany(QUERIES["enqueue"], envelopes(tasks, now_ms, visible_ms))
 
+    def add_one(self, c: sql.Conn, task: base.TaskRow) -> tuple[bool, Sequence[Any]] | None:
+        added = self.insert_tasks(c, [task]) > 0
+        held = c.execute(QUERIES["task_by_key"], {"key": task[0]}).fetchone()
+        if held is not None and added:
+            self.notify(c, "due")
+        return None if held is None else (added, held)
+
     def enqueue_dispatched(
         self, c: sql.Conn, tasks: Sequence[tuple[int, int]], now_ms: int
     ) -> None:

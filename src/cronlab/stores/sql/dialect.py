@@ -116,6 +116,14 @@ class Dialect(Protocol):
         attempt number each, visible at ``visible_ms``."""
         ...
 
+    def add_one(self, c: Conn, task: TaskRow) -> tuple[bool, Sequence[Any]] | None:
+        """One try at inserting ``task`` PENDING unless its key is taken: whether it went in,
+        and the ``task_by_key`` row that holds the key now; None when that row was gone once
+        looked for (the retention deleted it after the insert ran into it: the key is free, try
+        again). Wakes ``due``'s waiters, once committed, if it went in. One statement on
+        PostgreSQL (``add_one_at_once``): run it with ``at_once``."""
+        ...
+
     def enqueue_dispatched(self, c: Conn, tasks: Sequence[tuple[int, int]], now_ms: int) -> None:
         """``enqueue`` visible at once, counted as dispatched (``count_dispatched``), and the
         ``queued`` channel's waiters woken once ``c``'s transaction commits."""

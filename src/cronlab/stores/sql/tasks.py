@@ -72,26 +72,23 @@ class SqlTasks(Part):
 
     def add_one(self, new: NewTask) -> tuple[bool, StoredTask]:
         """Insert one PENDING task unless its key is taken: (whether it went in, the task that
-        holds the key now), read in the same transaction. On PostgreSQL the holder the insert
-        ran into may be deleted (the retention) before the read: the key is free then, and the
-        insert is tried again (``KEY_TRIES`` times; then ``ConflictError``, nothing written)."""
+        holds the key now), read with the insert (``Dialect.add_one``: on PostgreSQL one
+        statement, a transaction by itself). On PostgreSQL the holder the insert ran into may
+        be deleted (the retention) or not yet visible to the read: the insert is tried again
+        (``KEY_TRIES`` times; then ``ConflictError``, nothing written)."""
         row = task_row(new)
 
         def add(c: Conn) -> tuple[bool, StoredTask]:
             for _ in range(KEY_TRIES):
-                added = self.db.insert_tasks(c, [row]) > 0
-                found = c.execute(self.queries["task_by_key"], {"key": new.idempotency_key})
-                held = found.fetchone()
-                if held is not None:
-                    if added:
-                        self.db.notify(c, "due")
-                    return added, TaskRead._make(held).value()
+                found = self.db.add_one(c, row)
+                if found is not None:
+                    return found[0], TaskRead._make(found[1]).value()
             raise ConflictError(
                 f"key {new.idempotency_key!r}: its task was deleted {KEY_TRIES} times while "
                 "this insert ran; nothing changed"
             )
 
-        return self.db.transaction(add)
+        return self.db.at_once(add)
 
     def _check_taken(self, c: Conn, chunk: Sequence[TaskRow]) -> None:
         """``ConflictError`` for the first row whose key a task of another name or with other

@@ -43,6 +43,25 @@ SELECT * FROM unnest(%(keys)s::text[], %(tasks)s::text[], %(payloads)s::text[],
   %(triggers)s::bigint[], %(schedules)s::text[])
 ON CONFLICT (idempotency_key) DO NOTHING;
 
+-- name: add_one_at_once
+-- add_task, the holder's read (task_by_key) and the due channel's NOTIFY as one statement, in
+-- autocommit (one round trip a defer instead of five): (true, the row) when it went in;
+-- (false, the holder) when the key was taken by a task this statement's snapshot sees; no
+-- row when it was taken by one it does not (committed since, or deleted by the retention).
+WITH added AS (
+  INSERT INTO tasks (idempotency_key, task, payload, trigger_ms, schedule)
+  VALUES (%(key)s, %(task)s, %(payload)s, %(trigger)s, %(schedule)s)
+  ON CONFLICT (idempotency_key) DO NOTHING
+  RETURNING id, idempotency_key, task, payload, trigger_ms, attempts, status, epoch, last_error
+), woken AS (
+  SELECT pg_notify('cronlab_due', '') FROM added
+)
+SELECT true, a.*, (SELECT count(*) FROM woken) FROM added a
+UNION ALL
+SELECT false, t.id, t.idempotency_key, t.task, t.payload, t.trigger_ms, t.attempts, t.status,
+  t.epoch, t.last_error, 0
+FROM tasks t WHERE t.idempotency_key = %(key)s AND NOT EXISTS (SELECT 1 FROM added);
+
 -- name: add_task
 INSERT INTO tasks (idempotency_key, task, payload, trigger_ms, schedule)
 VALUES (%(idempotency_key)s, %(task)s, %(payload)s, %(trigger_ms)s, %(schedule)s)
