@@ -276,14 +276,17 @@ class PostgresDialect:
     def enqueue(
         self, c: sql.Conn, tasks: Sequence[tuple[int, int]], now_ms: int, visible_ms: int
     ) -> None:
-        args = {
+        args = {**self._envelopes(tasks, now_ms), "visible": visible_ms}
+        c.execute(self.queries["enqueue"], args)
+
+    def _envelopes(self, tasks: Sequence[tuple[int, int]], now_ms: int) -> dict[str, Any]:
+        """The arguments ``enqueue`` and ``enqueue_dispatched`` share."""
+        return {
             "ids": self.ints(t[0] for t in tasks),
             "attempts": self.ints(t[1] for t in tasks),
             "envelope": ENVELOPE,
             "now": now_ms,
-            "visible": visible_ms,
         }
-        c.execute(self.queries["enqueue"], args)
 
     def add_one(self, c: sql.Conn, task: base.TaskRow) -> tuple[bool, Sequence[Any]] | None:
         """One statement (``add_one_at_once``), its own transaction under ``at_once``: five
@@ -304,13 +307,7 @@ class PostgresDialect:
         self, c: sql.Conn, tasks: Sequence[tuple[int, int]], now_ms: int
     ) -> None:
         """One statement (``enqueue_dispatched``): three round trips a dispatch were one."""
-        args = {
-            "ids": self.ints(t[0] for t in tasks),
-            "attempts": self.ints(t[1] for t in tasks),
-            "envelope": ENVELOPE,
-            "now": now_ms,
-            "n": len(tasks),
-        }
+        args = {**self._envelopes(tasks, now_ms), "n": len(tasks)}
         c.execute(self.queries["enqueue_dispatched"], args)
         self._news.add("queued")
 
